@@ -1,0 +1,320 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+The whole model reads top to bottom: configuration, attention, the two layer kinds, then the model
+with the three entry points the rest of the project uses:
+
+- ``encode(src)``: source ids -> encoder output ("memory") and the source padding mask;
+- ``cross_kv(memory)``: the cross-attention keys/values of every decoder layer, computed once per
+  source and reused at every decoding step (this is what the ONNX encoder graph returns);
+- ``decode(tgt, ...)``: the decoder, teacher-forced over a whole target when the self-attention cache
+  is empty, or incremental (one new token per row) when it holds the previous steps. Both are the
+  same code path, so incremental decoding is exact by construction and the tests check it.
+
+Deviations from the paper, all configurable: pre-norm residual blocks by default (``pre_norm``;
+LayerNorm before each sub-layer plus a final LayerNorm, which trains stably without a long warm-up
+on small data); one joint vocabulary with tied source/target embeddings and output projection.
+
+Shape legend: B sentences, K beams per sentence, N = B*K decoder rows, S source length, T target
+length (new positions), P cached positions, D d_model, H heads, Dh = D/H, L decoder layers,
+V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    d_model: int = 256
+    n_heads: int = 4
+    d_ff: int = 1024
+    n_encoder_layers: int = 3
+    n_decoder_layers: int = 3
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    max_positions: int = 256
+    pre_norm: bool = True
+    tie_embeddings: bool = True
+    pad_id: int = 0
+    bos_id: int = 2
+    eos_id: int = 3
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: nn.Module | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(QK^T / sqrt(d_head)) V over (..., Tq, Dh) queries and (..., Tk, Dh) keys/values.
+
+    ``mask`` broadcasts to (..., Tq, Tk), True where a key may be attended. Masked keys get -inf
+    before the softmax and exactly 0 after it: a row whose keys are all masked would otherwise be
+    0/0 = NaN, and is all zeros instead (it contributes nothing to the output).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = torch.where(mask, weights, torch.zeros_like(weights))
+    attended = dropout(weights) if dropout is not None else weights
+    return attended @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention split into key/value projection and attention, so that decoding can
+    cache projected keys/values (self-attention) or compute them once (cross-attention)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.q_proj = nn.Linear(config.d_model, config.d_model)
+        self.k_proj = nn.Linear(config.d_model, config.d_model)
+        self.v_proj = nn.Linear(config.d_model, config.d_model)
+        self.out_proj = nn.Linear(config.d_model, config.d_model)
+        self.dropout = nn.Dropout(config.attention_dropout)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        B, T, D = x.shape
+        return x.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)  # (B, H, T, Dh)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        B, H, T, Dh = x.shape
+        return x.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, D)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))  # (B, H, T, Dh)
+
+    def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Queries from x (N, Tq, D) against k, v (B, H, Tk, Dh), with N = B*K.
+
+        K > 1 happens in cross-attention under beam search: the K beams of a sentence share that
+        sentence's keys/values, so their queries are folded into the query axis instead of copying
+        the keys/values K times. Returns the output (N, Tq, D) and weights (N, H, Tq, Tk).
+        """
+        N, Tq, _ = x.shape
+        B, H, Tk, Dh = k.shape
+        q = self.split_heads(self.q_proj(x))  # (N, H, Tq, Dh)
+        q = q.view(B, N // B, H, Tq, Dh).transpose(1, 2).reshape(B, H, -1, Dh)  # (B, H, K*Tq, Dh)
+        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        out = out.view(B, H, -1, Tq, Dh).transpose(1, 2).reshape(N, H, Tq, Dh)  # (N, H, Tq, Dh)
+        weights = weights.view(B, H, -1, Tq, Tk).transpose(1, 2).reshape(N, H, Tq, Tk)
+        return self.out_proj(self.merge_heads(out)), weights
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.d_ff)
+        self.fc2 = nn.Linear(config.d_ff, config.d_model)
+        self.dropout = nn.Dropout(config.activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+
+
+class Residual(nn.Module):
+    """x + Dropout(sublayer(LN(x))) when pre-norm, LN(x + Dropout(sublayer(x))) when post-norm."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.pre_norm = config.pre_norm
+        self.norm = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def normed_input(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.pre_norm else x
+
+    def add(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        y = x + self.dropout(sublayer_out)
+        return y if self.pre_norm else self.norm(y)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config)
+        self.ffn = FeedForward(config)
+        self.attn_res = Residual(config)
+        self.ffn_res = Residual(config)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        h = self.attn_res.normed_input(x)
+        k, v = self.self_attn.project_kv(h)
+        x = self.attn_res.add(x, self.self_attn(h, k, v, mask)[0])
+        return self.ffn_res.add(x, self.ffn(self.ffn_res.normed_input(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config)
+        self.cross_attn = MultiHeadAttention(config)
+        self.ffn = FeedForward(config)
+        self.self_res = Residual(config)
+        self.cross_res = Residual(config)
+        self.ffn_res = Residual(config)
+
+    def forward(
+        self,
+        x: Tensor,
+        past_k: Tensor,
+        past_v: Tensor,
+        causal_mask: Tensor,
+        cross_k: Tensor,
+        cross_v: Tensor,
+        src_mask: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """x (N, T, D); past_k/v (N, H, P, Dh); cross_k/v (B, H, S, Dh); src_mask (B, 1, 1, S).
+
+        Returns x, the self-attention keys/values grown to P + T, and cross-attention weights
+        (N, H, T, S).
+        """
+        h = self.self_res.normed_input(x)
+        new_k, new_v = self.self_attn.project_kv(h)
+        k = torch.cat([past_k, new_k], dim=2)  # (N, H, P+T, Dh)
+        v = torch.cat([past_v, new_v], dim=2)
+        x = self.self_res.add(x, self.self_attn(h, k, v, causal_mask)[0])
+        h = self.cross_res.normed_input(x)
+        attn_out, cross_weights = self.cross_attn(h, cross_k, cross_v, src_mask)
+        x = self.cross_res.add(x, attn_out)
+        x = self.ffn_res.add(x, self.ffn(self.ffn_res.normed_input(x)))
+        return x, k, v, cross_weights
+
+
+def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D))."""
+    position = torch.arange(max_positions, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(max_positions, d_model)
+    pe[:, 0::2] = torch.sin(position * inv_freq)
+    pe[:, 1::2] = torch.cos(position * inv_freq)
+    return pe  # (max_positions, D)
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.src_embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.tgt_embed = (
+            self.src_embed
+            if config.tie_embeddings
+            else nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        )
+        self.register_buffer("positions", sinusoidal_positions(config.max_positions, config.d_model), persistent=False)
+        self.embed_dropout = nn.Dropout(config.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
+        # Pre-norm leaves the residual stream un-normalised: one LayerNorm closes each stack.
+        self.encoder_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
+        self.output_proj = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self._init_weights()
+        if config.tie_embeddings:
+            self.output_proj.weight = self.tgt_embed.weight
+
+    def _init_weights(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        for embed in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(embed.weight, mean=0.0, std=self.config.d_model**-0.5)
+            with torch.no_grad():
+                embed.weight[self.config.pad_id].zero_()
+
+    def embed(self, embedding: nn.Embedding, ids: Tensor, offset: Tensor | int) -> Tensor:
+        """Token embedding * sqrt(D) plus the sinusoidal encodings of positions offset..offset+T-1."""
+        positions = torch.arange(ids.size(1), device=ids.device) + offset  # (T,)
+        x = embedding(ids) * math.sqrt(self.config.d_model) + self.positions[positions]  # (B, T, D)
+        return self.embed_dropout(x)
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """src (B, S) -> memory (B, S, D) and src_mask (B, S), True on real tokens."""
+        src_mask = src != self.config.pad_id
+        x = self.embed(self.src_embed, src, 0)
+        attn_mask = src_mask[:, None, None, :]  # (B, 1, 1, S): padded keys get zero weight
+        for layer in self.encoder_layers:
+            x = layer(x, attn_mask)
+        return self.encoder_norm(x), src_mask
+
+    def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """memory (B, S, D) -> cross-attention keys and values, (L, B, H, S, Dh) each."""
+        kvs = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
+        return torch.stack([k for k, _ in kvs]), torch.stack([v for _, v in kvs])
+
+    def empty_cache(self, n_rows: int, device: torch.device | None = None) -> tuple[Tensor, Tensor]:
+        c = self.config
+        shape = (c.n_decoder_layers, n_rows, c.n_heads, 0, c.d_head)
+        return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+
+    def decode(
+        self,
+        tgt: Tensor,
+        cross_k: Tensor,
+        cross_v: Tensor,
+        src_mask: Tensor,
+        self_k: Tensor,
+        self_v: Tensor,
+        *,
+        alignment_layer: int = -1,
+        alignment_heads: int = 0,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Decode T new target positions for N = B*K rows, after P cached ones.
+
+        tgt (N, T) token ids; cross_k/v (L, B, H, S, Dh); src_mask (B, S);
+        self_k/v (L, N, H, P, Dh), P = 0 for teacher forcing or the first step.
+        Returns logits (N, T, V), self_k/v grown to (L, N, H, P+T, Dh), and the cross-attention
+        weights (N, T, S) of decoder layer ``alignment_layer`` averaged over its first
+        ``alignment_heads`` heads (0 = all heads).
+        """
+        P, T = self_k.size(3), tgt.size(1)
+        x = self.embed(self.tgt_embed, tgt, P)  # (N, T, D)
+        # Query t (absolute position P+t) sees keys 0..P+t: future positions get zero weight.
+        causal_mask = torch.arange(P + T, device=tgt.device)[None, :] <= (P + torch.arange(T, device=tgt.device))[:, None]
+        src_attn_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        new_k, new_v, cross_weights = [], [], []
+        for i, layer in enumerate(self.decoder_layers):
+            x, k, v, w = layer(x, self_k[i], self_v[i], causal_mask, cross_k[i], cross_v[i], src_attn_mask)
+            new_k.append(k)
+            new_v.append(v)
+            cross_weights.append(w)
+        logits = self.output_proj(self.decoder_norm(x))  # (N, T, V)
+        heads = cross_weights[alignment_layer]  # (N, H, T, S)
+        if alignment_heads:
+            heads = heads[:, :alignment_heads]
+        return logits, torch.stack(new_k), torch.stack(new_v), heads.mean(dim=1)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced training pass: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""
+        memory, src_mask = self.encode(src)
+        cross_k, cross_v = self.cross_kv(memory)
+        self_k, self_v = self.empty_cache(src.size(0), src.device)
+        return self.decode(tgt_in, cross_k, cross_v, src_mask, self_k, self_v)[0]
+
+
+def build_model(config: ModelConfig) -> Transformer:
+    return Transformer(config)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
