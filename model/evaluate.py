@@ -11,6 +11,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import sacrebleu
@@ -44,13 +45,20 @@ def translate_texts(
     return out
 
 
-def score_translations(hyps: Sequence[str], refs: Sequence[str]) -> tuple[sacrebleu.metrics.BLEUScore, sacrebleu.metrics.CHRFScore]:
+@dataclass(frozen=True)
+class Scores:
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+
+
+def score_translations(hyps: Sequence[str], refs: Sequence[str]) -> Scores:
+    """Cased, detokenized corpus BLEU and chrF (sacreBLEU defaults) against one reference each."""
     bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
-    return bleu.corpus_score(list(hyps), [list(refs)]), chrf.corpus_score(list(hyps), [list(refs)])
-
-
-def bleu_signatures() -> tuple[str, str]:
-    return str(sacrebleu.metrics.BLEU().get_signature()), str(sacrebleu.metrics.CHRF().get_signature())
+    bleu_score = bleu.corpus_score(list(hyps), [list(refs)])
+    chrf_score = chrf.corpus_score(list(hyps), [list(refs)])
+    return Scores(bleu_score.score, chrf_score.score, str(bleu.get_signature()), str(chrf.get_signature()))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,13 +87,12 @@ def main(argv: list[str] | None = None) -> None:
     if not args.ref:
         sys.stdout.write("".join(h + "\n" for h in hyps))
         return
-    bleu, chrf = score_translations(hyps, read_lines(args.ref)[: len(hyps)])
-    bleu_sig, chrf_sig = bleu_signatures()
+    scores = score_translations(hyps, read_lines(args.ref)[: len(hyps)])
     if args.json:
-        print(json.dumps({"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2), "bleu_signature": bleu_sig, "chrf_signature": chrf_sig}))
+        print(json.dumps(asdict(scores)))
     else:
-        print(f"BLEU {bleu.score:.2f}  ({bleu_sig})")
-        print(f"chrF {chrf.score:.2f}  ({chrf_sig})")
+        print(f"BLEU {scores.bleu:.2f}  ({scores.bleu_signature})")
+        print(f"chrF {scores.chrf:.2f}  ({scores.chrf_signature})")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ def train_sentencepiece(
         vocab_size=vocab_size,
         model_type="unigram",
         character_coverage=character_coverage,
+        hard_vocab_limit=False,  # tiny corpora get a smaller vocabulary instead of an error
         pad_id=PAD_ID,
         unk_id=UNK_ID,
         bos_id=BOS_ID,

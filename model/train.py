@@ -135,9 +135,9 @@ class Trainer:
             total, count = total + float(loss), count + n
         options = DecodingOptions(beam_size=self.cfg.val_beam_size)
         hyps = translate_texts(self.model, self.tokenizer, self.val_texts, options, device=self.device)
-        bleu, _ = score_translations(hyps, self.val_refs)
+        bleu = score_translations(hyps, self.val_refs).bleu
         self.model.train()
-        return {"step": self.step, "epoch": self.epoch, "val_nll": total / count, "val_bleu": bleu.score}
+        return {"step": self.step, "epoch": self.epoch, "val_nll": total / count, "val_bleu": bleu}
 
     def train_step(self, batches: list[list[int]]) -> tuple[float, int]:
         """One optimizer update over ``batches`` (gradient accumulation); returns (loss sum, tokens)."""
@@ -153,7 +153,7 @@ class Trainer:
                     scaled.backward()
             else:
                 scaled.backward()
-            loss_sum, tokens = loss_sum + float(loss), tokens + n
+            loss_sum, tokens = loss_sum + loss.item(), tokens + n
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.step += 1
         for group in self.optimizer.param_groups:
@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
         handlers=[logging.FileHandler(Path(cfg.out_dir) / "train.log"), logging.StreamHandler()],
+        force=True,  # a second run in the same process logs to its own out_dir
     )
     log.info("config: %s", asdict(cfg))
     Trainer(cfg).run()

@@ -1,0 +1,233 @@
+"""Engine benchmark: our engine against CTranslate2 and the PyTorch reference, same weights.
+
+    python -m benchmarks.engine [--checkpoint CKPT] [--bundle DIR] [--rounds 3] [--json OUT]
+
+1. The checkpoint is converted to CTranslate2 (float32 and int8, ``benchmarks/ct2_convert.py``);
+   the bundle must be the export of that same checkpoint.
+2. Every system runs in a worker process of its own (``benchmarks/systems.py``): our engine fp32
+   and int8, CTranslate2 float32 and int8, the PyTorch reference with and without the KV cache.
+   All start and warm up before any timing, then the systems alternate: each round runs every
+   system on the whole test set at beam 1 and then beam 4, in a rotated order, so slow drifts of
+   the machine (thermal, background load) spread over all systems alike.
+3. All systems get the same batch size (sentences, length-sorted), the same threads, the same
+   decoding rules (length penalty 1, no minimum length) and plain text in, plain text out.
+4. Reported per system and beam: the median time over rounds as sentences/s and target tokens/s
+   (target subwords of the output, EOS excluded, counted by one tokenizer for every system), each
+   as a ratio to CTranslate2 at the same precision; the worker's peak RSS; cased sacreBLEU; and
+   the share of translations identical to the PyTorch reference, plus, for float32 systems, the
+   share identical up to numerical ties (``benchmarks/agreement.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.common import TEST_REF, TEST_SRC, child_env, machine, markdown_table, read_lines, write_json
+from benchmarks.ct2_convert import convert
+from benchmarks.systems import SYSTEMS
+from model.checkpoint import load_checkpoint, model_from_checkpoint
+from model.evaluate import score_translations
+from model.tokenizer import Tokenizer, normalize_text
+
+REFERENCE = "torch-cache"
+SLOW = ("torch-nocache",)
+
+
+class Worker:
+    """One system in its own process, driven over stdin/stdout (protocol in ``benchmarks/systems.py``)."""
+
+    def __init__(self, name: str, args: argparse.Namespace, log_dir: Path) -> None:
+        self.name = name
+        cmd = [sys.executable, "-m", "benchmarks.systems", name, "--src", str(args.src)]
+        cmd += ["--threads", str(args.threads), "--batch-size", str(args.batch_size)]
+        cmd += ["--max-length", str(args.max_length)]
+        family, precision = SYSTEMS[name]
+        if family == "ours":
+            cmd += ["--bundle", str(args.bundle)]
+        elif family == "ct2":
+            cmd += ["--ct2-dir", str(args.workdir / f"ct2-{precision}")]
+        else:
+            cmd += ["--checkpoint", str(args.checkpoint)]
+        self.log = log_dir / f"{name}.log"
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=child_env()
+            )
+
+    def receive(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            tail = self.log.read_text()[-3000:]
+            raise RuntimeError(f"worker {self.name} exited with {self.proc.returncode}; its log ends:\n{tail}")
+        return json.loads(line)
+
+    def run(self, beam_size: int, limit: int) -> dict:
+        self.proc.stdin.write(json.dumps({"beam_size": beam_size, "limit": limit}) + "\n")
+        self.proc.stdin.flush()
+        return self.receive()
+
+    def close(self) -> None:
+        """End of stdin ends the worker; one that does not end in time is killed."""
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_schedule(workers: dict[str, Worker], args: argparse.Namespace, n: int) -> dict[tuple[str, int], list[dict]]:
+    names = list(workers)
+    runs: dict[tuple[str, int], list[dict]] = {(name, beam): [] for name in names for beam in args.beams}
+    for round_ in range(args.rounds):
+        order = names[round_ % len(names) :] + names[: round_ % len(names)]
+        for beam in args.beams:
+            for name in order:
+                slow = name in SLOW
+                if slow and round_ >= args.slow_rounds:
+                    continue
+                limit = min(n, args.slow_limit or n) if slow else n
+                result = workers[name].run(beam, limit)
+                runs[name, beam].append(result)
+                print(f"round {round_ + 1} beam {beam} {name}: {result['seconds']:.2f} s", file=sys.stderr)
+    return runs
+
+
+def summarize(runs: list[dict], refs: list[str], tokenizer: Tokenizer) -> dict:
+    first = runs[0]
+    translations = first["translations"]
+    seconds = statistics.median(r["seconds"] for r in runs)
+    tokens = sum(len(tokenizer.sp.encode(normalize_text(t))) for t in translations)
+    scores = score_translations(translations, refs[: len(translations)])
+    return {
+        "sentences": len(translations),
+        "rounds": len(runs),
+        "seconds": seconds,
+        "seconds_all": [r["seconds"] for r in runs],
+        "sentences_per_s": len(translations) / seconds,
+        "tokens_per_s": tokens / seconds,
+        "target_tokens": tokens,
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "bleu": scores.bleu,
+        "bleu_signature": scores.bleu_signature,
+        "deterministic": all(r["translations"] == translations for r in runs),
+    }
+
+
+def add_agreement(results: dict, runs: dict, texts: list[str], args: argparse.Namespace, tokenizer: Tokenizer) -> None:
+    """Identical-output rate against the PyTorch reference; tie analysis for float32 systems."""
+    from benchmarks.agreement import compare
+
+    model = model_from_checkpoint(load_checkpoint(args.checkpoint))
+    for (name, beam), system_runs in runs.items():
+        if name == REFERENCE or (REFERENCE, beam) not in runs:
+            continue
+        reference = runs[REFERENCE, beam][0]["translations"]
+        other = system_runs[0]
+        if SYSTEMS[name][1] in ("fp32", "float32"):
+            agreement = compare(
+                model, tokenizer, texts, reference, other["translations"], other["token_ids"], beam_size=beam
+            )
+            results[name, beam]["agreement"] = agreement.to_dict()
+        else:
+            same = sum(a == b for a, b in zip(reference, other["translations"], strict=False))
+            results[name, beam]["agreement"] = {"identical_rate": same / len(other["translations"])}
+
+
+def ct2_baseline(name: str) -> str:
+    return "ct2-int8" if SYSTEMS[name][1] == "int8" else "ct2-float32"
+
+
+def table(results: dict) -> str:
+    header = ["system", "beam", "sent/s", "tok/s", "× CT2 sent/s", "× CT2 tok/s", "peak RSS MB", "BLEU",
+              "= PyTorch ref"]  # fmt: skip
+    rows = []
+    for (name, beam), r in sorted(results.items(), key=lambda item: (item[0][1], list(SYSTEMS).index(item[0][0]))):
+        base = results.get((ct2_baseline(name), beam))
+        ratios = [f"{r[k] / base[k]:.2f}" if base else "n/a" for k in ("sentences_per_s", "tokens_per_s")]
+        agreement = r.get("agreement")
+        if agreement is None:
+            same = "reference" if name == REFERENCE else "n/a"
+        elif "agreement_rate" in agreement:
+            same = f"{agreement['identical_rate']:.1%} ({agreement['agreement_rate']:.1%} incl. ties)"
+        else:
+            same = f"{agreement['identical_rate']:.1%}"
+        full = max(other["sentences"] for (_, b), other in results.items() if b == beam)
+        subset = f" (first {r['sentences']})" if r["sentences"] != full else ""
+        rows.append([name + subset, beam, f"{r['sentences_per_s']:.1f}", f"{r['tokens_per_s']:.0f}", *ratios,
+                     f"{r['peak_rss_mb']:.0f}", f"{r['bleu']:.2f}", same])  # fmt: skip
+    return markdown_table(header, rows)
+
+
+def benchmark(args: argparse.Namespace) -> dict:
+    texts, refs = read_lines(args.src, args.limit), read_lines(args.ref, args.limit)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    args.max_length = load_checkpoint(args.checkpoint)["model_config"]["max_positions"]
+    for quantization in ("float32", "int8"):
+        convert(args.checkpoint, args.workdir / f"ct2-{quantization}", quantization=quantization, force=True)
+    tokenizer = Tokenizer(args.workdir / "ct2-float32" / "spm.model")
+    if args.limit:  # workers read the source file themselves: give them exactly these sentences
+        args.src = args.workdir / "source.txt"
+        args.src.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+
+    workers = {name: Worker(name, args, args.workdir) for name in args.systems}
+    try:
+        for worker in workers.values():
+            worker.receive()  # ready: loaded and warmed up
+        runs = run_schedule(workers, args, len(texts))
+    finally:
+        for worker in workers.values():
+            worker.close()
+    results = {key: summarize(value, refs, tokenizer) for key, value in runs.items() if value}
+    if REFERENCE in workers:
+        add_agreement(results, runs, texts, args, tokenizer)
+    return {
+        "machine": machine(),
+        "settings": {"threads": args.threads, "batch_size": args.batch_size, "rounds": args.rounds,
+                     "slow_rounds": args.slow_rounds, "slow_limit": args.slow_limit, "sentences": len(texts)},
+        "results": [{"system": name, "beam_size": beam, **r} for (name, beam), r in results.items()],
+        "table": table(results),
+    }  # fmt: skip
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, default=Path("models/en-de/checkpoint.pt"))
+    parser.add_argument("--bundle", type=Path, default=Path("models/en-de/bundle"))
+    parser.add_argument("--src", type=Path, default=TEST_SRC)
+    parser.add_argument("--ref", type=Path, default=TEST_REF)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--beams", nargs="+", type=int, default=[1, 4])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--slow-rounds", type=int, default=1, help=f"rounds for {', '.join(SLOW)}")
+    parser.add_argument("--slow-limit", type=int, default=0, help=f"sentences for {', '.join(SLOW)} (0 = all)")
+    parser.add_argument("--workdir", type=Path, default=Path("runs/benchmarks/engine"))
+    parser.add_argument("--json", type=Path, help="write the results here")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    needed = [args.checkpoint, args.src, args.ref]
+    if any(SYSTEMS[name][0] == "ours" for name in args.systems):
+        needed.append(args.bundle)
+    for path in needed:
+        if not path.exists():
+            sys.exit(f"error: {path} not found")
+    report = benchmark(args)
+    write_json(args.json, report)
+    print(report["table"])
+
+
+if __name__ == "__main__":
+    main()

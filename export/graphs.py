@@ -1,0 +1,125 @@
+"""The two ONNX graphs of a bundle: the encoder (run once per batch) and one decoder step.
+
+Both wrap the model's own entry points (``encode``/``cross_kv``/``decode``), so the exported
+computation is the one part 1 tests. Input/output names and dynamic axes come from the signatures
+in ``service.bundle``, the one definition of the contract the engine relies on.
+
+Exporter choice: the TorchScript-based ``torch.onnx.export(..., dynamo=False)``. The dynamo exporter
+of torch 2.13 also produces correct graphs with these dynamic shapes, but takes ~20x longer (tens of
+seconds per graph on this CPU against about one) and needs opset 18; the traced graphs are verified
+by the parity check, including batch, source and cache lengths other than the traced ones.
+
+Shapes: B sentences, N = B*K decoder rows, S source length, P cached positions, L decoder layers,
+H heads, Dh head size, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from model.transformer import Transformer
+from service.bundle import DECODER_INPUTS, DECODER_OUTPUTS, DYNAMIC_DIMS, ENCODER_INPUTS, ENCODER_OUTPUTS, TensorSpec
+
+OPSET = 17
+
+
+class EncoderGraph(nn.Module):
+    """src_ids (B, S) -> cross_k, cross_v (L, B, H, S, Dh), src_mask (B, S)."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        memory, src_mask = self.model.encode(src_ids)
+        cross_k, cross_v = self.model.cross_kv(memory)
+        return cross_k, cross_v, src_mask
+
+
+class DecoderStepGraph(nn.Module):
+    """One step: tokens (N, 1) after P cached positions -> log_probs (N, V), cache grown to P + 1,
+    and the cross-attention (N, S) of ``alignment_layer`` averaged over its first
+    ``alignment_heads`` heads (0 = all)."""
+
+    def __init__(self, model: Transformer, *, alignment_layer: int, alignment_heads: int) -> None:
+        super().__init__()
+        self.model = model
+        self.alignment_layer = alignment_layer
+        self.alignment_heads = alignment_heads
+
+    def forward(
+        self, tokens: Tensor, self_k: Tensor, self_v: Tensor, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        logits, new_k, new_v, attention = self.model.decode(
+            tokens,
+            cross_k,
+            cross_v,
+            src_mask,
+            self_k,
+            self_v,
+            alignment_layer=self.alignment_layer,
+            alignment_heads=self.alignment_heads,
+        )
+        return logits[:, -1].log_softmax(dim=-1), new_k, new_v, attention[:, -1]
+
+
+def dynamic_axes(specs: tuple[TensorSpec, ...]) -> dict[str, dict[int, str]]:
+    # ONNX dimension names must be identifiers: "P+1" becomes "P_plus_1".
+    return {
+        s.name: {axis: dim.replace("+", "_plus_") for axis, dim in enumerate(s.dims) if dim in DYNAMIC_DIMS}
+        for s in specs
+    }
+
+
+def _example_inputs(model: Transformer) -> tuple[Tensor, ...]:
+    """Trace inputs whose sizes are all distinct and > 1 (B=2, K=2, S=5, P=3), so that no dynamic
+    axis is mistaken for a constant by the tracer."""
+    cfg = model.config
+    L, H, Dh = cfg.n_decoder_layers, cfg.n_heads, cfg.d_head
+    B, N, S, P = 2, 4, 5, 3
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(4, cfg.vocab_size, (B, S), generator=gen)
+    src[1, -2:] = cfg.pad_id
+    with torch.no_grad():
+        cross_k, cross_v, src_mask = EncoderGraph(model)(src)
+    tokens = torch.randint(4, cfg.vocab_size, (N, 1), generator=gen)
+    self_k, self_v = torch.randn(L, N, H, P, Dh, generator=gen), torch.randn(L, N, H, P, Dh, generator=gen)
+    return src, tokens, self_k, self_v, cross_k, cross_v, src_mask
+
+
+def _export(module: nn.Module, args: tuple[Tensor, ...], path: Path, inputs: tuple, outputs: tuple) -> None:
+    with warnings.catch_warnings():
+        # Expected and harmless here: the legacy exporter's deprecation notice, and the tracer's
+        # note that sqrt(d_head) becomes a constant (d_head is fixed by the model).
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=[s.name for s in inputs],
+            output_names=[s.name for s in outputs],
+            dynamic_axes=dynamic_axes(inputs + outputs),
+            do_constant_folding=True,
+        )
+
+
+def export_graphs(
+    model: Transformer, out_dir: Path, *, alignment_layer: int, alignment_heads: int
+) -> tuple[Path, Path]:
+    """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` into ``out_dir``."""
+    # The wrappers must be in eval mode too: the exporter restores each wrapper's mode afterwards,
+    # and a wrapper in training mode would switch the wrapped model (its dropout) back on.
+    model.eval()
+    encoder = EncoderGraph(model).eval()
+    decoder = DecoderStepGraph(model, alignment_layer=alignment_layer, alignment_heads=alignment_heads).eval()
+    src, *decoder_args = _example_inputs(model)
+    encoder_path, decoder_path = out_dir / "encoder.onnx", out_dir / "decoder.onnx"
+    _export(encoder, (src,), encoder_path, ENCODER_INPUTS, ENCODER_OUTPUTS)
+    _export(decoder, tuple(decoder_args), decoder_path, DECODER_INPUTS, DECODER_OUTPUTS)
+    return encoder_path, decoder_path

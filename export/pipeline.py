@@ -1,0 +1,278 @@
+"""The export pipeline: load -> validate -> export -> optimize -> quantize -> parity -> write bundle.
+
+One fixed sequence of steps (numbered below), each failing with an ``ExportError`` that says what
+went wrong. Nothing reaches ``out`` unless every step passed: work happens in a staging directory
+that replaces ``out`` at the very end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnxruntime as ort
+import torch
+
+from export import ExportError
+from export.bundle_writer import checksums, commit, prepare_output, write_manifest
+from export.graphs import OPSET, export_graphs
+from export.parity import OnnxGreedy, ParityReport, check_parity
+from export.quality import TestSet, measure
+from export.quantize import optimize, quantize
+from export.samples import SAMPLE_SENTENCES
+from export.source import Source, load_source
+from model.data import read_lines
+from model.decoding import DecodingOptions
+from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from model.transformer import count_parameters
+from service.bundle import (
+    SCHEMA_VERSION,
+    AlignmentInfo,
+    DecodingDefaults,
+    DefaultVariant,
+    Dimensions,
+    ExportInfo,
+    Manifest,
+    Parity,
+    SpecialTokens,
+    Variant,
+)
+
+log = logging.getLogger("export")
+
+MIN_PARITY_SENTENCES = 50
+SPM_FILE = "spm.model"
+GRAPH_FILES = {"fp32": ("encoder.onnx", "decoder.onnx"), "int8": ("encoder.int8.onnx", "decoder.int8.onnx")}
+# int8 is approximate, so it has no tolerance; these only catch a broken graph.
+INT8_MAX_LOGSUMEXP = 1e-3
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    checkpoint: Path
+    out: Path
+    int8: bool = False
+    force: bool = False
+    eval_data: Path | None = None  # directory with {val,test_2016_flickr}.{src,tgt}
+    parity_data: Path | None = None  # source sentences, one per line
+    name: str | None = None  # default mt-{src}-{tgt}
+    version: str = "1.0.0"
+    source_language: str | None = None  # default: from the checkpoint's training config
+    target_language: str | None = None
+    alignment_layer: int | None = None  # default: the second-to-last decoder layer
+    alignment_heads: int = 0  # average the first N heads; 0 = all
+    parity_sentences: int = 64
+    parity_tolerance: float = 1e-4
+    eval_beam_size: int = 5
+    max_int8_bleu_loss: float = 0.5
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    manifest: Manifest
+    parity: dict[str, ParityReport] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)  # bytes per file
+
+
+def export_bundle(config: ExportConfig) -> ExportResult:
+    staging = prepare_output(config.out, force=config.force)
+    try:
+        result = _run(config, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    result.out = config.out
+    return result
+
+
+def _run(config: ExportConfig, staging: Path) -> ExportResult:
+    # 1) load and validate the checkpoint (the tokenizer lands in the bundle as it is checked)
+    source = load_source(
+        config.checkpoint,
+        staging / SPM_FILE,
+        source_language=config.source_language,
+        target_language=config.target_language,
+    )
+    alignment_layer = _alignment_layer(config, source)
+    parity_ids = _parity_sources(config, source)
+    log.info("loaded %s: %d parameters", config.checkpoint, count_parameters(source.model))
+
+    # 2) export, 3) optimise, 4) quantise
+    variants = ["fp32", "int8"] if config.int8 else ["fp32"]
+    with tempfile.TemporaryDirectory() as raw_dir:
+        raw = export_graphs(
+            source.model, Path(raw_dir), alignment_layer=alignment_layer, alignment_heads=config.alignment_heads
+        )
+        for raw_graph, name in zip(raw, GRAPH_FILES["fp32"], strict=True):
+            optimize(raw_graph, staging / name)
+    if config.int8:
+        for fp32_name, int8_name in zip(GRAPH_FILES["fp32"], GRAPH_FILES["int8"], strict=True):
+            quantize(staging / fp32_name, staging / int8_name)
+    log.info("exported graphs (opset %d): %s", OPSET, ", ".join(n for v in variants for n in GRAPH_FILES[v]))
+
+    # 5) parity
+    reports = {v: _parity(source, staging, v, parity_ids, alignment_layer, config) for v in variants}
+    _check_parity(config, reports)
+
+    # 6) write the bundle, 7) measure quality with the service's engine on the staged bundle
+    manifest = _manifest(config, source, staging, variants, alignment_layer, reports)
+    write_manifest(staging, manifest)
+    if config.eval_data is not None:
+        manifest = _with_quality(config, source, staging, manifest)
+        write_manifest(staging, manifest)
+    sizes = {name: (staging / name).stat().st_size for name in manifest.files}
+    commit(staging, config.out)
+    return ExportResult(config.out, manifest, reports, sizes)
+
+
+def _alignment_layer(config: ExportConfig, source: Source) -> int:
+    layers, heads = source.model.config.n_decoder_layers, source.model.config.n_heads
+    layer = max(0, layers - 2) if config.alignment_layer is None else config.alignment_layer
+    if not 0 <= layer < layers:
+        raise ExportError(f"--alignment-layer {layer} is out of range: the model has {layers} decoder layers")
+    if not 0 <= config.alignment_heads <= heads:
+        raise ExportError(f"--alignment-heads {config.alignment_heads} is out of range 0..{heads}")
+    return layer
+
+
+def _parity_sources(config: ExportConfig, source: Source) -> list[list[int]]:
+    """Token ids of the parity sentences: --parity-data, else the eval data's val set, else built-ins."""
+    if config.parity_data is not None:
+        path: Path | None = config.parity_data
+    elif config.eval_data is not None:
+        path = config.eval_data / f"val.{source.source_language}"
+    else:
+        path = None
+    if path is not None and not path.is_file():
+        raise ExportError(f"{path}: parity sentences not found")
+    texts = [t for t in (read_lines(path) if path else SAMPLE_SENTENCES) if t.strip()][: config.parity_sentences]
+    if len(texts) < MIN_PARITY_SENTENCES:
+        raise ExportError(
+            f"parity needs at least {MIN_PARITY_SENTENCES} sentences, {path or 'built-ins'} has {len(texts)}"
+        )
+    return source.tokenizer.encode_batch(texts)
+
+
+def _parity(
+    source: Source, staging: Path, variant: str, ids: list[list[int]], alignment_layer: int, config: ExportConfig
+) -> ParityReport:
+    encoder, decoder = (staging / name for name in GRAPH_FILES[variant])
+    greedy = OnnxGreedy(encoder, decoder, eos_id=EOS_ID, pad_id=PAD_ID, bos_id=BOS_ID)
+    report = check_parity(
+        source.model, greedy, ids, alignment_layer=alignment_layer, alignment_heads=config.alignment_heads
+    )
+    log.info(
+        "parity %s: %d sentences, %d positions, max |dlogp| %.2e (cached step vs PyTorch), %.2e (vs full recompute)",
+        variant,
+        report.sentences,
+        report.positions,
+        report.max_abs_logprob_diff,
+        report.max_abs_cache_vs_full_diff,
+    )
+    return report
+
+
+def _check_parity(config: ExportConfig, reports: dict[str, ParityReport]) -> None:
+    fp32 = reports["fp32"]
+    if not fp32.worst() <= config.parity_tolerance:
+        raise ExportError(
+            f"parity failed: ONNX and PyTorch log-probabilities differ by up to {fp32.worst():.3g} "
+            f"(cached step vs PyTorch step {fp32.max_abs_logprob_diff:.3g}, vs full recomputation "
+            f"{fp32.max_abs_cache_vs_full_diff:.3g}) over {fp32.positions} positions of {fp32.sentences} "
+            f"sentences; the tolerance is {config.parity_tolerance:g}"
+        )
+    if (int8 := reports.get("int8")) and not int8.max_abs_logsumexp <= INT8_MAX_LOGSUMEXP:
+        raise ExportError(f"int8 graphs are broken: their log-probabilities are off by {int8.max_abs_logsumexp:.3g}")
+
+
+def _parity_summary(config: ExportConfig, reports: dict[str, ParityReport]) -> Parity:
+    fp32, int8 = reports["fp32"], reports.get("int8")
+    agreement = None
+    if int8 is not None:
+        same = sum(a == b for a, b in zip(fp32.outputs, int8.outputs, strict=True))
+        agreement = round(same / len(fp32.outputs), 4)
+    return Parity(
+        sentences=fp32.sentences,
+        positions=fp32.positions,
+        max_abs_logprob_diff=fp32.max_abs_logprob_diff,
+        max_abs_cache_vs_full_diff=fp32.max_abs_cache_vs_full_diff,
+        max_abs_alignment_diff=fp32.max_abs_alignment_diff,
+        tolerance=config.parity_tolerance,
+        int8_max_abs_logprob_diff=int8.max_abs_logprob_diff if int8 else None,
+        int8_greedy_token_agreement=agreement,
+    )
+
+
+def _manifest(
+    config: ExportConfig,
+    source: Source,
+    staging: Path,
+    variants: list[str],
+    alignment_layer: int,
+    reports: dict[str, ParityReport],
+) -> Manifest:
+    cfg, decoding = source.model.config, DecodingOptions()
+    heads = "mean of all" if config.alignment_heads == 0 else f"mean of the first {config.alignment_heads}"
+    files = [SPM_FILE] + [name for v in variants for name in GRAPH_FILES[v]]
+    return Manifest(
+        schema_version=SCHEMA_VERSION,
+        name=config.name or f"mt-{source.source_language}-{source.target_language}",
+        version=config.version,
+        source_language=source.source_language,
+        target_language=source.target_language,
+        special_tokens=SpecialTokens(pad=PAD_ID, unk=UNK_ID, bos=BOS_ID, eos=EOS_ID),
+        dimensions=Dimensions(
+            encoder_layers=cfg.n_encoder_layers,
+            decoder_layers=cfg.n_decoder_layers,
+            heads=cfg.n_heads,
+            d_model=cfg.d_model,
+            d_head=cfg.d_head,
+            vocab_size=cfg.vocab_size,
+            max_positions=cfg.max_positions,
+        ),
+        tokenizer=SPM_FILE,
+        variants={v: Variant(encoder=GRAPH_FILES[v][0], decoder=GRAPH_FILES[v][1]) for v in variants},
+        default_variant=DefaultVariant(cpu="fp32", cuda="fp32"),
+        files=checksums(staging, files),
+        alignment=AlignmentInfo(layer=alignment_layer, heads=heads),
+        decoding=DecodingDefaults(
+            beam_size=decoding.beam_size,
+            length_penalty=decoding.length_penalty,
+            max_length_a=decoding.max_length_a,
+            max_length_b=decoding.max_length_b,
+        ),
+        parity=_parity_summary(config, reports),
+        export=ExportInfo(
+            created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            checkpoint_sha256=source.sha256,
+            opset=OPSET,
+            torch_version=torch.__version__,
+            onnxruntime_version=ort.__version__,
+            parameters=count_parameters(source.model),
+        ),
+    )
+
+
+def _with_quality(config: ExportConfig, source: Source, staging: Path, manifest: Manifest) -> Manifest:
+    """Measure every variant on the test set and choose the default CPU variant from the result."""
+    assert config.eval_data is not None
+    test_set = TestSet.load(config.eval_data, source.source_language, source.target_language)
+    variants = dict(manifest.variants)
+    for name, variant in manifest.variants.items():
+        quality = measure(staging, name, test_set, beam_size=config.eval_beam_size)
+        log.info("quality %s on %s: BLEU %.2f chrF %.2f", name, test_set.name, quality.bleu, quality.chrf)
+        variants[name] = variant.model_copy(update={"quality": {test_set.name: quality}})
+    cpu_default = "fp32"
+    if "int8" in variants:
+        loss = variants["fp32"].quality[test_set.name].bleu - variants["int8"].quality[test_set.name].bleu
+        if loss <= config.max_int8_bleu_loss:
+            cpu_default = "int8"
+        log.info(
+            "int8 loses %.2f BLEU (limit %.2f): default CPU variant %s", loss, config.max_int8_bleu_loss, cpu_default
+        )
+    return manifest.model_copy(update={"variants": variants, "default_variant": DefaultVariant(cpu=cpu_default)})

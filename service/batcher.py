@@ -1,0 +1,237 @@
+"""Dynamic batching: texts of concurrent requests are merged into engine batches.
+
+One asyncio task forms batches; inference runs in a single worker thread so the event loop stays
+free to accept and answer requests. The policy:
+
+- A batch holds texts with *equal* ``TranslationOptions`` only, taken in arrival order, at most
+  ``max_batch_sentences`` texts and ``max_batch_tokens`` source tokens (a single longer text still
+  forms a batch of its own).
+- A batch starts as soon as it is full, or once its oldest text has waited ``max_wait_s``; while
+  the engine is busy, work simply accumulates, so batches grow with load.
+- Admission is bounded: a request whose texts would push the queue past ``max_queue_sentences`` is
+  refused at once with ``Overloaded`` (429 with Retry-After). The queue never grows without bound.
+- A request that times out (``DeadlineExceeded``, 504) or whose awaiting task is cancelled (client
+  disconnect) has its texts that have not started removed from the queue. Texts already inside a
+  running batch cannot be recalled; their results are discarded.
+- ``close()`` refuses new work, lets everything admitted finish, and stops the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
+from service.metrics import Metrics
+from service.translator import BatchStats
+
+log = logging.getLogger(__name__)
+
+
+class Engine(Protocol):
+    """What the batcher needs from ``service.translator.Translator`` (tests pass a fake)."""
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def translate_batch(self, texts: list[str], options: Any, stats: BatchStats | None = None) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    max_batch_sentences: int = 32
+    max_batch_tokens: int = 4096
+    max_wait_s: float = 0.005
+    max_queue_sentences: int = 1024
+
+
+@dataclass(eq=False)
+class _Job:
+    """One request: its options, its future, and its results as they arrive."""
+
+    options: Hashable
+    future: asyncio.Future[list[Any]]
+    results: list[Any]
+    remaining: int
+
+
+@dataclass(eq=False)
+class _Item:
+    """One text of a job, the unit the queue holds and batches are made of."""
+
+    job: _Job
+    index: int
+    text: str
+    tokens: int
+    enqueued_at: float = field(default_factory=time.monotonic)
+
+
+class Batcher:
+    def __init__(self, engine: Engine, config: BatcherConfig, metrics: Metrics) -> None:
+        self.engine = engine
+        self.config = config
+        self.metrics = metrics
+        self._queue: deque[_Item] = deque()
+        self._queued = 0  # texts in _queue that belong to live jobs
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-engine")
+        self._sentences_per_second = 0.0  # moving average of engine throughput, for Retry-After
+        self._worker: asyncio.Task[None] | None = None
+
+    @property
+    def queued_sentences(self) -> int:
+        return self._queued
+
+    def start(self) -> None:
+        self._worker = asyncio.get_running_loop().create_task(self._run(), name="mt-batcher")
+
+    async def close(self) -> None:
+        """Refuse new work, finish everything admitted, stop the worker thread."""
+        self._closing = True
+        self._wakeup.set()
+        if self._worker is not None:
+            await self._worker
+        self._executor.shutdown(wait=True)
+
+    async def translate(self, texts: Sequence[str], options: Hashable, *, timeout_s: float) -> list[Any]:
+        """Translate ``texts`` with ``options`` inside the shared batches; results in input order."""
+        if self._closing:
+            raise Unavailable("the service is shutting down")
+        if not texts:
+            return []
+        if self._queued + len(texts) > self.config.max_queue_sentences:
+            raise Overloaded(
+                f"queue full ({self._queued} texts waiting); retry later", retry_after_s=self._retry_after_s()
+            )
+        job = _Job(options, asyncio.get_running_loop().create_future(), [None] * len(texts), len(texts))
+        self._queue.extend(_Item(job, i, text, self.engine.count_tokens(text)) for i, text in enumerate(texts))
+        self._set_queued(self._queued + len(texts))
+        self._wakeup.set()
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await job.future
+        except TimeoutError:
+            self._abandon(job)
+            raise DeadlineExceeded(f"request not finished within {timeout_s:g} s") from None
+        except asyncio.CancelledError:
+            self._abandon(job)
+            raise
+
+    # -- the worker --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while (batch := await self._next_batch()) is not None:
+            await self._execute(batch)
+
+    async def _next_batch(self) -> list[_Item] | None:
+        """Wait until a batch is due (full, or its oldest text waited max_wait_s) and take it."""
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return None
+                await self._wait_for_work(None)
+                continue
+            due_in = self._queue[0].enqueued_at + self.config.max_wait_s - time.monotonic()
+            batch, full = self._head_batch()
+            if full or due_in <= 0 or self._closing:
+                return self._take(batch)
+            await self._wait_for_work(due_in)
+
+    async def _wait_for_work(self, timeout_s: float | None) -> None:
+        self._wakeup.clear()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._wakeup.wait()
+        except TimeoutError:
+            pass
+
+    def _head_batch(self) -> tuple[list[_Item], bool]:
+        """The items a batch started now would take (the head's options, within both limits) and
+        whether that batch is full, i.e. a limit stopped it."""
+        head = self._queue[0].job.options
+        batch: list[_Item] = []
+        tokens = 0
+        for item in self._queue:
+            if item.job.options != head:
+                continue
+            if batch and (
+                len(batch) >= self.config.max_batch_sentences or tokens + item.tokens > self.config.max_batch_tokens
+            ):
+                return batch, True
+            batch.append(item)
+            tokens += item.tokens
+        return batch, len(batch) >= self.config.max_batch_sentences
+
+    def _take(self, batch: list[_Item]) -> list[_Item]:
+        taken = set(map(id, batch))
+        self._queue = deque(item for item in self._queue if id(item) not in taken)
+        self._set_queued(self._queued - len(batch))
+        now = time.monotonic()
+        for item in batch:
+            self.metrics.stage_duration.labels("queue").observe(now - item.enqueued_at)
+        return batch
+
+    async def _execute(self, batch: list[_Item]) -> None:
+        options = batch[0].job.options
+        texts = [item.text for item in batch]
+        stats = BatchStats()
+        started = time.monotonic()
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self._executor, lambda: self.engine.translate_batch(texts, options, stats=stats)
+            )
+        except Exception as exc:  # an engine failure fails this batch's requests, not the service
+            log.exception("engine failed on a batch of %d texts", len(batch))
+            error = InternalError(f"translation failed: {type(exc).__name__}")
+            for job in {id(item.job): item.job for item in batch}.values():
+                self._abandon(job)  # its texts in later batches would be wasted work
+                if not job.future.done():
+                    job.future.set_exception(error)
+            return
+        self._record(stats, len(batch), time.monotonic() - started)
+        for item, result in zip(batch, results, strict=True):
+            self._deliver(item, result)
+
+    def _deliver(self, item: _Item, result: Any) -> None:
+        job = item.job
+        job.results[item.index] = result
+        job.remaining -= 1
+        if job.remaining == 0 and not job.future.done():
+            job.future.set_result(job.results)
+
+    def _record(self, stats: BatchStats, sentences: int, seconds: float) -> None:
+        m = self.metrics
+        m.stage_duration.labels("encode").observe(stats.encode_seconds)
+        m.stage_duration.labels("decode").observe(stats.decode_seconds)
+        for n_sentences, n_tokens in stats.sub_batches:
+            m.batch_sentences.observe(n_sentences)
+            m.batch_tokens.observe(n_tokens)
+        rate = sentences / max(seconds, 1e-6)
+        previous = self._sentences_per_second
+        self._sentences_per_second = rate if previous == 0 else 0.8 * previous + 0.2 * rate
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _abandon(self, job: _Job) -> None:
+        """Drop the job's texts that have not started; its running ones finish unseen."""
+        before = len(self._queue)
+        self._queue = deque(item for item in self._queue if item.job is not job)
+        self._set_queued(self._queued - (before - len(self._queue)))
+        self._wakeup.set()
+
+    def _set_queued(self, n: int) -> None:
+        self._queued = n
+        self.metrics.queue_depth.set(n)
+
+    def _retry_after_s(self) -> int:
+        """Seconds until the current queue has likely drained (1 s when throughput is unknown)."""
+        if self._sentences_per_second <= 0:
+            return 1
+        return max(1, min(60, math.ceil(self._queued / self._sentences_per_second)))

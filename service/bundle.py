@@ -1,0 +1,307 @@
+"""The model bundle: loading and validating the directory that ``python -m export`` writes.
+
+A bundle is ``manifest.json`` + the sentencepiece model + the ONNX graphs (see docs/architecture.md).
+Loading checks, in order, that the manifest parses and has a schema version this code reads, that
+every file it names exists and has the recorded sha256, and that each graph's inputs and outputs
+have the expected names, element types and ranks, static dimensions that agree with the manifest,
+and dynamic batch/length axes. Any failure raises ``BundleError`` naming the file and what is wrong.
+
+The graph signatures below are the single definition of the ONNX contract: the exporter builds its
+input/output names and dynamic axes from them. This module must not import torch (nor ``onnx``):
+graphs are inspected through onnxruntime session metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import onnxruntime as ort
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+class BundleError(Exception):
+    """The bundle is missing, incomplete, corrupted, or does not match this code's contract."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Graph signatures. Dimension symbols: static ones are resolved from the manifest's dimensions,
+# dynamic ones (batch and length axes) must be left symbolic in the graph.
+# ---------------------------------------------------------------------------------------------
+
+DYNAMIC_DIMS = frozenset({"B", "S", "N", "P", "P+1"})
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: Literal["int64", "float", "bool"]
+    dims: tuple[str, ...]
+
+
+ENCODER_INPUTS = (TensorSpec("src_ids", "int64", ("B", "S")),)
+ENCODER_OUTPUTS = (
+    TensorSpec("cross_k", "float", ("L", "B", "H", "S", "Dh")),
+    TensorSpec("cross_v", "float", ("L", "B", "H", "S", "Dh")),
+    TensorSpec("src_mask", "bool", ("B", "S")),
+)
+DECODER_INPUTS = (
+    TensorSpec("tokens", "int64", ("N", "1")),
+    TensorSpec("self_k", "float", ("L", "N", "H", "P", "Dh")),
+    TensorSpec("self_v", "float", ("L", "N", "H", "P", "Dh")),
+    *ENCODER_OUTPUTS,
+)
+DECODER_OUTPUTS = (
+    TensorSpec("log_probs", "float", ("N", "V")),
+    TensorSpec("new_self_k", "float", ("L", "N", "H", "P+1", "Dh")),
+    TensorSpec("new_self_v", "float", ("L", "N", "H", "P+1", "Dh")),
+    TensorSpec("alignment", "float", ("N", "S")),
+)
+SIGNATURES: dict[str, tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]] = {
+    "encoder": (ENCODER_INPUTS, ENCODER_OUTPUTS),
+    "decoder": (DECODER_INPUTS, DECODER_OUTPUTS),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifest schema (docs/architecture.md). Unknown keys are rejected so that typos surface here.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpecialTokens(_Strict):
+    pad: int = 0
+    unk: int = 1
+    bos: int = 2
+    eos: int = 3
+
+
+class Dimensions(_Strict):
+    encoder_layers: int = Field(gt=0)
+    decoder_layers: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    d_model: int = Field(gt=0)
+    d_head: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    max_positions: int = Field(gt=0)
+
+
+class Quality(_Strict):
+    bleu: float
+    chrf: float
+    beam_size: int
+    sentences: int | None = None
+    seconds: float | None = None  # wall time of the translation on the exporting machine (CPU)
+    bleu_signature: str
+    chrf_signature: str
+
+
+class Variant(_Strict):
+    encoder: str
+    decoder: str
+    quality: dict[str, Quality] = Field(default_factory=dict)  # by test set name
+
+
+class DefaultVariant(_Strict):
+    cpu: str = "fp32"
+    cuda: str = "fp32"
+
+
+class AlignmentInfo(_Strict):
+    layer: int = Field(ge=0)
+    heads: str  # human-readable: which heads the graph averages, e.g. "mean of all"
+
+
+class DecodingDefaults(_Strict):
+    beam_size: int = Field(default=4, gt=0)
+    length_penalty: float = 1.0
+    max_length_a: float = 1.5
+    max_length_b: int = 10
+
+
+class Parity(_Strict):
+    sentences: int
+    positions: int = 0  # target positions compared
+    max_abs_logprob_diff: float  # ONNX cached step vs PyTorch incremental step
+    max_abs_cache_vs_full_diff: float | None = None  # ONNX cached step vs PyTorch full recomputation
+    max_abs_alignment_diff: float | None = None
+    tolerance: float | None = None
+    int8_max_abs_logprob_diff: float | None = None  # reported, not bounded: int8 is approximate
+    int8_greedy_token_agreement: float | None = None
+
+
+class ExportInfo(_Strict):
+    created_at: str
+    checkpoint_sha256: str
+    opset: int
+    torch_version: str
+    onnxruntime_version: str
+    parameters: int
+
+
+class Manifest(_Strict):
+    schema_version: int
+    name: str
+    version: str
+    source_language: str
+    target_language: str
+    special_tokens: SpecialTokens
+    dimensions: Dimensions
+    tokenizer: str
+    variants: dict[str, Variant] = Field(min_length=1)
+    default_variant: DefaultVariant
+    files: dict[str, str]
+    alignment: AlignmentInfo
+    decoding: DecodingDefaults
+    parity: Parity
+    export: ExportInfo | None = None
+
+    def dimension_values(self) -> dict[str, int]:
+        """The static dimension symbols of the graph signatures."""
+        d = self.dimensions
+        return {"L": d.decoder_layers, "H": d.heads, "Dh": d.d_head, "V": d.vocab_size, "1": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bundle:
+    path: Path
+    manifest: Manifest
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / self.manifest.tokenizer
+
+    def graph_paths(self, variant: str) -> tuple[Path, Path]:
+        """(encoder, decoder) paths of ``variant``; BundleError if the bundle has no such variant."""
+        if variant not in self.manifest.variants:
+            raise BundleError(f"{self.path}: no variant {variant!r} (available: {sorted(self.manifest.variants)})")
+        v = self.manifest.variants[variant]
+        return self.path / v.encoder, self.path / v.decoder
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_bundle(path: str | Path, *, verify_checksums: bool = True, check_graphs: bool = True) -> Bundle:
+    """Load and validate the bundle in directory ``path``; raises BundleError on any problem."""
+    root = Path(path)
+    manifest = read_manifest(root)
+    _check_files(root, manifest, verify_checksums=verify_checksums)
+    bundle = Bundle(root, manifest)
+    if check_graphs:
+        for variant in manifest.variants:
+            for kind, graph in zip(("encoder", "decoder"), bundle.graph_paths(variant), strict=True):
+                check_graph(_inspection_session(graph), kind, manifest, where=str(graph))
+    return bundle
+
+
+def read_manifest(root: Path) -> Manifest:
+    path = root / MANIFEST
+    if not root.is_dir():
+        raise BundleError(f"{root}: bundle directory does not exist")
+    if not path.is_file():
+        raise BundleError(f"{path}: missing (not a model bundle?)")
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BundleError(f"{path}: not valid JSON: {e}") from e
+    # The version decides how to read the rest, so it is checked before the schema.
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if version != SCHEMA_VERSION:
+        raise BundleError(f"{path}: unknown schema_version {version!r}; this loader reads version {SCHEMA_VERSION}")
+    try:
+        manifest = Manifest.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise BundleError(f"{path}: invalid manifest: {problems}") from e
+    _check_consistency(path, manifest)
+    return manifest
+
+
+def _check_consistency(path: Path, manifest: Manifest) -> None:
+    named = {manifest.tokenizer} | {f for v in manifest.variants.values() for f in (v.encoder, v.decoder)}
+    if unlisted := sorted(named - set(manifest.files)):
+        raise BundleError(f"{path}: files {unlisted} are used but have no checksum in 'files'")
+    for device, variant in manifest.default_variant.model_dump().items():
+        if variant not in manifest.variants:
+            raise BundleError(f"{path}: default_variant.{device} is {variant!r}, which is not among the variants")
+    d = manifest.dimensions
+    if d.heads * d.d_head != d.d_model:
+        raise BundleError(f"{path}: dimensions: heads {d.heads} x d_head {d.d_head} != d_model {d.d_model}")
+    if manifest.alignment.layer >= d.decoder_layers:
+        raise BundleError(f"{path}: alignment layer {manifest.alignment.layer} >= decoder_layers {d.decoder_layers}")
+
+
+def _check_files(root: Path, manifest: Manifest, *, verify_checksums: bool) -> None:
+    for name, expected in manifest.files.items():
+        file = root / name
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise BundleError(f"{root}: file name {name!r} points outside the bundle")
+        if not file.is_file():
+            raise BundleError(f"{file}: missing (listed in {MANIFEST})")
+        if verify_checksums and (actual := sha256_file(file)) != expected:
+            raise BundleError(f"{file}: sha256 mismatch (manifest {expected[:12]}…, file {actual[:12]}…): corrupted?")
+
+
+def _inspection_session(path: Path) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    # Only the metadata is read: skip graph optimisation so that checking is quick.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception types for unreadable graphs
+        raise BundleError(f"{path}: onnxruntime cannot load the graph: {e}") from e
+
+
+def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *, where: str) -> None:
+    """Check a session's inputs/outputs against the ``kind`` ("encoder"/"decoder") signature.
+
+    The engine may call this on its own sessions; ``where`` names the graph in error messages.
+    """
+    inputs, outputs = SIGNATURES[kind]
+    dims = manifest.dimension_values()
+    _check_args(where, "input", session.get_inputs(), inputs, dims)
+    _check_args(where, "output", session.get_outputs(), outputs, dims)
+
+
+def _check_args(
+    where: str, role: str, actual: list[Any], expected: tuple[TensorSpec, ...], dims: dict[str, int]
+) -> None:
+    names = [a.name for a in actual]
+    if names != [s.name for s in expected]:
+        raise BundleError(f"{where}: {role}s are {names}, expected {[s.name for s in expected]}")
+    for arg, spec in zip(actual, expected, strict=True):
+        if arg.type != f"tensor({spec.dtype})":
+            raise BundleError(f"{where}: {role} {spec.name!r} has type {arg.type}, expected tensor({spec.dtype})")
+        if len(arg.shape) != len(spec.dims):
+            raise BundleError(f"{where}: {role} {spec.name!r} has rank {len(arg.shape)}, expected {len(spec.dims)}")
+        for axis, (got, symbol) in enumerate(zip(arg.shape, spec.dims, strict=True)):
+            if not isinstance(got, int):
+                continue  # symbolic or unknown: any size is accepted
+            if symbol in DYNAMIC_DIMS:
+                raise BundleError(
+                    f"{where}: {role} {spec.name!r} axis {axis} ({symbol}) is fixed at {got}, must be dynamic"
+                )
+            if got != dims[symbol]:
+                raise BundleError(
+                    f"{where}: {role} {spec.name!r} axis {axis} ({symbol}) is {got}, manifest says {dims[symbol]}"
+                )

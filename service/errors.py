@@ -1,0 +1,164 @@
+"""The service's error taxonomy and the one place where errors become HTTP responses.
+
+Every error response has the body ``{"error": {"type": ..., "message": ...}}``. The ``type`` is a
+short stable identifier that clients can branch on and that doubles as the ``type`` label of the
+``mt_errors_total`` metric, so it must come from the bounded set in ``ERROR_TYPES``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """Base class: an expected failure with an HTTP status and a stable error type."""
+
+    status: int = 500
+    type: str = "internal_error"
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.headers = headers or {}
+
+
+class InvalidRequest(ServiceError):
+    status, type = 422, "invalid_request"
+
+
+class PayloadTooLarge(ServiceError):
+    status, type = 413, "payload_too_large"
+
+
+class UnsupportedLanguage(ServiceError):
+    status, type = 400, "unsupported_language"
+
+
+class Unauthorized(ServiceError):
+    status, type = 401, "unauthorized"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class Overloaded(ServiceError):
+    status, type = 429, "overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after_s)})
+        self.retry_after_s = retry_after_s
+
+
+class DeadlineExceeded(ServiceError):
+    status, type = 504, "timeout"
+
+
+class Unavailable(ServiceError):
+    """Not ready yet (model loading) or shutting down: the client should go to another replica."""
+
+    status, type = 503, "unavailable"
+
+
+class ClientDisconnected(ServiceError):
+    """The client went away; the status is nginx's 499 and is only ever seen in metrics and logs."""
+
+    status, type = 499, "client_disconnected"
+
+
+class InternalError(ServiceError):
+    """A bug or an engine failure: never the client's fault, always logged with its traceback."""
+
+
+# Statuses that Starlette/FastAPI raise themselves (routing, body parsing), with our type names.
+_HTTP_STATUS_TYPES = {
+    400: "bad_request",
+    401: Unauthorized.type,
+    404: "not_found",
+    405: "method_not_allowed",
+    413: PayloadTooLarge.type,
+    422: InvalidRequest.type,
+}
+
+_SERVICE_ERRORS: tuple[type[ServiceError], ...] = (
+    InvalidRequest,
+    PayloadTooLarge,
+    UnsupportedLanguage,
+    Unauthorized,
+    Overloaded,
+    DeadlineExceeded,
+    Unavailable,
+    ClientDisconnected,
+    InternalError,
+)
+# Every value the ``type`` field (and metric label) can take.
+ERROR_TYPES: tuple[str, ...] = tuple(
+    dict.fromkeys([cls.type for cls in _SERVICE_ERRORS] + [*_HTTP_STATUS_TYPES.values(), "http_error"])
+)
+
+
+def _is_unparsable_body(exc: Exception) -> bool:
+    # FastAPI turns body-decoding failures other than JSON syntax (invalid UTF-8, nesting too deep
+    # for the parser) into a bare 400; for the client they are malformed JSON like any other (422).
+    return (
+        isinstance(exc, StarletteHTTPException)
+        and exc.status_code == 400
+        and isinstance(exc.__cause__, ValueError | RecursionError)
+    )
+
+
+def error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"error": {"type": error_type, "message": message}}
+
+
+def error_response(exc: Exception) -> tuple[JSONResponse, str]:
+    """Map any exception to (response, error type). Unknown exceptions become a 500 and are logged."""
+    if isinstance(exc, ServiceError):
+        status, error_type, message, headers = exc.status, exc.type, exc.message, exc.headers
+    elif isinstance(exc, RequestValidationError):
+        status, error_type, message, headers = 422, InvalidRequest.type, describe_validation(exc.errors()), {}
+    elif _is_unparsable_body(exc):
+        status, error_type, headers = 422, InvalidRequest.type, {}
+        message = f"malformed request body: {type(exc.__cause__).__name__}"
+    elif isinstance(exc, StarletteHTTPException):
+        status, headers = exc.status_code, dict(exc.headers or {})
+        error_type = _HTTP_STATUS_TYPES.get(status, "http_error")
+        message = str(exc.detail) if exc.detail else HTTPStatus(status).phrase
+    else:
+        log.error("unhandled error", exc_info=exc)
+        status, error_type, message, headers = 500, InternalError.type, "internal server error", {}
+    return JSONResponse(error_body(error_type, message), status_code=status, headers=headers), error_type
+
+
+def describe_validation(errors: Any) -> str:
+    """Pydantic/FastAPI validation errors as one human-readable line: ``text: Field required; ...``."""
+    parts = []
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            position = err.get("loc", ("body", "?"))[-1]
+            parts.append(f"malformed JSON at position {position}: {err.get('ctx', {}).get('error', 'invalid')}")
+            continue
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid').removeprefix('Value error, ')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI, on_error: Callable[[str], None]) -> None:
+    """Route every exception FastAPI can surface through ``error_response``; ``on_error`` gets the type."""
+
+    async def handle(_request: Request, exc: Exception) -> JSONResponse:
+        response, error_type = error_response(exc)
+        on_error(error_type)
+        return response
+
+    for exc_class in (ServiceError, RequestValidationError, StarletteHTTPException, Exception):
+        app.add_exception_handler(exc_class, handle)

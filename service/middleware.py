@@ -1,0 +1,109 @@
+"""Pure ASGI middleware: request accounting (metrics, in-flight, draining) and the body size limit.
+
+Both run before routing and body parsing, so that a draining server refuses new translation
+requests before reading them, a request counts as accepted from its first byte (SIGTERM lets it
+finish even if its body is still arriving), and an oversized body is never buffered.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.errors import PayloadTooLarge, ServiceError, error_response
+from service.metrics import Metrics
+from service.runtime import Runtime
+
+TRANSLATION_PATHS = frozenset({"/v1/translate", "/translate"})
+# Probes and scrapes are counted, but their latency would only dilute the API's latency histogram.
+UNTIMED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+async def _send_error(exc: Exception, scope: Scope, receive: Receive, send: Send, metrics: Metrics) -> int:
+    response, error_type = error_response(exc)
+    metrics.errors.labels(error_type).inc()
+    await response(scope, receive, send)
+    return response.status_code
+
+
+class RequestAccounting:
+    """Counts every request by route and status, times API requests, tracks translations in flight."""
+
+    def __init__(self, app: ASGIApp, *, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        metrics = self.runtime.metrics
+        started = time.perf_counter()
+        status = 500  # if the app dies before sending a response, that is what the client sees
+        translating = scope["path"] in TRANSLATION_PATHS
+
+        async def send_and_record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            if translating:
+                self.runtime.enter()
+        except ServiceError as exc:  # refused: the server is draining
+            status = await _send_error(exc, scope, receive, send, metrics)
+        else:
+            try:
+                await self.app(scope, receive, send_and_record)
+            finally:
+                if translating:
+                    self.runtime.leave()
+        finally:
+            route = _route_label(scope)
+            metrics.requests.labels(route, str(status)).inc()
+            if route not in UNTIMED_PATHS and route != "unmatched":
+                metrics.request_duration.labels(route).observe(time.perf_counter() - started)
+
+
+def _route_label(scope: Scope) -> str:
+    """The matched route's template, which keeps the label set bounded; requests refused before
+    routing (draining, body too large) still count under their translation route."""
+    route: Any = scope.get("route")
+    if template := getattr(route, "path", None):
+        return str(template)
+    return scope["path"] if scope["path"] in TRANSLATION_PATHS else "unmatched"
+
+
+class BodyLimit:
+    """Rejects bodies over ``max_bytes`` with 413: by Content-Length up front, else while streaming."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, metrics: Metrics) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = PayloadTooLarge(f"request body larger than {self.max_bytes} bytes")
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await _send_error(too_large, scope, receive, send, self.metrics)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                # FastAPI re-raises HTTPExceptions from body reading; the error handler shapes it.
+                raise HTTPException(413, too_large.message)
+            return message
+
+        await self.app(scope, limited_receive, send)

@@ -1,0 +1,171 @@
+"""Request and response bodies of the HTTP API (they define the OpenAPI schema at /docs).
+
+Validation that needs no settings happens here and yields 422; limits that come from settings
+(text count, characters: 413) and the language pair (400) are checked by the routes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from service.errors import InvalidRequest
+from service.translator import TranslationOptions, TranslationResult
+
+MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
+MAX_OUTPUT_TOKENS = 1024
+
+
+def _text_or_texts(value: Any) -> Any:
+    """A string or a non-empty list of strings, all valid Unicode, checked before the union so that
+    a wrong type gets one clear message instead of one per union member."""
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("must be a string or a non-empty list of strings")
+    for i, text in enumerate(texts):
+        # JSON may carry lone surrogates ("\ud800"): not text, and impossible to tokenize or encode.
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"text {i}: invalid Unicode at position {e.start} (lone surrogate)") from None
+    return value
+
+
+TextOrTexts = Annotated[str | list[str], BeforeValidator(_text_or_texts)]
+LanguageCode = Annotated[str, Field(min_length=1, max_length=35, examples=["en"])]
+
+
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"text": "A dog runs on the grass.", "target_lang": "de"}]},
+    )
+
+    text: TextOrTexts = Field(
+        description="One text or a list of texts (at most MT_MAX_TEXTS). Lines and sentences are kept."
+    )
+    source_lang: LanguageCode | None = Field(None, description="Source language; omitted = the model's.")
+    target_lang: LanguageCode
+    beam_size: int | None = Field(None, ge=1, le=MAX_BEAM_SIZE, description="1 = greedy; omitted = model default.")
+    num_hypotheses: int = Field(1, ge=1, le=MAX_BEAM_SIZE, description="Hypotheses to return (<= beam_size).")
+    length_penalty: float | None = Field(None, ge=0, le=10, allow_inf_nan=False, description="alpha in score/n^alpha.")
+    max_length: int | None = Field(None, ge=1, le=MAX_OUTPUT_TOKENS, description="Cap on generated tokens.")
+    return_scores: bool = False
+    return_alignments: bool = False
+    timeout_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Deadline in seconds; capped at MT_REQUEST_TIMEOUT_S."
+    )
+
+    @model_validator(mode="after")
+    def _hypotheses_within_beam(self) -> TranslateRequest:
+        beam = self.beam_size if self.beam_size is not None else TranslationOptions().beam_size
+        if self.num_hypotheses > beam:
+            raise ValueError(f"num_hypotheses ({self.num_hypotheses}) must be <= beam_size ({beam})")
+        return self
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.text] if isinstance(self.text, str) else self.text
+
+    def options(self) -> TranslationOptions:
+        given = {
+            "beam_size": self.beam_size,
+            "num_hypotheses": self.num_hypotheses,
+            "length_penalty": self.length_penalty,
+            "max_length": self.max_length,
+            "return_alignments": self.return_alignments,
+        }
+        try:
+            return TranslationOptions(**{k: v for k, v in given.items() if v is not None})
+        except ValueError as e:  # the engine's own checks, should they ever be stricter than ours
+            raise InvalidRequest(str(e)) from None
+
+
+class Scored(BaseModel):
+    text: str
+    score: float = Field(description="Length-normalized log-probability, the ranking criterion.")
+
+
+class AlignmentOut(BaseModel):
+    source_tokens: list[str]
+    target_tokens: list[str]
+    weights: list[list[float]] = Field(description="Target tokens x source tokens; rows sum to 1.")
+    source_words: list[str]
+    target_words: list[str]
+    word_alignment: list[tuple[int, int]] = Field(description="[source word index, target word index] pairs.")
+
+
+class TranslationOut(BaseModel):
+    text: str
+    score: float | None = None
+    alternatives: list[Scored] | None = None
+    alignment: AlignmentOut | None = None
+    truncated: bool | None = Field(None, description="Present and true when an over-long sentence was cut.")
+
+    @classmethod
+    def from_result(cls, result: TranslationResult, request: TranslateRequest) -> TranslationOut:
+        best, *others = result.hypotheses or [None]
+        alignment = result.alignment if request.return_alignments else None
+        return cls(
+            text=result.text,
+            score=best.normalized_score if request.return_scores and best is not None else None,
+            alternatives=[Scored(text=h.text, score=h.normalized_score) for h in others] if others else None,
+            alignment=AlignmentOut.model_validate(alignment, from_attributes=True) if alignment else None,
+            truncated=True if result.truncated else None,
+        )
+
+
+class TranslateResponse(BaseModel):
+    model: str = Field(description="name/version of the model that translated.")
+    translations: list[TranslationOut]
+
+
+class ModelOut(BaseModel):
+    id: str
+    name: str
+    version: str
+    source_language: str
+    target_language: str
+    variant: str
+    provider: str
+    quality: dict[str, Any]
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelOut]
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+# -- LibreTranslate (https://libretranslate.com/docs) ---------------------------------------------
+
+
+class LibreTranslateRequest(BaseModel):
+    """Its ``POST /translate`` body, sent as JSON or as a form; unknown fields are ignored as it does."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: TextOrTexts
+    source: LanguageCode = "auto"
+    target: LanguageCode
+    format: Literal["text"] = Field("text", description="Only plain text is supported.")
+    alternatives: int = Field(0, ge=0, le=MAX_BEAM_SIZE - 1)
+    api_key: str | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.q] if isinstance(self.q, str) else self.q
+
+
+class LibreLanguage(BaseModel):
+    code: str
+    name: str
+    targets: list[str]

@@ -1,0 +1,153 @@
+"""Text handling around the model: split a text into sentences, put the translations back in place.
+
+Rules (pure string work; nothing here raises on any ``str``):
+
+- Lines are split at ``\\r\\n``, ``\\n`` and ``\\r``; every line break, leading/trailing space and the
+  whitespace between sentences is kept verbatim, so N input lines give N output lines.
+- A line is split into sentences after ``.``, ``!``, ``?``, ``…`` (and their CJK forms), with any
+  closing quotes or brackets, when whitespace and then a character that is not a lower-case letter
+  follow, and the word before a period is not a common abbreviation or a single letter (initials).
+- A sentence longer than ``max_tokens`` pieces (the model's limit) is split at clause punctuation
+  (``,;:``), then at whitespace, then inside a word, into chunks that fit; its chunks are translated
+  separately and flagged ``truncated``. Nothing is ever dropped.
+- Text that is empty or whitespace only has no segments: its translation is empty.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+SENTENCE_END = re.compile(r"""[.!?…。！？]["'”’»)\]]*(\s+)(?=\S)""")  # group 1: the whitespace between
+CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
+WHITESPACE = re.compile(r"\s+")
+# Words after which a period rarely ends a sentence (English and German, lower-cased, final period removed).
+ABBREVIATION_LIST = "mr mrs ms dr prof st jr sr vs etc e.g i.e no nr ca approx fig inc ltd co u.s bzw z.b usw vgl ggf"
+ABBREVIATIONS = frozenset(ABBREVIATION_LIST.split())
+
+
+@dataclass
+class Segment:
+    text: str
+    truncated: bool = False  # a chunk of a sentence too long for the model
+
+
+@dataclass
+class SegmentedText:
+    """``separators[0] + out[0] + separators[1] + ... + out[n-1] + separators[n]`` rebuilds a text."""
+
+    segments: list[Segment] = field(default_factory=list)
+    separators: list[str] = field(default_factory=lambda: [""])
+
+    def join(self, translations: Sequence[str]) -> str:
+        if not self.segments:
+            return ""
+        parts = [self.separators[0]]
+        for translation, separator in zip(translations, self.separators[1:], strict=True):
+            parts += [translation, separator]
+        return "".join(parts)
+
+    def add(self, text: str, truncated: bool = False) -> None:
+        self.segments.append(Segment(text, truncated))
+        self.separators.append("")
+
+    def add_space(self, space: str) -> None:
+        self.separators[-1] += space
+
+
+def segment(text: str, *, count_tokens: Callable[[str], int], max_tokens: int) -> SegmentedText:
+    """Split ``text`` into sentences that each fit ``max_tokens`` pieces (as counted by ``count_tokens``)."""
+    result = SegmentedText()
+    if not text.strip():
+        return result
+    for part in LINE_BREAK.split(text):
+        if LINE_BREAK.fullmatch(part) or not part.strip():
+            result.add_space(part)
+            continue
+        content = part.strip()
+        start = part.index(content)
+        result.add_space(part[:start])
+        for sentence, space in _cut(content, sentence_boundaries(content)):
+            if count_tokens(sentence) <= max_tokens:
+                result.add(sentence)
+            else:
+                for chunk, chunk_space in _fit(sentence, count_tokens, max_tokens):
+                    result.add(chunk, truncated=True)
+                    result.add_space(chunk_space)
+            result.add_space(space)
+        result.add_space(part[start + len(content) :])
+    return result
+
+
+def sentence_boundaries(line: str) -> list[tuple[int, int]]:
+    """Spans of the whitespace runs that end a sentence, abbreviations and initials excepted."""
+    boundaries = []
+    for match in SENTENCE_END.finditer(line):
+        start, end = match.span(1)
+        if line[end].islower():
+            continue
+        before = line[:start]
+        last = before.split()[-1].rstrip("\"'”’»)]").rstrip(".").lower()
+        if before.rstrip("\"'”’»)]").endswith(".") and (last in ABBREVIATIONS or (len(last) == 1 and last.isalpha())):
+            continue
+        boundaries.append((start, end))
+    return boundaries
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in pattern.finditer(text)]
+
+
+def _cut(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[str, str]]:
+    """text cut at the given whitespace spans -> [(piece, the whitespace after it), ...]."""
+    pieces, position = [], 0
+    for start, end in spans:
+        pieces.append((text[position:start], text[start:end]))
+        position = end
+    pieces.append((text[position:], ""))
+    return [(piece, space) for piece, space in pieces if piece]
+
+
+def _fit(text: str, count_tokens: Callable[[str], int], max_tokens: int) -> list[tuple[str, str]]:
+    """Chunks of at most ``max_tokens`` pieces with the whitespace after each: clauses, words, then halves.
+
+    Pieces never span whitespace in sentencepiece, so whitespace-separated units' counts add up.
+    """
+    if count_tokens(text) <= max_tokens:
+        return [(text, "")]
+    for pattern in (CLAUSE_END, WHITESPACE):
+        units = _cut(text, _spans(pattern, text))
+        if len(units) > 1:
+            return _pack(units, count_tokens, max_tokens)
+    if len(text) <= 1:
+        return [(text, "")]
+    half = len(text) // 2
+    return [
+        *_fit(text[:half], count_tokens, max_tokens),
+        *_fit(text[half:], count_tokens, max_tokens),
+    ]
+
+
+def _pack(units: list[tuple[str, str]], count_tokens: Callable[[str], int], max_tokens: int) -> list[tuple[str, str]]:
+    """Greedily join consecutive units into chunks that fit; a unit too long alone is split further."""
+    chunks: list[tuple[str, str]] = []
+    current, current_space, current_count = "", "", 0
+    for unit, space in units:
+        n = count_tokens(unit)
+        if current and current_count + n <= max_tokens:
+            current, current_space, current_count = current + current_space + unit, space, current_count + n
+            continue
+        if current:
+            chunks.append((current, current_space))
+        if n <= max_tokens:
+            current, current_space, current_count = unit, space, n
+        else:
+            parts = _fit(unit, count_tokens, max_tokens)
+            parts[-1] = (parts[-1][0], space)
+            chunks += parts
+            current, current_space, current_count = "", "", 0
+    if current:
+        chunks.append((current, current_space))
+    return chunks

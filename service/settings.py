@@ -1,0 +1,54 @@
+"""Service configuration from the environment: every variable is ``MT_<FIELD NAME>``.
+
+This is the only place pydantic-settings is used; the layers below take plain frozen dataclasses
+built from it. Defaults suit the shipped model on a small CPU machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The shipped bundle, resolved against the repository checkout or installed tree, not the cwd.
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "en-de" / "bundle"
+
+
+class Settings(BaseSettings):
+    """``MT_*`` environment variables (the README's configuration table mirrors these fields)."""
+
+    model_config = SettingsConfigDict(env_prefix="MT_", extra="ignore", frozen=True)
+
+    host: str = Field("127.0.0.1", description="Address to listen on (`--host` overrides).")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port (`--port` overrides).")
+    model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Model bundle directory.")
+    provider: Literal["auto", "cpu", "cuda"] = Field("auto", description="onnxruntime execution provider.")
+    variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
+    threads: int = Field(0, ge=0, description="onnxruntime intra-op threads; 0 = onnxruntime's default.")
+    max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
+    max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")
+    max_wait_ms: float = Field(5.0, ge=0, description="Longest a batch waits for more work before it runs.")
+    max_queue_sentences: int = Field(1024, ge=1, description="Queued texts beyond which requests get 429.")
+    request_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="Deadline of a request (504).")
+    max_texts: int = Field(64, ge=1, description="Most texts in one request (413).")
+    max_chars: int = Field(20_000, ge=1, description="Most characters in one request, all texts together (413).")
+    max_request_bytes: int = Field(1 << 20, ge=1024, description="Largest request body accepted (413).")
+    api_keys: str = Field("", description="Comma-separated API keys; empty = no authentication.")
+    cache_size: int = Field(1024, ge=0, description="Translations kept in the LRU cache; 0 = off.")
+    drain_timeout_s: float = Field(30.0, ge=0, description="On SIGTERM, longest wait for accepted requests.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+
+    @model_validator(mode="after")
+    def _check_limits(self) -> Settings:
+        if self.max_queue_sentences < self.max_texts:
+            raise ValueError(
+                f"MT_MAX_QUEUE_SENTENCES ({self.max_queue_sentences}) must be >= MT_MAX_TEXTS ({self.max_texts}), "
+                "or a full-size request could never be admitted"
+            )
+        return self
+
+    @property
+    def api_key_set(self) -> frozenset[str]:
+        return frozenset(key.strip() for key in self.api_keys.split(",") if key.strip())

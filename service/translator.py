@@ -1,0 +1,291 @@
+"""The translation engine: texts in, translations out, on onnxruntime (no torch, no HTTP).
+
+``Translator`` loads and validates a bundle (``service.bundle``), builds the runner, warms it up,
+and translates a list of texts in one call:
+
+1. each text is split into sentences (``service.segmenter``), which are tokenized;
+2. all sentences are sorted by length and cut into sub-batches bounded by ``max_batch_sentences``
+   and ``max_batch_tokens`` (padded source tokens), so padding stays small;
+3. per sub-batch: the encoder once, then beam search (``service.beam_search``) over decoder steps
+   with the KV cache;
+4. translations are detokenized and reassembled per text, in input order.
+
+A sentence's translation does not depend on what else is in the batch: rows are decoded
+independently, and with at least one padding position (``pad_batch``) the fp32 graphs give bitwise
+the same results for a sentence alone or inside a larger batch (tests/service/test_translator.py).
+The int8 variant cannot promise this: onnxruntime's dynamic quantization scales activations per
+tensor, i.e. over the whole batch, so batch neighbours shift a sentence's log-probabilities.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model.tokenizer import Tokenizer, normalize_text
+from service import beam_search
+from service.alignment import Alignment, build_alignment, concat_alignments
+from service.bundle import Bundle, BundleError, load_bundle
+from service.runner import CacheShape, Provider, Runner, RunnerConfig, resolve_provider
+from service.segmenter import SegmentedText, segment
+
+__all__ = [
+    "Alignment",
+    "BatchStats",
+    "BundleError",
+    "Hypothesis",
+    "ModelInfo",
+    "TranslationOptions",
+    "TranslationResult",
+    "Translator",
+    "TranslatorConfig",
+]
+
+WARMUP_TEXT = "Warm-up: the first request should not pay for memory allocation."
+
+
+@dataclass(frozen=True)  # hashable: the batcher merges only equal options
+class TranslationOptions:
+    beam_size: int = 4
+    num_hypotheses: int = 1
+    length_penalty: float = 1.0
+    max_length: int | None = None  # cap on generated tokens (EOS included)
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
+    return_alignments: bool = False
+
+    def __post_init__(self) -> None:
+        self.search_options()  # validates the search fields
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"max_length must be at least 1, got {self.max_length}")
+
+    def search_options(self) -> beam_search.SearchOptions:
+        return beam_search.SearchOptions(
+            beam_size=self.beam_size,
+            num_hypotheses=self.num_hypotheses,
+            length_penalty=self.length_penalty,
+            min_length=self.min_length,
+            no_repeat_ngram_size=self.no_repeat_ngram_size,
+            return_attention=self.return_alignments,
+        )
+
+
+@dataclass
+class Hypothesis:
+    text: str
+    score: float  # sum of log-probabilities, EOS included
+    normalized_score: float  # score / length ** length_penalty, the ranking criterion
+
+
+@dataclass
+class TranslationResult:
+    text: str
+    hypotheses: list[Hypothesis]  # best first
+    alignment: Alignment | None = None  # of the best hypothesis, when asked for
+    truncated: bool = False  # a sentence was too long for the model and was translated in pieces
+    input_tokens: int = 0  # source pieces read by the encoder, EOS included
+    output_tokens: int = 0  # target pieces of the best hypothesis, EOS excluded
+
+
+@dataclass
+class BatchStats:
+    encode_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    sub_batches: list[tuple[int, int]] = field(default_factory=list)  # (sentences, padded source tokens)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    version: str
+    source_language: str
+    target_language: str
+    variant: str
+    provider: str
+    quality: dict[str, Any]  # test set -> BLEU/chrF with signatures, of this variant
+
+
+@dataclass(frozen=True)
+class TranslatorConfig:
+    model_dir: Path | str = Path("models/en-de/bundle")
+    provider: Provider = "auto"
+    threads: int = 0  # onnxruntime intra-op threads; 0 = its default
+    variant: str | None = None  # None: the manifest's default for the provider
+    max_batch_sentences: int = 64
+    max_batch_tokens: int = 4096  # padded source tokens per sub-batch
+    warmup: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_batch_sentences < 1 or self.max_batch_tokens < 1:
+            raise ValueError("max_batch_sentences and max_batch_tokens must be at least 1")
+
+
+@dataclass
+class _Sentence:
+    """One segment of one input text, tokenized."""
+
+    text_index: int
+    ids: list[int]  # source ids, EOS included
+    truncated: bool
+    hypotheses: list[beam_search.Hypothesis] = field(default_factory=list)
+
+
+class Translator:
+    def __init__(self, config: TranslatorConfig) -> None:
+        self.config = config
+        bundle = load_bundle(config.model_dir)
+        manifest = bundle.manifest
+        self.tokenizer = Tokenizer(bundle.tokenizer_path)
+        self._check_tokenizer(bundle)
+        provider = resolve_provider(config.provider)
+        variant = config.variant or getattr(manifest.default_variant, provider)
+        d = manifest.dimensions
+        self.runner = Runner(
+            *bundle.graph_paths(variant),
+            CacheShape(d.decoder_layers, d.heads, d.d_head),
+            RunnerConfig(provider=config.provider, threads=config.threads),
+        )
+        self.manifest = manifest
+        self.max_positions = d.max_positions
+        self.max_source_ids = d.max_positions - 1  # EOS included, one position left for padding (pad_batch)
+        self.info = ModelInfo(
+            name=manifest.name,
+            version=manifest.version,
+            source_language=manifest.source_language,
+            target_language=manifest.target_language,
+            variant=variant,
+            provider=self.runner.provider,
+            quality={k: q.model_dump() for k, q in manifest.variants[variant].quality.items()},
+        )
+        if config.warmup:
+            self.translate_batch([WARMUP_TEXT], TranslationOptions(beam_size=manifest.decoding.beam_size))
+
+    def _check_tokenizer(self, bundle: Bundle) -> None:
+        m = bundle.manifest
+        if self.tokenizer.vocab_size != m.dimensions.vocab_size:
+            raise BundleError(
+                f"{bundle.tokenizer_path}: {self.tokenizer.vocab_size} pieces, manifest says {m.dimensions.vocab_size}"
+            )
+        sp = self.tokenizer.sp
+        ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
+        if ids != m.special_tokens.model_dump():
+            raise BundleError(f"{bundle.tokenizer_path}: special ids {ids} differ from the manifest's")
+
+    # -- public API -------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Source pieces of ``text`` as one sentence, EOS included (what batching bounds count)."""
+        return len(self.tokenizer.encode(text))
+
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions | None = None, stats: BatchStats | None = None
+    ) -> list[TranslationResult]:
+        options = options or TranslationOptions()
+        stats = stats if stats is not None else BatchStats()
+        segmented = [self._segment(text) for text in texts]
+        sentences = [self._sentence(i, s.text, s.truncated) for i, seg in enumerate(segmented) for s in seg.segments]
+        self._decode([s for s in sentences if len(s.ids) > 1], options, stats)  # [EOS] alone: nothing to say
+        by_text: list[list[_Sentence]] = [[] for _ in texts]
+        for s in sentences:
+            by_text[s.text_index].append(s)
+        return [self._result(seg, parts, options) for seg, parts in zip(segmented, by_text, strict=True)]
+
+    def close(self) -> None:
+        """Release the onnxruntime sessions; the translator cannot be used afterwards."""
+        del self.runner
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _segment(self, text: str) -> SegmentedText:
+        count = lambda sentence: len(self.tokenizer.sp.encode(normalize_text(sentence)))
+        return segment(text, count_tokens=count, max_tokens=self.max_source_ids - 1)  # room for EOS
+
+    def _sentence(self, text_index: int, text: str, truncated: bool) -> _Sentence:
+        ids = self.tokenizer.encode(text)
+        if len(ids) > self.max_source_ids:  # the segmenter's estimate was off: cut, keep EOS, and say so
+            ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
+        return _Sentence(text_index, ids, truncated)
+
+    def _decode(self, sentences: list[_Sentence], options: TranslationOptions, stats: BatchStats) -> None:
+        """Fill in each sentence's hypotheses, in length-sorted sub-batches."""
+        search = options.search_options()
+        specials = self.manifest.special_tokens
+        for batch in self._sub_batches(sentences):
+            src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
+            start = time.perf_counter()
+            encoded = self.runner.encode(src)
+            encoded_at = time.perf_counter()
+            decoder = self.runner.start(encoded, options.beam_size, attention=options.return_alignments)
+            max_lengths = [self._max_length(len(s.ids), options) for s in batch]
+            results = beam_search.search(decoder, max_lengths, search, bos_id=specials.bos, eos_id=specials.eos)
+            for s, hyps in zip(batch, results, strict=True):
+                s.hypotheses = hyps
+            stats.encode_seconds += encoded_at - start
+            stats.decode_seconds += time.perf_counter() - encoded_at
+            stats.sub_batches.append((src.shape[0], src.size))
+
+    def _sub_batches(self, sentences: list[_Sentence]) -> list[list[_Sentence]]:
+        """Length-sorted runs of at most max_batch_sentences and max_batch_tokens padded tokens."""
+        batches: list[list[_Sentence]] = []
+        for s in sorted(sentences, key=lambda s: len(s.ids)):
+            batch = batches[-1] if batches else []
+            fits = len(batch) < self.config.max_batch_sentences
+            if batch and fits and (len(batch) + 1) * (len(s.ids) + 1) <= self.config.max_batch_tokens:
+                batch.append(s)
+            else:
+                batches.append([s])
+        return batches
+
+    def _max_length(self, source_len: int, options: TranslationOptions) -> int:
+        """min(model limit, options.max_length, a * source length + b), source length counting EOS."""
+        d = self.manifest.decoding
+        limit = min(self.max_positions, options.max_length or self.max_positions)
+        return max(1, min(limit, int(d.max_length_a * source_len + d.max_length_b)))
+
+    def _result(self, seg: SegmentedText, parts: list[_Sentence], options: TranslationOptions) -> TranslationResult:
+        """Reassemble one text. Its hypothesis i joins every sentence's i-th best (or last) hypothesis."""
+        n_best = max([1, *(len(p.hypotheses) for p in parts)])
+        hypotheses = []
+        for i in range(n_best):
+            picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
+            score = sum(h.score for h in picks if h)
+            length = sum(len(h.tokens) + 1 for h in picks if h)
+            text = seg.join([self.tokenizer.decode(h.tokens) if h else "" for h in picks])
+            normalized = beam_search.normalized(score, length, options.length_penalty) if length else 0.0
+            hypotheses.append(Hypothesis(text, score, normalized))
+        best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
+        alignment = None
+        if options.return_alignments:
+            alignment = concat_alignments(
+                [
+                    build_alignment(h.attention, p.ids[:-1], h.tokens, self.tokenizer)
+                    for p, h in zip(parts, best, strict=True)
+                    if h is not None and h.attention is not None
+                ]
+            )
+        return TranslationResult(
+            text=hypotheses[0].text,
+            hypotheses=hypotheses,
+            alignment=alignment,
+            truncated=any(p.truncated for p in parts),
+            input_tokens=sum(len(p.ids) for p in parts),
+            output_tokens=sum(len(h.tokens) for h in best if h),
+        )
+
+
+def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:
+    """(B, S) int64, right-padded to one position past the longest sequence.
+
+    Why one more: onnxruntime's CPU kernels round a source of length S = 3 (mod 4) with no padding
+    at all differently (in the last bit) from the same source with padding, while any amount of
+    padding gives bitwise the same result. Padding every sentence, the longest included, makes a
+    sentence's translation independent of the batch it is in (tests/service/test_translator.py).
+    """
+    out = np.full((len(ids), max(map(len, ids)) + 1), pad_id, dtype=np.int64)
+    for i, seq in enumerate(ids):
+        out[i, : len(seq)] = seq
+    return out

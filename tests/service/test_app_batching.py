@@ -1,0 +1,80 @@
+"""Dynamic batching, overload, deadlines and disconnects on a real server.
+
+The ``held_server`` starts a batch only when 8 texts are queued (its max wait is longer than any
+test), so every queue state below is reached deterministically rather than by timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from live_server import ServiceProcess, assert_error, metric, scrape, wait_for_metric
+
+WORDS = ["man", "woman", "dog", "cat", "child", "girl", "boy"]
+PLACES = ["park", "street", "house", "water", "tree"]
+SENTENCES = [f"A {w} runs in the {p}." for w in WORDS for p in PLACES][:16]
+ROUTE = "/v1/translate"
+
+
+@pytest.fixture(scope="module")
+def held(held_server: ServiceProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=held_server.url, timeout=60) as c:  # no key: authentication is off by default
+        yield c
+
+
+def texts_body(texts: list[str], **options: object) -> dict[str, object]:
+    return {"text": texts, "target_lang": "de", **options}
+
+
+async def concurrently(url: str, bodies: list[dict[str, object]]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+        return await asyncio.gather(*(c.post(ROUTE, json=b) for b in bodies))
+
+
+def test_concurrent_requests_are_merged_and_match_sequential_results(
+    client: httpx.Client, held: httpx.Client, held_server: ServiceProcess
+) -> None:
+    sequential = [client.post(ROUTE, json=texts_body([s])).json()["translations"][0]["text"] for s in SENTENCES]
+    before = scrape(held)
+    merged = []
+    for start in (0, 8):  # two rounds of 8 single-text requests: each round fills exactly one batch
+        responses = asyncio.run(concurrently(held_server.url, [texts_body([s]) for s in SENTENCES[start : start + 8]]))
+        assert [r.status_code for r in responses] == [200] * 8
+        merged += [r.json()["translations"][0]["text"] for r in responses]
+    assert merged == sequential
+    after = scrape(held)
+    batches = metric(after, "mt_batch_size_sentences_count") - metric(before, "mt_batch_size_sentences_count")
+    sentences = metric(after, "mt_batch_size_sentences_sum") - metric(before, "mt_batch_size_sentences_sum")
+    assert (batches, sentences) == (2, 16)  # mean batch size 8, from 16 requests
+
+
+def test_overload_gives_429_at_once_and_the_deadline_504(held: httpx.Client, held_server: ServiceProcess) -> None:
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(httpx.post, f"{held_server.url}{ROUTE}", json=texts_body(SENTENCES[:6]), timeout=60)
+        wait_for_metric(held, "mt_queue_depth_sentences", 6)
+        refused = held.post(ROUTE, json=texts_body(SENTENCES[6:13]))  # 6 + 7 > MT_MAX_QUEUE_SENTENCES=12
+        assert_error(refused, 429, "overloaded")
+        assert int(refused.headers["Retry-After"]) >= 1
+        # The batch never fills, so the waiting request meets MT_REQUEST_TIMEOUT_S and its texts leave the queue.
+        assert_error(waiting.result(), 504, "timeout")
+    wait_for_metric(held, "mt_queue_depth_sentences", 0)
+    assert held.post(ROUTE, json=texts_body(SENTENCES[:7], timeout_s=0.1)).status_code == 504  # admitted again
+
+
+def test_a_smaller_per_request_timeout_applies(held: httpx.Client) -> None:
+    error = assert_error(held.post(ROUTE, json=texts_body(SENTENCES[:2], timeout_s=0.2)), 504, "timeout")
+    assert "0.2 s" in error["message"]
+    wait_for_metric(held, "mt_queue_depth_sentences", 0)
+
+
+def test_client_disconnect_drops_queued_work(held: httpx.Client) -> None:
+    disconnects = metric(scrape(held), "mt_requests_total", route=ROUTE, status="499")
+    with pytest.raises(httpx.ReadTimeout):
+        held.post(ROUTE, json=texts_body(SENTENCES[:3]), timeout=0.5)
+    # Counted as 499 (not 504): the server noticed the disconnect before the 3 s deadline.
+    wait_for_metric(held, "mt_requests_total", disconnects + 1, route=ROUTE, status="499")
+    assert metric(scrape(held), "mt_queue_depth_sentences") == 0

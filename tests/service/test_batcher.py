@@ -1,0 +1,232 @@
+"""The dynamic batcher against a fake engine whose progress the test controls (no timing assumptions)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from service.batcher import Batcher, BatcherConfig
+from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
+from service.metrics import Metrics
+from service.translator import BatchStats
+
+LONG = 60.0  # a max_wait / timeout no test ever reaches: batches start only when full
+
+
+class FakeEngine:
+    """Upper-cases texts; records every batch; can be held inside a batch until ``release()``."""
+
+    def __init__(self, *, hold: bool = False) -> None:
+        self.batches: list[tuple[list[str], Any]] = []
+        self.entered = threading.Event()
+        self._gate = threading.Event()
+        if not hold:
+            self._gate.set()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split()) + 1
+
+    def translate_batch(self, texts: list[str], options: Any, stats: BatchStats | None = None) -> list[str]:
+        self.batches.append((list(texts), options))
+        self.entered.set()
+        assert self._gate.wait(30), "test never released the engine"
+        if "boom" in texts:
+            raise RuntimeError("engine failure")
+        if stats is not None:
+            stats.sub_batches.append((len(texts), sum(map(self.count_tokens, texts))))
+        return [f"{t.upper()}/{options}" for t in texts]
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(test())
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition never became true")
+
+
+def make(engine: FakeEngine, **config: Any) -> tuple[Batcher, Metrics]:
+    metrics = Metrics()
+    batcher = Batcher(engine, BatcherConfig(**config), metrics)
+    batcher.start()
+    return batcher, metrics
+
+
+def sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
+    value = metrics.registry.get_sample_value(name, labels or {})
+    return 0.0 if value is None else value
+
+
+def test_concurrent_requests_share_one_batch_and_get_their_own_results() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, metrics = make(engine, max_batch_sentences=4, max_wait_s=LONG)
+        texts = [["a b"], ["c"], ["d e f"], ["g"]]
+        results = await asyncio.gather(*(batcher.translate(t, "opt", timeout_s=LONG) for t in texts))
+        assert results == [[f"{t[0].upper()}/opt"] for t in texts]
+        assert engine.batches == [(["a b", "c", "d e f", "g"], "opt")]
+        assert sample(metrics, "mt_batch_size_sentences_sum") == 4
+        assert sample(metrics, "mt_batch_size_sentences_count") == 1
+        assert sample(metrics, "mt_stage_duration_seconds_count", {"stage": "queue"}) == 4
+        await batcher.close()
+
+    run(main)
+
+
+def test_a_request_larger_than_a_batch_is_split_and_reassembled_in_order() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine, max_batch_sentences=3, max_wait_s=0)
+        texts = [f"t{i}" for i in range(8)]
+        assert await batcher.translate(texts, "o", timeout_s=LONG) == [f"T{i}/o" for i in range(8)]
+        assert [len(b) for b, _ in engine.batches] == [3, 3, 2]
+        await batcher.close()
+
+    run(main)
+
+
+def test_token_limit_bounds_batches_but_a_long_text_still_runs_alone() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine, max_batch_sentences=100, max_batch_tokens=6, max_wait_s=0)
+        long_text = " ".join(["w"] * 20)  # 21 tokens, over the limit on its own
+        texts = ["a b", "c d", long_text, "e"]  # 3 + 3 + 21 + 2 tokens
+        await batcher.translate(texts, "o", timeout_s=LONG)
+        assert [b for b, _ in engine.batches] == [["a b", "c d"], [long_text], ["e"]]
+        await batcher.close()
+
+    run(main)
+
+
+def test_only_requests_with_equal_options_are_merged() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine, max_batch_sentences=2, max_wait_s=LONG)
+        results = await asyncio.gather(
+            batcher.translate(["a"], "beam4", timeout_s=LONG),
+            batcher.translate(["b"], "beam1", timeout_s=LONG),
+            batcher.translate(["c"], "beam4", timeout_s=LONG),
+            batcher.translate(["d"], "beam1", timeout_s=LONG),
+        )
+        assert results == [["A/beam4"], ["B/beam1"], ["C/beam4"], ["D/beam1"]]
+        assert sorted(engine.batches) == [(["a", "c"], "beam4"), (["b", "d"], "beam1")]
+        await batcher.close()
+
+    run(main)
+
+
+def test_a_partial_batch_starts_after_max_wait() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine, max_batch_sentences=64, max_wait_s=0.001)
+        assert await batcher.translate(["x"], "o", timeout_s=LONG) == ["X/o"]
+        await batcher.close()
+
+    run(main)
+
+
+def test_overload_is_refused_at_once_with_retry_after() -> None:
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, metrics = make(engine, max_batch_sentences=2, max_wait_s=0, max_queue_sentences=4)
+        running = asyncio.ensure_future(batcher.translate(["a", "b"], "o", timeout_s=LONG))
+        await until(engine.entered.is_set)  # first batch is inside the engine, the queue is empty
+        queued = asyncio.ensure_future(batcher.translate(["c", "d", "e"], "o", timeout_s=LONG))
+        await until(lambda: batcher.queued_sentences == 3)
+        with pytest.raises(Overloaded) as refused:
+            await batcher.translate(["f", "g"], "o", timeout_s=LONG)
+        assert refused.value.retry_after_s >= 1
+        assert refused.value.headers["Retry-After"] == str(refused.value.retry_after_s)
+        assert sample(metrics, "mt_queue_depth_sentences") == 3
+        engine.release()
+        assert await running == ["A/o", "B/o"]
+        assert await queued == ["C/o", "D/o", "E/o"]
+        assert await batcher.translate(["f", "g"], "o", timeout_s=LONG) == ["F/o", "G/o"]
+        await batcher.close()
+
+    run(main)
+
+
+def test_deadline_drops_queued_work() -> None:
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, metrics = make(engine, max_batch_sentences=1, max_wait_s=0)
+        running = asyncio.ensure_future(batcher.translate(["a"], "o", timeout_s=LONG))
+        await until(engine.entered.is_set)
+        with pytest.raises(DeadlineExceeded):
+            await batcher.translate(["late", "later"], "o", timeout_s=0.01)
+        assert batcher.queued_sentences == 0
+        assert sample(metrics, "mt_queue_depth_sentences") == 0
+        engine.release()
+        assert await running == ["A/o"]
+        await batcher.close()
+        assert [b for b, _ in engine.batches] == [["a"]]  # the timed-out texts never reached the engine
+
+    run(main)
+
+
+def test_cancelled_request_drops_queued_work() -> None:
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=1, max_wait_s=0)
+        running = asyncio.ensure_future(batcher.translate(["a"], "o", timeout_s=LONG))
+        await until(engine.entered.is_set)
+        gone = asyncio.ensure_future(batcher.translate(["x", "y"], "o", timeout_s=LONG))
+        await until(lambda: batcher.queued_sentences == 2)
+        gone.cancel()  # what the service does when the client disconnects
+        await until(lambda: batcher.queued_sentences == 0)
+        engine.release()
+        assert await running == ["A/o"]
+        await batcher.close()
+        assert [b for b, _ in engine.batches] == [["a"]]
+
+    run(main)
+
+
+def test_engine_failure_fails_only_its_batch() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine, max_batch_sentences=1, max_wait_s=0)
+        with pytest.raises(InternalError):
+            await batcher.translate(["boom", "never"], "o", timeout_s=LONG)
+        assert await batcher.translate(["fine"], "o", timeout_s=LONG) == ["FINE/o"]
+        await batcher.close()
+        assert [b for b, _ in engine.batches] == [["boom"], ["fine"]]  # the failed request's rest was dropped
+
+    run(main)
+
+
+def test_close_finishes_admitted_work_then_refuses() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine, max_batch_sentences=8, max_wait_s=LONG)
+        pending = asyncio.ensure_future(batcher.translate(["a", "b"], "o", timeout_s=LONG))
+        await until(lambda: batcher.queued_sentences == 2)
+        await batcher.close()  # does not wait out max_wait: the partial batch runs at once
+        assert await pending == ["A/o", "B/o"]
+        with pytest.raises(Unavailable):
+            await batcher.translate(["c"], "o", timeout_s=LONG)
+
+    run(main)
+
+
+def test_empty_request_needs_no_engine() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine)
+        assert await batcher.translate([], "o", timeout_s=LONG) == []
+        await batcher.close()
+        assert engine.batches == []
+
+    run(main)

@@ -1,0 +1,216 @@
+"""Beam search and greedy decoding (service/beam_search.py) on hand-made step functions."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from service.beam_search import NEG_INF, SearchOptions, ban_repeated_ngrams, search, top_candidates
+
+BOS, EOS = 2, 3
+A, B, C, D = 4, 5, 6, 7
+V = 8
+TINY = math.log(1e-6)  # every token not listed in a table
+
+
+class TableDecoder:
+    """A decoder whose next-token distribution is a function of (sentence, prefix).
+
+    ``model(sentence, prefix) -> log_probs (V,)``; ``attention(sentence, prefix) -> (S,)``. It checks
+    the search's side of the Decoder protocol (rows and sentences kept consistent) and records the
+    number of rows of every step.
+    """
+
+    def __init__(self, model, n_sentences: int, beams: int, attention=None) -> None:
+        self.model, self.attention = model, attention
+        self.rows = [(s, ()) for s in range(n_sentences) for _ in range(beams)]  # (sentence, prefix)
+        self.sentences = list(range(n_sentences))
+        self.beams = beams
+        self.rows_per_step: list[int] = []
+
+    def step(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        assert tokens.shape == (len(self.rows),) and tokens.dtype == np.int64
+        self.rows = [(s, p if t == BOS else (*p, int(t))) for (s, p), t in zip(self.rows, tokens, strict=True)]
+        self.rows_per_step.append(len(self.rows))
+        log_probs = np.stack([self.model(s, p) for s, p in self.rows]).astype(np.float32)
+        attention = np.stack([self.attention(s, p) for s, p in self.rows]) if self.attention else None
+        return log_probs, attention
+
+    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
+        self.rows = [self.rows[r] for r in rows]
+        if sentences is not None:
+            self.sentences = [self.sentences[i] for i in sentences]
+        assert [s for s, _ in self.rows] == [s for s in self.sentences for _ in range(self.beams)]
+
+
+def table_model(table: dict[tuple[int, ...], dict[int, float]]):
+    def model(_sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
+        out = np.full(V, TINY)
+        for token, p in table.get(prefix, {}).items():
+            out[token] = math.log(p)
+        return out
+
+    return model
+
+
+def run(table, options: SearchOptions, max_length: int = 10, attention=None):
+    decoder = TableDecoder(table_model(table), 1, options.beam_size, attention)
+    return search(decoder, [max_length], options, bos_id=BOS, eos_id=EOS)[0], decoder
+
+
+# Greedy takes A (0.55) then EOS: 0.55 * 0.36 = 0.198. Beam search finds B EOS: 0.45 * 0.9 = 0.405.
+GREEDY_TRAP = {(): {A: 0.55, B: 0.45}, (A,): {EOS: 0.36, C: 0.34, B: 0.3}, (B,): {EOS: 0.9}}
+
+
+def test_beam_search_finds_the_better_sequence_that_greedy_misses() -> None:
+    greedy, _ = run(GREEDY_TRAP, SearchOptions(beam_size=1))
+    beam, _ = run(GREEDY_TRAP, SearchOptions(beam_size=2))
+    assert greedy[0].tokens == [A]
+    assert greedy[0].score == pytest.approx(math.log(0.55 * 0.36), abs=1e-5)
+    assert beam[0].tokens == [B]
+    assert beam[0].score == pytest.approx(math.log(0.45 * 0.9), abs=1e-5)
+    assert beam[0].normalized_score == pytest.approx(beam[0].score / 2)  # 2 tokens with EOS, alpha 1
+
+
+# X EOS: 0.3 over 2 tokens. Y Z W EOS: 0.45 * 0.9 * 0.85 * 0.73 = 0.251 over 4 tokens.
+SHORT_VS_LONG = {(): {A: 0.5, B: 0.45}, (A,): {EOS: 0.6}, (B,): {C: 0.9}, (B, C): {D: 0.85}, (B, C, D): {EOS: 0.73}}
+
+
+@pytest.mark.parametrize(("alpha", "winner"), [(0.0, [A]), (1.0, [B, C, D])])
+def test_length_penalty_changes_the_winner(alpha: float, winner: list[int]) -> None:
+    hyps, _ = run(SHORT_VS_LONG, SearchOptions(beam_size=2, num_hypotheses=2, length_penalty=alpha))
+    assert [h.tokens for h in hyps] == [winner, [A] if winner != [A] else [B, C, D]]
+    for h in hyps:
+        assert h.normalized_score == pytest.approx(h.score / (len(h.tokens) + 1) ** alpha)
+
+
+def test_n_best_is_ordered_by_normalized_score_and_bounded_by_num_hypotheses() -> None:
+    hyps, _ = run(GREEDY_TRAP, SearchOptions(beam_size=3, num_hypotheses=3))
+    assert len(hyps) == 3
+    assert [h.tokens for h in hyps[:2]] == [[B], [A]]
+    scores = [h.normalized_score for h in hyps]
+    assert scores == sorted(scores, reverse=True)
+    assert len(run(GREEDY_TRAP, SearchOptions(beam_size=3, num_hypotheses=2))[0]) == 2
+
+
+def test_min_length_forbids_early_eos() -> None:
+    table = {**GREEDY_TRAP, (A, C): {EOS: 0.9}, (A, B): {EOS: 0.9}}
+    assert run(table, SearchOptions(beam_size=2))[0][0].tokens == [B]
+    hyps, _ = run(table, SearchOptions(beam_size=2, num_hypotheses=2, min_length=2))
+    assert [h.tokens for h in hyps] == [[A, C], [A, B]]
+
+
+def test_max_length_forces_eos_at_the_last_step() -> None:
+    loop = {(): {A: 0.9}, (A,): {A: 0.9}, (A, A): {A: 0.9}, (A, A, A): {A: 0.9}}
+    for beam in (1, 3):
+        hyps, decoder = run(loop, SearchOptions(beam_size=beam), max_length=3)
+        assert hyps[0].tokens == [A, A]  # 3 tokens with the forced EOS
+        assert len(decoder.rows_per_step) == 3
+        assert hyps[0].score == pytest.approx(2 * math.log(0.9) + TINY, abs=1e-4)  # EOS keeps its own log-prob
+
+
+def test_eos_finishes_and_finished_sentences_leave_the_batch() -> None:
+    longest = {(): {A: 0.9, B: 0.1}, (B,): {EOS: 0.9}, (A,): {B: 0.9}, (A, B): {C: 0.9}, (A, B, C): {EOS: 0.9}}
+    tables = [GREEDY_TRAP, SHORT_VS_LONG, longest]
+    model = lambda s, p: table_model(tables[s])(s, p)
+    for K in (1, 2):
+        decoder = TableDecoder(model, 3, K)
+        results = search(decoder, [10, 10, 10], SearchOptions(beam_size=K), bos_id=BOS, eos_id=EOS)
+        assert [r[0].tokens for r in results] == ([[A], [A], [A, B, C]] if K == 1 else [[B], [B, C, D], [A, B, C]])
+        assert decoder.rows_per_step[0] == 3 * K
+        assert decoder.rows_per_step[-1] < 3 * K, "finished sentences must leave the batch"
+        assert len(decoder.rows_per_step) == 4  # stops as soon as every sentence is finished
+
+
+def random_model(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
+    """A peaked pseudo-random distribution determined by (sentence, prefix); EOS likelier with length."""
+    rng = np.random.default_rng(zlib.crc32(repr((sentence, prefix)).encode()))
+    logits = rng.normal(0, 2, V)
+    logits[EOS] += len(prefix) - 3
+    logits[: BOS + 1] = -1e9  # pad, unk, bos never generated
+    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+
+
+def prefix_attention(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
+    rng = np.random.default_rng(zlib.crc32(repr(("attention", sentence, prefix)).encode()))
+    return rng.random(5).astype(np.float32)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_attention_follows_each_hypothesis_through_beam_reordering(beam: int) -> None:
+    decoder = TableDecoder(random_model, 4, beam, prefix_attention)
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_attention=True)
+    results = search(decoder, [12, 5, 9, 12], options, bos_id=BOS, eos_id=EOS)
+    for sentence, hyps in enumerate(results):
+        for h in hyps:
+            expected = [prefix_attention(sentence, tuple(h.tokens[:t])) for t in range(len(h.tokens) + 1)]
+            np.testing.assert_array_equal(h.attention, np.stack(expected))
+
+
+@pytest.mark.parametrize("beam", [1, 3, 5])
+def test_each_sentence_gets_the_same_result_alone_or_in_a_batch(beam: int) -> None:
+    max_lengths = [12, 3, 9, 15, 1, 7]
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, length_penalty=0.6)
+    batched = search(TableDecoder(random_model, 6, beam), max_lengths, options, bos_id=BOS, eos_id=EOS)
+    for s, expected in enumerate(batched):
+        model = lambda _s, p, s=s: random_model(s, p)
+        alone = search(TableDecoder(model, 1, beam), [max_lengths[s]], options, bos_id=BOS, eos_id=EOS)[0]
+        assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in expected]
+        assert all(len(h.tokens) < max_lengths[s] for h in expected)
+
+
+def test_no_repeat_ngram_size_blocks_repeats() -> None:
+    cycle = {(): {A: 0.9}}
+    prefix: tuple[int, ...] = (A,)
+    for i in range(8):  # A B A B A B ...: greedy repeats the bigram (A, B)
+        cycle[prefix] = {(B if i % 2 == 0 else A): 0.6, C: 0.3}
+        prefix = (*prefix, B if i % 2 == 0 else A)
+    plain, _ = run(cycle, SearchOptions(beam_size=1), max_length=6)
+    blocked, _ = run(cycle, SearchOptions(beam_size=1, no_repeat_ngram_size=2), max_length=6)
+    assert plain[0].tokens[:4] == [A, B, A, B]
+    assert blocked[0].tokens[:3] == [A, B, A] and blocked[0].tokens[3] != B
+
+
+def test_ban_repeated_ngrams_marks_exactly_the_completing_tokens() -> None:
+    history = np.array([[4, 5, 4, 6, 4], [7, 7, 7, 7, 7]])
+    log_probs = np.zeros((2, V), dtype=np.float32)
+    ban_repeated_ngrams(log_probs, history, 2)
+    assert set(np.flatnonzero(log_probs[0] == NEG_INF)) == {5, 6}  # after 4 came 5 and 6
+    assert set(np.flatnonzero(log_probs[1] == NEG_INF)) == {7}
+
+
+def test_top_candidates_equals_a_full_sort_with_ties_and_infinities() -> None:
+    rng = np.random.default_rng(0)
+    log_probs = rng.integers(-6, 0, size=(3, 4, 9)).astype(np.float32)  # many exact ties
+    log_probs[1, 2] = NEG_INF
+    scores = np.array([[0, -1, -2, NEG_INF], [0, 0, 0, 0], [-3, -1, 0, -2]], dtype=np.float32)
+    cand = top_candidates(log_probs, scores, 8)
+    for b in range(3):
+        flat = (scores[b][:, None] + log_probs[b]).ravel()
+        expected = sorted(range(flat.size), key=lambda i: (-flat[i], i))[:8]
+        assert list(cand.beams[b] * 9 + cand.tokens[b]) == expected
+        np.testing.assert_array_equal(cand.scores[b], flat[expected])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(beam_size=0),
+        dict(beam_size=2, num_hypotheses=3),
+        dict(num_hypotheses=0),
+        dict(length_penalty=-1.0),
+        dict(length_penalty=float("nan")),
+        dict(min_length=-1),
+    ],
+)
+def test_invalid_options_are_rejected_with_a_message(bad: dict) -> None:
+    with pytest.raises(ValueError, match=r"\w+"):
+        SearchOptions(**bad)
+
+
+def test_no_sentences_gives_no_results() -> None:
+    decoder = TableDecoder(random_model, 0, 2)
+    assert search(decoder, [], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS) == []

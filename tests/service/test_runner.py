@@ -1,0 +1,80 @@
+"""The onnxruntime runner (service/runner.py): provider choice and the two decoder-state paths.
+
+The IO-binding path (``DeviceDecoder``) exists for CUDA; no GPU is available here, so it runs on
+the CPU device, where it must give bitwise the same results as the plain numpy path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from service.beam_search import SearchOptions, search
+from service.bundle import load_bundle
+from service.runner import CacheShape, DeviceDecoder, HostDecoder, Runner, RunnerConfig, RunnerError, resolve_provider
+from service.translator import pad_batch
+
+
+@pytest.fixture(scope="module")
+def runner(tiny_bundle: Path) -> Runner:
+    bundle = load_bundle(tiny_bundle)
+    d = bundle.manifest.dimensions
+    shape = CacheShape(d.decoder_layers, d.heads, d.d_head)
+    return Runner(*bundle.graph_paths("fp32"), shape, RunnerConfig(provider="cpu", threads=1))
+
+
+def test_provider_resolution() -> None:
+    assert resolve_provider("cpu") == "cpu"
+    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    assert resolve_provider("auto") == ("cuda" if has_cuda else "cpu")
+    if not has_cuda:
+        with pytest.raises(RunnerError, match="onnxruntime-gpu"):
+            resolve_provider("cuda")
+    with pytest.raises(RunnerError, match="provider must be"):
+        RunnerConfig(provider="tpu")  # type: ignore[arg-type]
+    with pytest.raises(RunnerError, match="threads"):
+        RunnerConfig(threads=-1)
+
+
+def test_unloadable_graph_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a graph")
+    with pytest.raises(RunnerError, match="cannot load"):
+        Runner(broken, broken, CacheShape(1, 1, 1), RunnerConfig(provider="cpu"))
+
+
+def sources() -> np.ndarray:
+    return pad_batch([[10, 11, 12, 13, 3], [20, 3], [30, 31, 32, 3]], 0)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None:
+    encoded = runner.encode(sources())
+    host = HostDecoder(runner.decoder, encoded, runner.cache, beam, attention=True)
+    bound = DeviceDecoder(runner.decoder, encoded, runner.cache, beam, attention=True, device_id=0, device="cpu")
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_attention=True)
+    for_host = search(host, [9, 2, 7], options, bos_id=2, eos_id=3)
+    for_bound = search(bound, [9, 2, 7], options, bos_id=2, eos_id=3)
+    for a, b in zip(for_host, for_bound, strict=True):
+        assert [(h.tokens, h.score) for h in a] == [(h.tokens, h.score) for h in b]
+        for ha, hb in zip(a, b, strict=True):
+            np.testing.assert_array_equal(ha.attention, hb.attention)
+
+
+def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:
+    encoded = runner.encode(sources())
+    decoder = HostDecoder(runner.decoder, encoded, runner.cache, 2, attention=False)
+    decoder.step(np.full(6, 2))
+    cache = decoder.feed["self_k"]
+    decoder.select(np.array([0, 1, 5, 4]), np.array([0, 2]))  # sentence 1 finished; beams of 2 swapped
+    np.testing.assert_array_equal(decoder.feed["self_k"], cache[:, [0, 1, 5, 4]])
+    np.testing.assert_array_equal(decoder.feed["cross_k"], encoded.cross_k[:, [0, 2]])
+    np.testing.assert_array_equal(decoder.feed["src_mask"], encoded.src_mask[[0, 2]])
+    same = decoder.feed["self_k"]
+    decoder.select(np.arange(4), None)
+    assert decoder.feed["self_k"] is same, "the identity reordering must not copy the cache"
+    log_probs, attention = decoder.step(np.array([5, 6, 7, 8]))
+    assert log_probs.shape == (4, runner.decoder.get_outputs()[0].shape[1]) and attention is None

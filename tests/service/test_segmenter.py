@@ -1,0 +1,101 @@
+"""Text handling (service/segmenter.py): sentence splitting and faithful reassembly."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from service.segmenter import segment
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def split(text: str, max_tokens: int = 50) -> list[str]:
+    return [s.text for s in segment(text, count_tokens=words, max_tokens=max_tokens).segments]
+
+
+def identity(text: str, max_tokens: int = 50) -> str:
+    seg = segment(text, count_tokens=words, max_tokens=max_tokens)
+    return seg.join([s.text for s in seg.segments])
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n", " \t\r\n \n"])
+def test_empty_or_whitespace_text_has_no_segments_and_an_empty_translation(text: str) -> None:
+    seg = segment(text, count_tokens=words, max_tokens=10)
+    assert seg.segments == []
+    assert seg.join([]) == ""
+
+
+def test_sentences_are_split_at_terminal_punctuation() -> None:
+    assert split("A dog runs. Two cats sleep! Is it? Yes… ok") == [
+        "A dog runs.",
+        "Two cats sleep!",
+        "Is it?",
+        "Yes… ok",
+    ]
+    assert split('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
+
+
+def test_abbreviations_initials_and_lowercase_continuations_do_not_split() -> None:
+    assert split("Mr. Smith met Dr. Jones. They talked.") == ["Mr. Smith met Dr. Jones.", "They talked."]
+    assert split("J. R. R. Tolkien wrote it.") == ["J. R. R. Tolkien wrote it."]
+    assert split("The price is 5 p. m. sharp.") == ["The price is 5 p. m. sharp."]
+    assert split("It costs approx. five euros.") == ["It costs approx. five euros."]
+
+
+def test_lines_and_whitespace_are_reassembled_exactly() -> None:
+    text = "  First one. Second  one!\n\n\tThird line?  \r\nLast line\rreally last "
+    seg = segment(text, count_tokens=words, max_tokens=50)
+    assert [s.text for s in seg.segments] == [
+        "First one.",
+        "Second  one!",
+        "Third line?",
+        "Last line",
+        "really last",
+    ]
+    assert seg.join(["1", "2", "3", "4", "5"]) == "  1 2\n\n\t3  \r\n4\r5 "
+    assert seg.join([s.text for s in seg.segments]) == text
+
+
+def test_n_input_lines_give_n_output_lines() -> None:
+    text = "One.\nTwo. Three.\n\nFour\n"
+    seg = segment(text, count_tokens=words, max_tokens=50)
+    out = seg.join(["X"] * len(seg.segments))
+    assert out.count("\n") == text.count("\n")
+    assert out.split("\n") == ["X", "X X", "", "X", ""]
+
+
+def test_over_long_sentences_are_split_into_flagged_chunks_that_fit() -> None:
+    sentence = "one two three four five, six seven eight; nine ten eleven twelve thirteen fourteen fifteen."
+    seg = segment(sentence + " Short one.", count_tokens=words, max_tokens=5)
+    chunks = [s for s in seg.segments if s.truncated]
+    assert [s.text for s in chunks] == [
+        "one two three four five,",
+        "six seven eight;",
+        "nine ten eleven twelve thirteen",
+        "fourteen fifteen.",
+    ]
+    assert [s.text for s in seg.segments if not s.truncated] == ["Short one."]
+    assert all(words(s.text) <= 5 for s in seg.segments)
+    assert seg.join([s.text for s in seg.segments]) == sentence + " Short one."
+
+
+def test_a_single_word_longer_than_the_limit_is_cut_inside_the_word() -> None:
+    by_chars = lambda text: len(text)
+    seg = segment("x" * 37, count_tokens=by_chars, max_tokens=8)
+    assert all(len(s.text) <= 8 and s.truncated for s in seg.segments)
+    assert "".join(s.text for s in seg.segments) == "x" * 37
+
+
+def test_control_characters_and_odd_unicode_never_raise() -> None:
+    rng = random.Random(0)
+    alphabet = "ab .!?\n\r\t\x00\x0b\x0c\x1c\x85\u2028\u200b\ufeff😀é…。"
+    for _ in range(500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        seg = segment(text, count_tokens=len, max_tokens=4)
+        rebuilt = seg.join([s.text for s in seg.segments])
+        assert rebuilt == (text if seg.segments else "")
+        assert all(s.text.strip() for s in seg.segments)

@@ -1,0 +1,50 @@
+"""Settings from MT_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from service.settings import DEFAULT_MODEL_DIR, Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_serve_the_shipped_bundle_without_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(Settings.model_fields):
+        monkeypatch.delenv(f"MT_{name.upper()}", raising=False)
+    settings = Settings()
+    assert settings.model_dir == DEFAULT_MODEL_DIR == REPO / "models" / "en-de" / "bundle"
+    assert settings.api_key_set == frozenset()
+    assert settings.cache_size > 0 and settings.max_wait_ms > 0
+
+
+def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MT_MODEL_DIR", "/somewhere/else")
+    monkeypatch.setenv("MT_MAX_WAIT_MS", "0")
+    monkeypatch.setenv("MT_API_KEYS", " alpha, beta ,,")
+    monkeypatch.setenv("MT_PROVIDER", "cuda")
+    settings = Settings()
+    assert settings.model_dir == Path("/somewhere/else")
+    assert settings.max_wait_ms == 0
+    assert settings.api_key_set == {"alpha", "beta"}
+    assert settings.provider == "cuda"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"MT_PROVIDER": "tpu"},
+        {"MT_MAX_BATCH_SENTENCES": "0"},
+        {"MT_REQUEST_TIMEOUT_S": "nan"},
+        {"MT_CACHE_SIZE": "-1"},
+        {"MT_MAX_TEXTS": "100", "MT_MAX_QUEUE_SENTENCES": "10"},
+    ],
+)
+def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ValidationError):
+        Settings()

@@ -1,0 +1,246 @@
+"""The engine end to end on real bundles: service/translator.py over onnxruntime."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.bundle import BundleError
+from service.runner import RunnerError
+from service.translator import BatchStats, TranslationOptions, Translator, TranslatorConfig, pad_batch
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO.parent / "shared" / "data" / "multi30k"
+SHIPPED = REPO / "models" / "en-de"
+WORDS = "a the man woman dog cat child girl boy red blue green big small old young runs sits plays on in park"
+WORDS = WORDS.split()
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_bundle: Path) -> Translator:
+    return Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", threads=2))
+
+
+def mixed_sentences(n: int, seed: int = 1, longest: int = 60) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, longest))).capitalize() + "." for _ in range(n)]
+
+
+def nbest(result) -> list[tuple[str, float, float]]:
+    return [(h.text, h.score, h.normalized_score) for h in result.hypotheses]
+
+
+def test_loads_validates_and_describes_the_bundle(translator: Translator, tiny_bundle: Path) -> None:
+    info = translator.info
+    assert (info.source_language, info.target_language) == ("en", "de")
+    assert (info.variant, info.provider) == ("fp32", "cpu")
+    int8 = Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", variant="int8", warmup=False))
+    assert int8.info.variant == "int8"
+    assert int8.translate_batch(["A dog runs."])[0].text
+
+
+def test_translates_the_tiny_task_in_input_order(translator: Translator, tiny_corpus: Path) -> None:
+    sources = (tiny_corpus / "val.en").read_text().splitlines()[:16]
+    stats = BatchStats()
+    results = translator.translate_batch(sources, TranslationOptions(beam_size=4), stats)
+    assert len(results) == len(sources)
+    assert all(r.text and r.output_tokens > 0 and r.input_tokens > 1 for r in results)
+    for i in (0, 7, 15):
+        assert translator.translate_batch([sources[i]], TranslationOptions(beam_size=4))[0].text == results[i].text
+    assert stats.encode_seconds > 0 and stats.decode_seconds > 0
+    assert sum(n for n, _ in stats.sub_batches) == len(sources)
+
+
+def test_sub_batches_respect_the_sentence_and_token_bounds(tiny_bundle: Path) -> None:
+    small = Translator(
+        TranslatorConfig(model_dir=tiny_bundle, provider="cpu", max_batch_sentences=3, max_batch_tokens=60)
+    )
+    texts = mixed_sentences(20, seed=3, longest=25)
+    stats = BatchStats()
+    results = small.translate_batch(texts, TranslationOptions(beam_size=2), stats)
+    assert all(n <= 3 and (tokens <= 60 or n == 1) for n, tokens in stats.sub_batches)
+    assert len(stats.sub_batches) >= 7
+    one_batch = Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", warmup=False))
+    assert [r.text for r in one_batch.translate_batch(texts, TranslationOptions(beam_size=2))] == [
+        r.text for r in results
+    ]
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_sentence_alone_and_in_a_mixed_batch_of_64_gives_identical_results(translator: Translator, beam: int) -> None:
+    texts = mixed_sentences(64)
+    options = TranslationOptions(beam_size=beam, num_hypotheses=beam)
+    batch = translator.translate_batch(texts, options)
+    for text, in_batch in zip(texts, batch, strict=True):
+        assert nbest(translator.translate_batch([text], options)[0]) == nbest(in_batch)
+
+
+def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translator) -> None:
+    """The property the batch invariance rests on (see translator.pad_batch): given at least one
+    padding position, more padding leaves the encoder and decoder outputs bitwise unchanged."""
+    rng = np.random.default_rng(0)
+    runner, vocab = translator.runner, translator.tokenizer.vocab_size
+    for length in range(2, 40):
+        sentence = [*rng.integers(4, vocab, length - 1).tolist(), 3]
+        outputs = []
+        for extra in (1, 2, 5, 64 - length):
+            encoded = runner.encode(pad_batch([sentence, [5, 3]], 0)[:, : length + extra])
+            decoder = runner.start(encoded, 2, attention=True)
+            steps = [decoder.step(np.array([2, 2, 2, 2]))]
+            steps.append(decoder.step(np.array([7, 8, 9, 10])))
+            outputs.append([encoded.cross_k[:, 0, :, :length], *[o[:2] for step in steps for o in step]])
+        for other in outputs[1:]:
+            assert all(np.array_equal(a, b) for a, b in zip(outputs[0], other, strict=True)), length
+
+
+def test_text_handling_never_raises(translator: Translator) -> None:
+    texts = ["", "   \n ", "\u200b", "A dog.\n\nA cat runs.  The girl sits.\n", "a\x00b\x07 c\u2028d", "😀 " * 3]
+    results = translator.translate_batch(texts)
+    assert [r.text for r in results[:3]] == ["", "", ""]
+    assert results[0].hypotheses[0].text == "" and results[0].input_tokens == 0
+    lines = results[3].text.split("\n")
+    assert len(lines) == 4 and lines[0] and lines[1] == "" and lines[2] and lines[3] == ""
+    assert "  " in lines[2], "the whitespace between sentences is kept"
+    assert all(isinstance(r.text, str) for r in results[4:])
+
+
+def test_text_longer_than_the_model_limit_is_split_and_flagged(translator: Translator) -> None:
+    long_text = " ".join(WORDS[i % len(WORDS)] for i in range(400))  # ~400+ pieces, no sentence end
+    result = translator.translate_batch([long_text, "A dog."])
+    assert result[0].truncated and not result[1].truncated
+    assert result[0].input_tokens > translator.max_positions
+    assert result[0].text
+
+
+def test_n_best_hypotheses_are_ordered_and_bounded(translator: Translator) -> None:
+    result = translator.translate_batch(
+        ["The man plays with the dog."], TranslationOptions(beam_size=4, num_hypotheses=3)
+    )
+    scores = [h.normalized_score for h in result[0].hypotheses]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True)
+    assert result[0].text == result[0].hypotheses[0].text
+    assert len({h.text for h in result[0].hypotheses}) > 1
+
+
+def test_max_length_caps_the_output(translator: Translator) -> None:
+    for beam in (1, 3):
+        results = translator.translate_batch(mixed_sentences(5), TranslationOptions(beam_size=beam, max_length=2))
+        assert all(r.output_tokens <= 1 for r in results)  # 2 tokens including EOS
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_alignments_are_consistent_and_free_when_off(translator: Translator, beam: int) -> None:
+    texts = ["The red dog runs in the park.", "A girl sits. An old man plays!"]
+    with_alignment = translator.translate_batch(texts, TranslationOptions(beam_size=beam, return_alignments=True))
+    without = translator.translate_batch(texts, TranslationOptions(beam_size=beam))
+    assert [nbest(r) for r in with_alignment] == [nbest(r) for r in without]
+    assert all(r.alignment is None for r in without)
+    for r in with_alignment:
+        a = r.alignment
+        weights = np.array(a.weights)
+        assert weights.shape == (len(a.target_tokens), len(a.source_tokens))
+        np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-6)
+        assert "".join(a.target_tokens).replace("▁", " ").strip() == r.text.replace("  ", " ").strip()
+        assert len(a.word_alignment) == len(a.target_words)
+        assert all(0 <= s < len(a.source_words) and 0 <= t < len(a.target_words) for s, t in a.word_alignment)
+    assert with_alignment[1].alignment.source_words[:2] == ["A", "girl"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [dict(beam_size=0), dict(beam_size=2, num_hypotheses=3), dict(max_length=0), dict(length_penalty=-1.0)],
+)
+def test_invalid_options_fail_before_any_work(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        TranslationOptions(**bad)
+
+
+def test_bundle_problems_are_clear_errors(tiny_bundle: Path, tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="does not exist"):
+        Translator(TranslatorConfig(model_dir=tmp_path / "nothing"))
+    with pytest.raises(BundleError, match="no variant 'fp16'"):
+        Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", variant="fp16"))
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers(), reason="has CUDA")
+def test_cuda_requested_without_cuda_is_a_clear_error(tiny_bundle: Path) -> None:
+    with pytest.raises(RunnerError, match="onnxruntime-gpu"):
+        Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cuda"))
+
+
+def test_the_engine_does_not_import_torch() -> None:
+    code = "import sys, service.translator; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+# ---------------------------------------------------------------------------------------------
+# Same outputs as the PyTorch reference decoding (model/decoding.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def reference_translations(checkpoint: Path, texts: list[str], beam: int, length_penalty: float) -> list[str]:
+    torch = pytest.importorskip("torch")
+    from model.checkpoint import load_checkpoint, model_from_checkpoint
+    from model.data import pad
+    from model.decoding import DecodingOptions, beam_search
+    from model.tokenizer import Tokenizer
+
+    state = load_checkpoint(checkpoint)
+    model = model_from_checkpoint(state)
+    spm = checkpoint.parent / f"{checkpoint.stem}.spm.model"
+    spm.write_bytes(state["spm_model"])
+    tokenizer = Tokenizer(spm)
+    options = DecodingOptions(
+        beam_size=beam, length_penalty=length_penalty, max_length=model.config.max_positions
+    )  # max_length_a/b: the defaults, as in the manifests the exporter writes
+    out = []
+    for start in range(0, len(texts), 32):
+        with torch.no_grad():
+            hyps = beam_search(model, pad(tokenizer.encode_batch(texts[start : start + 32])), options)
+        out += [tokenizer.decode(h[0].tokens) for h in hyps]
+    return out
+
+
+def assert_same_as_reference(bundle: Path, checkpoint: Path, texts: list[str], tmp_path: Path) -> None:
+    translator = Translator(TranslatorConfig(model_dir=bundle, provider="cpu", variant="fp32"))
+    decoding = translator.manifest.decoding
+    assert (decoding.max_length_a, decoding.max_length_b) == (1.5, 10), "reference runs with the default a, b"
+    local = tmp_path / checkpoint.name
+    local.symlink_to(checkpoint)
+    for beam, alpha in ((1, 1.0), (4, 1.0), (5, 0.6)):
+        ours = [
+            r.text for r in translator.translate_batch(texts, TranslationOptions(beam_size=beam, length_penalty=alpha))
+        ]
+        expected = reference_translations(local, texts, beam, alpha)
+        mismatches = [(t, o, e) for t, o, e in zip(texts, ours, expected, strict=True) if o != e]
+        assert not mismatches, f"beam {beam}: {len(mismatches)} of {len(texts)} differ, e.g. {mismatches[:2]}"
+
+
+def single_sentences(texts: list[str]) -> list[str]:
+    """Texts the segmenter keeps whole (the reference translates lines as they are)."""
+    from service.segmenter import segment
+
+    return [t for t in texts if len(segment(t, count_tokens=len, max_tokens=10**6).segments) == 1]
+
+
+def test_same_outputs_as_the_pytorch_reference_on_the_tiny_model(
+    tiny_bundle: Path, tiny_checkpoint: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
+    texts = single_sentences((tiny_corpus / "val.en").read_text().splitlines())
+    assert len(texts) == 64
+    assert_same_as_reference(tiny_bundle, tiny_checkpoint, texts, tmp_path)
+
+
+@pytest.mark.skipif(not (DATA / "val.en").is_file(), reason=f"Multi30K data not found at {DATA}")
+@pytest.mark.skipif(
+    not (SHIPPED / "checkpoint.pt").is_file() or not (SHIPPED / "bundle" / "manifest.json").is_file(),
+    reason=f"shipped model not found ({SHIPPED}/checkpoint.pt and {SHIPPED}/bundle)",
+)
+def test_same_outputs_as_the_pytorch_reference_on_200_val_sentences_with_the_shipped_model(tmp_path: Path) -> None:
+    texts = single_sentences((DATA / "val.en").read_text(encoding="utf-8").splitlines())[:200]
+    assert_same_as_reference(SHIPPED / "bundle", SHIPPED / "checkpoint.pt", texts, tmp_path)
