@@ -82,10 +82,9 @@ def summary(result: ExportResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        result = export_bundle(config)
+        result = export_bundle(parse_args(argv))
     except (ExportError, BundleError) as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 1

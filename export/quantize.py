@@ -7,8 +7,13 @@ insert provider-specific fused ops and are left to each session at load time.
 
 int8 is onnxruntime's dynamic quantisation: weights of every MatMul with a constant weight (the
 attention and FFN projections and the vocabulary projection) are stored as int8, per output channel,
-and activations are quantised on the fly. Attention score MatMuls (activation x activation) stay in
-float, and so do embeddings and LayerNorms.
+and activations are quantised on the fly; the embedding tables (Gather) are stored as int8 too.
+Attention score MatMuls (activation x activation) and LayerNorms stay in float.
+
+Measured on the 2.9M-parameter en-de model (step 1600 of training, 400 test sentences, greedy):
+fp32 27.73 BLEU; MatMul per-channel 27.62; MatMul per-tensor 28.05; MatMul + Gather per-channel
+27.67 at 5.45 MB for both graphs instead of 11.8 MB (fp32: 20.1 MB). The differences are within
+noise, so the smallest variant is the one built.
 """
 
 from __future__ import annotations
@@ -31,20 +36,20 @@ def optimize(src: Path, dst: Path) -> Path:
 
 def quantize(src: Path, dst: Path) -> Path:
     """Write the int8 dynamic quantisation of the fp32 graph ``src`` to ``dst``."""
-    # The quantiser logs advice (pre-processing) at WARNING on every call; it does not apply here:
-    # the input is already optimised and the graph has no shapes left to infer that matter.
-    quant_log = logging.getLogger()
-    level = quant_log.level
-    quant_log.setLevel(logging.ERROR)
+    # The quantiser logs through the root logger: a line per skipped tensor, and advice to
+    # pre-process (shape inference) that does not apply to dynamic quantisation of these graphs.
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
     try:
         quantize_dynamic(
             src,
             dst,
-            op_types_to_quantize=["MatMul"],
+            op_types_to_quantize=["MatMul", "Gather"],
             per_channel=True,
             weight_type=QuantType.QInt8,
             extra_options={"MatMulConstBOnly": True},
         )
     finally:
-        quant_log.setLevel(level)
+        root.setLevel(level)
     return dst

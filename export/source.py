@@ -40,7 +40,7 @@ def load_source(path: Path, spm_path: Path, *, source_language: str | None, targ
     try:
         model = model_from_checkpoint(state)
     except (TypeError, ValueError, RuntimeError) as e:
-        raise ExportError(f"{path}: weights do not match the stored model config: {e}") from e
+        raise ExportError(f"{path}: the stored model config and weights do not fit together: {e}") from e
     tokenizer = _tokenizer(path, state, spm_path)
     cfg = model.config
     if tokenizer.vocab_size != cfg.vocab_size:

@@ -107,6 +107,4 @@ def beam_search(model: Transformer, src: Tensor, options: DecodingOptions) -> li
         self_k, self_v = self_k[:, next_rows], self_v[:, next_rows]
         tokens = next_tokens[:, None].to(src.device)
 
-    return [
-        sorted(hyps, key=lambda h: h.normalized_score, reverse=True)[: options.num_hypotheses] for hyps in finished
-    ]
+    return [sorted(hyps, key=lambda h: h.normalized_score, reverse=True)[: options.num_hypotheses] for hyps in finished]

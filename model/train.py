@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -29,7 +28,7 @@ from model.data import ParallelData, collate, corpus_paths, make_batches, read_l
 from model.decoding import DecodingOptions
 from model.evaluate import score_translations, translate_texts
 from model.tokenizer import PAD_ID, Tokenizer, train_sentencepiece
-from model.transformer import ModelConfig, Transformer, build_model, count_parameters
+from model.transformer import ModelConfig, build_model, count_parameters
 
 log = logging.getLogger("model.train")
 
@@ -57,7 +56,9 @@ class Trainer:
         self.out_dir = Path(cfg.out_dir)
         self.rank = int(os.environ.get("RANK", 0))
         self.world_size = int(os.environ.get("WORLD_SIZE", 1))
-        self.device = torch.device(cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = torch.device(
+            cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        )
         if self.world_size > 1:
             if self.device.type == "cuda":
                 self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
@@ -112,13 +113,20 @@ class Trainer:
 
     def _save(self, name: str, **extra: object) -> Path:
         path = self.out_dir / "checkpoints" / name
-        save_checkpoint(path, self.model, self.tokenizer.model_path.read_bytes(), train_config=asdict(self.cfg), **extra)
+        save_checkpoint(
+            path, self.model, self.tokenizer.model_path.read_bytes(), train_config=asdict(self.cfg), **extra
+        )
         return path
 
     def _save_resumable(self) -> None:
         rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
         extra = {"optimizer": self.optimizer.state_dict(), "step": self.step, "epoch": self.epoch}
-        extra |= {"batch_in_epoch": self.batch_in_epoch, "best_bleu": self.best_bleu, "history": self.history, "rng": rng}
+        extra |= {
+            "batch_in_epoch": self.batch_in_epoch,
+            "best_bleu": self.best_bleu,
+            "history": self.history,
+            "rng": rng,
+        }
         self._save("last.pt", **extra)
         self._save(f"step_{self.step:07d}.pt", step=self.step)
         stale = sorted((self.out_dir / "checkpoints").glob("step_*.pt"))[: -self.cfg.keep_last]
@@ -166,10 +174,17 @@ class Trainer:
         cfg = self.cfg
         if self.is_main:
             n_tokens = self.train_data.num_tokens()
-            log.info("model: %d parameters; train: %d pairs, %d tokens", count_parameters(self.model), len(self.train_data), n_tokens)
+            log.info(
+                "model: %d parameters; train: %d pairs, %d tokens",
+                count_parameters(self.model),
+                len(self.train_data),
+                n_tokens,
+            )
         self.model.train()
         deadline = time.monotonic() + cfg.max_minutes * 60 if cfg.max_minutes else math.inf
-        progress = tqdm(total=cfg.max_steps, initial=self.step, disable=not self.is_main or not cfg.progress, dynamic_ncols=True)
+        progress = tqdm(
+            total=cfg.max_steps, initial=self.step, disable=not self.is_main or not cfg.progress, dynamic_ncols=True
+        )
         window_tokens, window_start = 0, time.monotonic()
         while self.step < cfg.max_steps and self.epoch < cfg.max_epochs and time.monotonic() < deadline:
             epoch_batches = make_batches(self.train_data, max_tokens=cfg.max_tokens, seed=cfg.seed, epoch=self.epoch)
@@ -183,12 +198,20 @@ class Trainer:
                     elapsed = time.monotonic() - window_start
                     progress.update(1)
                     progress.set_postfix(
-                        epoch=self.epoch, loss=f"{loss / max(tokens, 1):.3f}", lr=f"{learning_rate(self.step, cfg):.2e}",
+                        epoch=self.epoch,
+                        loss=f"{loss / max(tokens, 1):.3f}",
+                        lr=f"{learning_rate(self.step, cfg):.2e}",
                         tok_s=f"{window_tokens / max(elapsed, 1e-9):.0f}",
                     )
                 if self.step % cfg.log_every == 0 and self.is_main:
-                    log.info("step %d epoch %d loss %.4f lr %.2e tok/s %.0f", self.step, self.epoch,
-                             loss / max(tokens, 1), learning_rate(self.step, cfg), window_tokens / max(time.monotonic() - window_start, 1e-9))
+                    log.info(
+                        "step %d epoch %d loss %.4f lr %.2e tok/s %.0f",
+                        self.step,
+                        self.epoch,
+                        loss / max(tokens, 1),
+                        learning_rate(self.step, cfg),
+                        window_tokens / max(time.monotonic() - window_start, 1e-9),
+                    )
                     window_tokens, window_start = 0, time.monotonic()
                 if self.step % cfg.validate_every == 0:
                     self._checkpoint()

@@ -290,7 +290,9 @@ class Transformer(nn.Module):
         P, T = self_k.size(3), tgt.size(1)
         x = self.embed(self.tgt_embed, tgt, P)  # (N, T, D)
         # Query t (absolute position P+t) sees keys 0..P+t: future positions get zero weight.
-        causal_mask = torch.arange(P + T, device=tgt.device)[None, :] <= (P + torch.arange(T, device=tgt.device))[:, None]
+        causal_mask = (
+            torch.arange(P + T, device=tgt.device)[None, :] <= (P + torch.arange(T, device=tgt.device))[:, None]
+        )
         src_attn_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         new_k, new_v, cross_weights = [], [], []
         for i, layer in enumerate(self.decoder_layers):

@@ -2,14 +2,13 @@
 
 The model learns a synthetic word-for-word "translation" (a small lexicon, so its outputs are
 varied and meaningful rather than degenerate) for a few dozen steps. torch is imported inside the
-fixtures only, so that service tests which do not use them run without it.
+fixtures only, so that service tests which do not use them run without it. Both fixtures keep torch
+on one thread (``export.parity.one_torch_thread``): tiny models are all overhead.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,19 +34,6 @@ def synthetic_pairs(n: int, rng: random.Random) -> list[tuple[str, str]]:
     return pairs
 
 
-@contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Tiny models are all overhead: a second thread only adds contention on a busy 2-core machine."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory in the Multi30K layout: {train,val,test_2016_flickr}.{en,de}."""
@@ -65,6 +51,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_corpus: Path)
     """A checkpoint (d_model 32, 2+2 layers, 150-piece vocabulary) trained for 60 steps."""
     import torch
 
+    from export.parity import one_torch_thread
     from model.checkpoint import save_checkpoint
     from model.data import ParallelData, collate, make_batches, read_lines
     from model.tokenizer import Tokenizer, train_sentencepiece
@@ -110,6 +97,5 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path,
     from export.pipeline import ExportConfig, export_bundle
 
     out = tmp_path_factory.mktemp("tiny_bundle") / "bundle"
-    with one_torch_thread():
-        export_bundle(ExportConfig(checkpoint=tiny_checkpoint, out=out, int8=True, parity_data=tiny_corpus / "val.en"))
+    export_bundle(ExportConfig(checkpoint=tiny_checkpoint, out=out, int8=True, parity_data=tiny_corpus / "val.en"))
     return out

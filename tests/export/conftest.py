@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from export.parity import OnnxGreedy
+from export.parity import OnnxGreedy, one_torch_thread
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from model.transformer import Transformer
 from service.bundle import load_bundle
-from tests.conftest import one_torch_thread
 
 
 @pytest.fixture(scope="module", autouse=True)

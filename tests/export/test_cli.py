@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = os.environ | {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}  # a tiny model: see one_torch_thread
+    env = os.environ | {"PYTHONPATH": path}
     return subprocess.run(
         [sys.executable, "-m", "export", *map(str, args)],
         cwd=REPO,
@@ -50,7 +50,7 @@ def test_cli_writes_a_valid_bundle_with_quality(evaluated_bundle: Path):
     for quality in scores.values():
         assert quality.sentences == 64 and quality.beam_size == 5
         assert quality.bleu_signature.startswith("nrefs:1") and "nc:6" in quality.chrf_signature
-    int8_ok = scores["fp32"].bleu - scores["int8"].bleu <= 0.5
+    int8_ok = scores["fp32"].bleu - scores["int8"].bleu <= 0.5 and scores["int8"].seconds < scores["fp32"].seconds
     assert manifest.default_variant.cpu == ("int8" if int8_ok else "fp32")
     assert manifest.default_variant.cuda == "fp32"
 
@@ -73,7 +73,7 @@ def test_parity_failure_is_reported_and_keeps_the_old_bundle(evaluated_bundle: P
     assert [p.name for p in evaluated_bundle.parent.iterdir()] == ["bundle"]  # no staging left behind
 
 
-def test_force_replaces_a_bundle(tmp_path: Path, tiny_bundle: Path, tiny_checkpoint: Path):
+def test_force_replaces_a_bundle(tmp_path: Path, tiny_checkpoint: Path):
     out = tmp_path / "bundle"
     out.mkdir()
     (out / "manifest.json").write_text("{}")

@@ -7,17 +7,57 @@ from pathlib import Path
 
 import pytest
 
-EN = "a the man woman dog cat red blue runs sits on under big small house street ball child".split()
-DE = "ein der mann frau hund katze rot blau rennt sitzt auf unter gross klein haus strasse ball kind".split()
+EN = [
+    "a",
+    "the",
+    "man",
+    "woman",
+    "dog",
+    "cat",
+    "red",
+    "blue",
+    "runs",
+    "sits",
+    "on",
+    "under",
+    "big",
+    "small",
+    "house",
+    "street",
+    "ball",
+    "child",
+]
+DE = [
+    "ein",
+    "der",
+    "mann",
+    "frau",
+    "hund",
+    "katze",
+    "rot",
+    "blau",
+    "rennt",
+    "sitzt",
+    "auf",
+    "unter",
+    "gross",
+    "klein",
+    "haus",
+    "strasse",
+    "ball",
+    "kind",
+]
 LEXICON = dict(zip(EN, DE, strict=True))
 
 
 def write_corpus(root: Path, *, train: int = 400, seed: int = 0) -> Path:
     rng = random.Random(seed)
     for split, n in (("train", train), ("val", 40), ("test_2016_flickr", 40)):
-        src = [" ".join(rng.choice(EN) for _ in range(rng.randint(2, 7))) for _ in range(n)]
+        src = [" ".join(rng.choice(list(LEXICON)) for _ in range(rng.randint(2, 7))) for _ in range(n)]
         (root / f"{split}.en").write_text("".join(s.capitalize() + ".\n" for s in src))
-        (root / f"{split}.de").write_text("".join(" ".join(LEXICON[w] for w in s.split()).capitalize() + ".\n" for s in src))
+        (root / f"{split}.de").write_text(
+            "".join(" ".join(LEXICON[w] for w in s.split()).capitalize() + ".\n" for s in src)
+        )
     return root
 
 

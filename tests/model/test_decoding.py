@@ -22,7 +22,9 @@ def reversal_batch(g: torch.Generator, n: int = 64) -> tuple[list[list[int]], li
 def reversal_model() -> Transformer:
     """A tiny Transformer trained for a few seconds to reverse digit strings."""
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=14, d_model=48, n_heads=4, d_ff=96, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=14, d_model=48, n_heads=4, d_ff=96, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0
+    )
     model = build_model(cfg)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(0)

@@ -82,7 +82,9 @@ def test_torchrun_with_two_cpu_processes(tiny_train_config: Path, tmp_path: Path
     assert load_checkpoint(out / "checkpoints" / "last.pt")["step"] == 3
 
 
-def test_evaluate_prints_bleu_and_chrf_with_signatures(tiny_train_config: Path, toy_corpus: Path, tmp_path: Path) -> None:
+def test_evaluate_prints_bleu_and_chrf_with_signatures(
+    tiny_train_config: Path, toy_corpus: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
     main(["--config", str(tiny_train_config), f"out_dir={out}", "max_steps=4"])
     cmd = [sys.executable, "-m", "model.evaluate", "--checkpoint", str(out / "checkpoints" / "averaged.pt")]

@@ -81,7 +81,7 @@ def test_decoder_does_not_look_at_future_tokens(model: torch.nn.Module) -> None:
 
 
 def test_encoder_ignores_padding_content(model: torch.nn.Module) -> None:
-    src, tgt = random_batch()
+    src, _ = random_batch()
     memory, _ = model.encode(src)
     # Make the padded positions real tokens: the other positions of that sentence must change.
     unpadded = src.clone()

@@ -182,16 +182,18 @@ def test_ban_repeated_ngrams_marks_exactly_the_completing_tokens() -> None:
     assert set(np.flatnonzero(log_probs[1] == NEG_INF)) == {7}
 
 
-def test_top_candidates_equals_a_full_sort_with_ties_and_infinities() -> None:
-    rng = np.random.default_rng(0)
-    log_probs = rng.integers(-6, 0, size=(3, 4, 9)).astype(np.float32)  # many exact ties
+@pytest.mark.parametrize("vocab", [9, 300, 1001])
+def test_top_candidates_equals_a_full_sort_with_ties_and_infinities(vocab: int) -> None:
+    rng = np.random.default_rng(vocab)
+    log_probs = rng.integers(-60, 0, size=(3, 4, vocab)).astype(np.float32) / 4  # many exact ties
     log_probs[1, 2] = NEG_INF
+    log_probs[2, 1, :-1] = NEG_INF  # a forced row: one finite token, in the last group
     scores = np.array([[0, -1, -2, NEG_INF], [0, 0, 0, 0], [-3, -1, 0, -2]], dtype=np.float32)
     cand = top_candidates(log_probs, scores, 8)
     for b in range(3):
         flat = (scores[b][:, None] + log_probs[b]).ravel()
         expected = sorted(range(flat.size), key=lambda i: (-flat[i], i))[:8]
-        assert list(cand.beams[b] * 9 + cand.tokens[b]) == expected
+        assert list(cand.beams[b] * vocab + cand.tokens[b]) == expected
         np.testing.assert_array_equal(cand.scores[b], flat[expected])
 
 

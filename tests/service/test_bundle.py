@@ -4,6 +4,7 @@ names the file and the problem."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import onnx
 import pytest
 
 from service.bundle import BundleError, load_bundle, sha256_file
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -47,7 +50,10 @@ def test_valid_bundle_loads(tiny_bundle: Path):
 
 def test_loading_needs_neither_torch_nor_onnx(tiny_bundle: Path):
     code = f"import sys, service.bundle as b; b.load_bundle({str(tiny_bundle)!r}); print(sorted(set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert "'torch'" not in out and "'onnx'" not in out
 
 

@@ -206,13 +206,16 @@ def reference_translations(checkpoint: Path, texts: list[str], beam: int, length
     return out
 
 
-def assert_same_as_reference(bundle: Path, checkpoint: Path, texts: list[str], tmp_path: Path) -> None:
+def assert_same_as_reference(
+    bundle: Path, checkpoint: Path, texts: list[str], tmp_path: Path, settings: tuple[tuple[int, float], ...]
+) -> None:
+    """Identical best translations for each (beam size, length penalty) in ``settings``."""
     translator = Translator(TranslatorConfig(model_dir=bundle, provider="cpu", variant="fp32"))
     decoding = translator.manifest.decoding
     assert (decoding.max_length_a, decoding.max_length_b) == (1.5, 10), "reference runs with the default a, b"
     local = tmp_path / checkpoint.name
     local.symlink_to(checkpoint)
-    for beam, alpha in ((1, 1.0), (4, 1.0), (5, 0.6)):
+    for beam, alpha in settings:
         ours = [
             r.text for r in translator.translate_batch(texts, TranslationOptions(beam_size=beam, length_penalty=alpha))
         ]
@@ -233,7 +236,7 @@ def test_same_outputs_as_the_pytorch_reference_on_the_tiny_model(
 ) -> None:
     texts = single_sentences((tiny_corpus / "val.en").read_text().splitlines())
     assert len(texts) == 64
-    assert_same_as_reference(tiny_bundle, tiny_checkpoint, texts, tmp_path)
+    assert_same_as_reference(tiny_bundle, tiny_checkpoint, texts, tmp_path, ((1, 1.0), (4, 1.0), (5, 0.6)))
 
 
 @pytest.mark.skipif(not (DATA / "val.en").is_file(), reason=f"Multi30K data not found at {DATA}")
@@ -243,4 +246,4 @@ def test_same_outputs_as_the_pytorch_reference_on_the_tiny_model(
 )
 def test_same_outputs_as_the_pytorch_reference_on_200_val_sentences_with_the_shipped_model(tmp_path: Path) -> None:
     texts = single_sentences((DATA / "val.en").read_text(encoding="utf-8").splitlines())[:200]
-    assert_same_as_reference(SHIPPED / "bundle", SHIPPED / "checkpoint.pt", texts, tmp_path)
+    assert_same_as_reference(SHIPPED / "bundle", SHIPPED / "checkpoint.pt", texts, tmp_path, ((1, 1.0), (4, 1.0)))
