@@ -151,11 +151,12 @@ class Trainer:
         """One optimizer update over ``batches`` (gradient accumulation); returns (loss sum, tokens)."""
         module = self.ddp or self.model
         loss_sum, tokens = 0.0, 0
+        # Normalise per token over the whole update so accumulation equals one big batch.
+        update_tokens = max(1, sum(len(self.train_data.tgt[j]) for b in batches for j in b))
         for i, batch in enumerate(batches):
             src, tgt_in, tgt_out = (t.to(self.device) for t in collate(self.train_data, batch))
             loss, n = label_smoothed_loss(module(src, tgt_in), tgt_out, self.cfg.label_smoothing)
-            # Normalise per token over the whole update so accumulation equals one big batch.
-            scaled = loss / max(1, sum(len(self.train_data.tgt[j]) for b in batches for j in b))
+            scaled = loss / update_tokens
             if self.ddp is not None and i < len(batches) - 1:
                 with self.ddp.no_sync():
                     scaled.backward()
