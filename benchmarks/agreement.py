@@ -113,6 +113,9 @@ def compare(
         if len(ref_ids) + 1 == cap and ids[: len(ref_ids)] == ref_ids:
             result.capped += 1
             continue
+        if len(ids) >= model.config.max_positions:  # ran past the model's positions: cannot be scored
+            result.disagreements.append({"index": i, "reference": ref_text, "other": other_text, "tie": False})
+            continue
         verdict = is_tie(model, src_ids, ref_ids, ids, length_penalty)
         if verdict["tie"]:
             result.ties += 1

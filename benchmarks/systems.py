@@ -60,31 +60,42 @@ def load_ours(args: argparse.Namespace, variant: str) -> Translate:
 
 
 def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
-    """CTranslate2 as its users run it: sentencepiece pieces in, ``translate_batch`` sorting by length
-    and cutting batches of ``batch_size`` sentences itself.
+    """CTranslate2 as its users run it: sentencepiece pieces in, batches of ``batch_size``
+    length-sorted sentences.
 
     Options are set to our decoding rules: length penalty 1 over the length *including* EOS
-    (``return_end_token``), no minimum length (CTranslate2's default is 1). The length cap is the
-    model's position limit: CTranslate2 has no per-sentence cap like our 1.5 * source + 10.
+    (``return_end_token``), no minimum length (CTranslate2's default is 1). Our engine caps each
+    sentence at 1.5 * source + 10 tokens; CTranslate2 has one cap per call, so each batch gets the
+    cap of its longest source (batches are length-sorted, so that is close to every sentence's own).
+    Without it, the few sentences on which the model loops run on to the 256-position limit.
     """
     import ctranslate2
+
+    from model.decoding import DecodingOptions, max_decoding_length
 
     translator = ctranslate2.Translator(str(model_dir), device="cpu", inter_threads=1, intra_threads=args.threads)
     tokenizer = Tokenizer(model_dir / "spm.model")
     eos = tokenizer.sp.id_to_piece(EOS_ID)
+    caps = DecodingOptions()
 
     def translate(texts: list[str], beam: int) -> tuple[list[str], list[list[int]]]:
         pieces = [tokenizer.sp.encode(normalize_text(t), out_type=str) for t in texts]
-        results = translator.translate_batch(
-            pieces,
-            max_batch_size=args.batch_size,
-            beam_size=beam,
-            length_penalty=1.0,
-            min_decoding_length=0,
-            max_decoding_length=args.max_length,
-            return_end_token=True,
-        )
-        ids = [[tokenizer.sp.piece_to_id(p) for p in r.hypotheses[0] if p != eos] for r in results]
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+        hypotheses: list[list[str]] = [[] for _ in texts]
+        for start in range(0, len(order), args.batch_size):
+            batch = order[start : start + args.batch_size]
+            longest = max(len(pieces[i]) + 1 for i in batch)  # + EOS, as our engine counts the source
+            results = translator.translate_batch(
+                [pieces[i] for i in batch],
+                beam_size=beam,
+                length_penalty=1.0,
+                min_decoding_length=0,
+                max_decoding_length=max_decoding_length(longest, caps, args.max_length),
+                return_end_token=True,
+            )
+            for i, result in zip(batch, results, strict=True):
+                hypotheses[i] = result.hypotheses[0]
+        ids = [[tokenizer.sp.piece_to_id(p) for p in h if p != eos] for h in hypotheses]
         return [tokenizer.decode(i) for i in ids], ids
 
     return translate

@@ -10,7 +10,8 @@ seconds per graph on this CPU against about one) and needs opset 18; the traced 
 by the parity check, including batch, source and cache lengths other than the traced ones.
 
 Shapes: B sentences, N = B*K decoder rows, S source length, P cached positions, L decoder layers,
-H heads, Dh head size, V vocabulary.
+H heads, Dh head size, V vocabulary. Keys/values are one tensor per layer (``cross_k_0`` ...), in
+the order of ``service.bundle``'s signatures: all keys, then all values.
 """
 
 from __future__ import annotations
@@ -18,26 +19,27 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import onnx
 import torch
 from torch import Tensor, nn
 
 from model.transformer import Transformer
-from service.bundle import DECODER_INPUTS, DECODER_OUTPUTS, DYNAMIC_DIMS, ENCODER_INPUTS, ENCODER_OUTPUTS, TensorSpec
+from service.bundle import DYNAMIC_DIMS, TensorSpec, decoder_signature, encoder_signature
 
 OPSET = 17
 
 
 class EncoderGraph(nn.Module):
-    """src_ids (B, S) -> cross_k, cross_v (L, B, H, S, Dh), src_mask (B, S)."""
+    """src_ids (B, S) -> L cross keys, L cross values (B, H, S, Dh), src_mask (B, S)."""
 
     def __init__(self, model: Transformer) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, src_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, src_ids: Tensor) -> tuple[Tensor, ...]:
         memory, src_mask = self.model.encode(src_ids)
         cross_k, cross_v = self.model.cross_kv(memory)
-        return cross_k, cross_v, src_mask
+        return *cross_k, *cross_v, src_mask
 
 
 class DecoderStepGraph(nn.Module):
@@ -48,12 +50,15 @@ class DecoderStepGraph(nn.Module):
     def __init__(self, model: Transformer, *, alignment_layer: int, alignment_heads: int) -> None:
         super().__init__()
         self.model = model
+        self.layers = model.config.n_decoder_layers
         self.alignment_layer = alignment_layer
         self.alignment_heads = alignment_heads
 
-    def forward(
-        self, tokens: Tensor, self_k: Tensor, self_v: Tensor, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def forward(self, tokens: Tensor, *caches_and_source: Tensor) -> tuple[Tensor, ...]:
+        """tokens (N, 1), then L self keys, L self values, L cross keys, L cross values, src_mask."""
+        L = self.layers
+        self_k, self_v, cross_k, cross_v = (list(caches_and_source[i * L : (i + 1) * L]) for i in range(4))
+        src_mask = caches_and_source[4 * L]
         logits, new_k, new_v, attention = self.model.decode(
             tokens,
             cross_k,
@@ -64,7 +69,7 @@ class DecoderStepGraph(nn.Module):
             alignment_layer=self.alignment_layer,
             alignment_heads=self.alignment_heads,
         )
-        return logits[:, -1].log_softmax(dim=-1), new_k, new_v, attention[:, -1]
+        return logits[:, -1].log_softmax(dim=-1), *new_k, *new_v, attention[:, -1]
 
 
 def dynamic_axes(specs: tuple[TensorSpec, ...]) -> dict[str, dict[int, str]]:
@@ -85,10 +90,10 @@ def _example_inputs(model: Transformer) -> tuple[Tensor, ...]:
     src = torch.randint(4, cfg.vocab_size, (B, S), generator=gen)
     src[1, -2:] = cfg.pad_id
     with torch.no_grad():
-        cross_k, cross_v, src_mask = EncoderGraph(model)(src)
+        source_side = EncoderGraph(model)(src)
     tokens = torch.randint(4, cfg.vocab_size, (N, 1), generator=gen)
-    self_k, self_v = torch.randn(L, N, H, P, Dh, generator=gen), torch.randn(L, N, H, P, Dh, generator=gen)
-    return src, tokens, self_k, self_v, cross_k, cross_v, src_mask
+    caches = [torch.randn(N, H, P, Dh, generator=gen) for _ in range(2 * L)]
+    return src, tokens, *caches, *source_side
 
 
 def _export(module: nn.Module, args: tuple[Tensor, ...], path: Path, inputs: tuple, outputs: tuple) -> None:
@@ -120,6 +125,30 @@ def export_graphs(
     decoder = DecoderStepGraph(model, alignment_layer=alignment_layer, alignment_heads=alignment_heads).eval()
     src, *decoder_args = _example_inputs(model)
     encoder_path, decoder_path = out_dir / "encoder.onnx", out_dir / "decoder.onnx"
-    _export(encoder, (src,), encoder_path, ENCODER_INPUTS, ENCODER_OUTPUTS)
-    _export(decoder, tuple(decoder_args), decoder_path, DECODER_INPUTS, DECODER_OUTPUTS)
+    layers = model.config.n_decoder_layers
+    _export(encoder, (src,), encoder_path, *encoder_signature(layers))
+    inputs, outputs = decoder_signature(layers)
+    top_k_input, top_k_outputs = inputs[-1:], outputs[-2:]
+    _export(decoder, tuple(decoder_args), decoder_path, inputs[:-1], outputs[:-2])
+    _append_top_k(decoder_path, top_k_input, top_k_outputs)
     return encoder_path, decoder_path
+
+
+def _append_top_k(path: Path, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]) -> None:
+    """Add a TopK over ``log_probs`` to the exported step graph: each row's best ``candidates``.
+
+    Added as an ONNX node rather than traced, because the tracer would freeze ``torch.topk``'s k
+    to the traced value; TopK takes k as a graph input.
+    """
+    elem = {"float": onnx.TensorProto.FLOAT, "int64": onnx.TensorProto.INT64}
+    graph = onnx.load(str(path))
+    (k,) = inputs
+    graph.graph.input.append(onnx.helper.make_tensor_value_info(k.name, elem[k.dtype], [int(d) for d in k.dims]))
+    values, ids = outputs
+    graph.graph.node.append(
+        onnx.helper.make_node("TopK", ["log_probs", k.name], [values.name, ids.name], name="/TopK", axis=-1)
+    )
+    for spec in outputs:
+        graph.graph.output.append(onnx.helper.make_tensor_value_info(spec.name, elem[spec.dtype], list(spec.dims)))
+    onnx.checker.check_model(graph)
+    onnx.save(graph, str(path))

@@ -65,16 +65,19 @@ class OnnxGreedy:
     def decode(self, src: np.ndarray, max_lens: Sequence[int]) -> GreedyRun:
         """src (B, S) int64 padded ids; sentence b gets at most max_lens[b] steps, EOS forced at the last."""
         B = src.shape[0]
-        cross_k, cross_v, src_mask = self.encoder.run(None, {"src_ids": src})
-        L, _, H, _, Dh = cross_k.shape
-        self_k = self_v = np.zeros((L, B, H, 0, Dh), dtype=np.float32)  # P = 0: the first step
+        source_names = [o.name for o in self.encoder.get_outputs()]
+        source = dict(zip(source_names, self.encoder.run(None, {"src_ids": src}), strict=True))
+        _, H, _, Dh = source["cross_k_0"].shape
+        cache_names = [i.name for i in self.decoder.get_inputs() if i.name.startswith("self_")]
+        cache = {name: np.zeros((B, H, 0, Dh), dtype=np.float32) for name in cache_names}  # P = 0: the first step
+        outputs = ["log_probs", *(f"new_{name}" for name in cache_names), "alignment"]
         tokens = np.full((B, 1), self.bos_id, dtype=np.int64)
         finished = np.zeros(B, dtype=bool)
         steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for step in range(max(max_lens)):
-            feeds = {"tokens": tokens, "self_k": self_k, "self_v": self_v}
-            feeds |= {"cross_k": cross_k, "cross_v": cross_v, "src_mask": src_mask}
-            log_probs, self_k, self_v, alignment = self.decoder.run(None, feeds)
+            feed = {"tokens": tokens, "candidates": np.array([1]), **cache, **source}
+            log_probs, *new_cache, alignment = self.decoder.run(outputs, feed)
+            cache = dict(zip(cache_names, new_cache, strict=True))
             chosen = log_probs.argmax(axis=-1)
             chosen[np.asarray(max_lens) - 1 == step] = self.eos_id  # out of room, as in model.decoding
             chosen[finished] = self.pad_id

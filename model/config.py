@@ -27,6 +27,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     max_steps: int = 100_000
+    cooldown_steps: int = 0  # the last N steps before max_steps anneal the rate linearly to 0
     max_epochs: int = 1000
     max_minutes: float = 0.0  # 0 = no time limit
     validate_every: int = 500

@@ -52,7 +52,7 @@ def beam_search(model: Transformer, src: Tensor, options: DecodingOptions) -> li
     cfg = model.config
     B, K, V = src.size(0), options.beam_size, cfg.vocab_size
     memory, src_mask = model.encode(src)
-    cross_k, cross_v = model.cross_kv(memory)  # (L, B, H, S, Dh), shared by the K beams of a sentence
+    cross_k, cross_v = model.cross_kv(memory)  # per layer (B, H, S, Dh), shared by the K beams of a sentence
     src_lens = src_mask.sum(dim=1).tolist()
     max_lens = [max_decoding_length(n, options, cfg.max_positions) for n in src_lens]
 
@@ -104,7 +104,7 @@ def beam_search(model: Transformer, src: Tensor, options: DecodingOptions) -> li
             break
         beam_scores = next_scores.to(src.device)
         histories = new_histories
-        self_k, self_v = self_k[:, next_rows], self_v[:, next_rows]
+        self_k, self_v = [k[next_rows] for k in self_k], [v[next_rows] for v in self_v]
         tokens = next_tokens[:, None].to(src.device)
 
     return [sorted(hyps, key=lambda h: h.normalized_score, reverse=True)[: options.num_hypotheses] for hyps in finished]

@@ -34,9 +34,16 @@ log = logging.getLogger("model.train")
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """Peak ``lr`` after ``warmup_steps`` of linear warm-up, then decay as 1/sqrt(step)."""
+    """Peak ``lr`` after ``warmup_steps`` of linear warm-up, then decay as 1/sqrt(step).
+
+    With ``cooldown_steps`` the rate also falls linearly to 0 at ``max_steps``: inverse-sqrt alone
+    leaves it high, and annealing it at the end is worth BLEU for free.
+    """
     step = max(step, 1)
-    return cfg.lr * min(step / cfg.warmup_steps, math.sqrt(cfg.warmup_steps / step))
+    rate = cfg.lr * min(step / cfg.warmup_steps, math.sqrt(cfg.warmup_steps / step))
+    if cfg.cooldown_steps:
+        rate *= min(1.0, max(cfg.max_steps - step, 0) / cfg.cooldown_steps)
+    return rate
 
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, int]:

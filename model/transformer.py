@@ -22,6 +22,7 @@ V vocabulary.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -98,8 +99,7 @@ class MultiHeadAttention(nn.Module):
         return x.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)  # (B, H, T, Dh)
 
     def merge_heads(self, x: Tensor) -> Tensor:
-        B, H, T, Dh = x.shape
-        return x.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, D)
+        return x.transpose(1, 2).flatten(2)  # (B, H, T, Dh) -> (B, T, D)
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))  # (B, H, T, Dh)
@@ -108,17 +108,23 @@ class MultiHeadAttention(nn.Module):
         """Queries from x (N, Tq, D) against k, v (B, H, Tk, Dh), with N = B*K.
 
         K > 1 happens in cross-attention under beam search: the K beams of a sentence share that
-        sentence's keys/values, so their queries are folded into the query axis instead of copying
-        the keys/values K times. Returns the output (N, Tq, D) and weights (N, H, Tq, Tk).
+        sentence's keys/values, which are broadcast over the beams instead of copied K times.
+        Returns the output (N, Tq, D) and weights (N, H, Tq, Tk).
         """
         N, Tq, _ = x.shape
         B, H, Tk, Dh = k.shape
         q = self.split_heads(self.q_proj(x))  # (N, H, Tq, Dh)
-        q = q.view(B, N // B, H, Tq, Dh).transpose(1, 2).reshape(B, H, -1, Dh)  # (B, H, K*Tq, Dh)
-        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
-        out = out.view(B, H, -1, Tq, Dh).transpose(1, 2).reshape(N, H, Tq, Dh)  # (N, H, Tq, Dh)
-        weights = weights.view(B, H, -1, Tq, Tk).transpose(1, 2).reshape(N, H, Tq, Tk)
-        return self.out_proj(self.merge_heads(out)), weights
+        # Self-attention always has one key row per query row. An exported graph keeps the branch
+        # taken when it was traced: self-attention and cross-attention each trace their own, and
+        # leaving out the folding reshapes where they are not needed saves ~10 graph nodes a layer.
+        if B == N:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+            return self.out_proj(self.merge_heads(out)), weights
+        # The K beams' queries against their sentence's keys by broadcasting: no copies, no transposes.
+        q = q.view(B, N // B, H, Tq, Dh)  # (B, K, H, Tq, Dh)
+        mask = mask[:, None] if mask is not None else None
+        out, weights = scaled_dot_product_attention(q, k[:, None], v[:, None], mask, self.dropout)  # (B, K, H, Tq, ·)
+        return self.out_proj(self.merge_heads(out.view(N, H, Tq, Dh))), weights.view(N, H, Tq, Tk)
 
 
 class FeedForward(nn.Module):
@@ -179,7 +185,7 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         past_k: Tensor,
         past_v: Tensor,
-        causal_mask: Tensor,
+        causal_mask: Tensor | None,
         cross_k: Tensor,
         cross_v: Tensor,
         src_mask: Tensor,
@@ -257,41 +263,48 @@ class Transformer(nn.Module):
             x = layer(x, attn_mask)
         return self.encoder_norm(x), src_mask
 
-    def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """memory (B, S, D) -> cross-attention keys and values, (L, B, H, S, Dh) each."""
+    def cross_kv(self, memory: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        """memory (B, S, D) -> cross-attention keys and values, one (B, H, S, Dh) tensor per layer."""
         kvs = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
-        return torch.stack([k for k, _ in kvs]), torch.stack([v for _, v in kvs])
+        return [k for k, _ in kvs], [v for _, v in kvs]
 
-    def empty_cache(self, n_rows: int, device: torch.device | None = None) -> tuple[Tensor, Tensor]:
+    def empty_cache(self, n_rows: int, device: torch.device | None = None) -> tuple[list[Tensor], list[Tensor]]:
+        """Self-attention keys and values before the first step: one (N, H, 0, Dh) tensor per layer."""
         c = self.config
-        shape = (c.n_decoder_layers, n_rows, c.n_heads, 0, c.d_head)
-        return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+        shape = (n_rows, c.n_heads, 0, c.d_head)
+        layers = range(c.n_decoder_layers)
+        return [torch.zeros(shape, device=device) for _ in layers], [torch.zeros(shape, device=device) for _ in layers]
 
     def decode(
         self,
         tgt: Tensor,
-        cross_k: Tensor,
-        cross_v: Tensor,
+        cross_k: Sequence[Tensor],
+        cross_v: Sequence[Tensor],
         src_mask: Tensor,
-        self_k: Tensor,
-        self_v: Tensor,
+        self_k: Sequence[Tensor],
+        self_v: Sequence[Tensor],
         *,
         alignment_layer: int = -1,
         alignment_heads: int = 0,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    ) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
         """Decode T new target positions for N = B*K rows, after P cached ones.
 
-        tgt (N, T) token ids; cross_k/v (L, B, H, S, Dh); src_mask (B, S);
-        self_k/v (L, N, H, P, Dh), P = 0 for teacher forcing or the first step.
-        Returns logits (N, T, V), self_k/v grown to (L, N, H, P+T, Dh), and the cross-attention
+        tgt (N, T) token ids; cross_k/v one (B, H, S, Dh) tensor per layer; src_mask (B, S);
+        self_k/v one (N, H, P, Dh) tensor per layer, P = 0 for teacher forcing or the first step.
+        The caches are per-layer lists rather than one stacked tensor so that an exported step
+        reads and writes each layer's cache directly, with no split or stack copying all of them.
+        Returns logits (N, T, V), self_k/v grown to (N, H, P+T, Dh), and the cross-attention
         weights (N, T, S) of decoder layer ``alignment_layer`` averaged over its first
         ``alignment_heads`` heads (0 = all heads).
         """
-        P, T = self_k.size(3), tgt.size(1)
+        P, T = self_k[0].size(2), tgt.size(1)
         x = self.embed(self.tgt_embed, tgt, P)  # (N, T, D)
         # Query t (absolute position P+t) sees keys 0..P+t: future positions get zero weight.
+        # A single new query (T = 1, every incremental step) sees all P+1 keys, so needs no mask.
         causal_mask = (
             torch.arange(P + T, device=tgt.device)[None, :] <= (P + torch.arange(T, device=tgt.device))[:, None]
+            if T > 1
+            else None
         )
         src_attn_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         new_k, new_v, cross_weights = [], [], []
@@ -304,7 +317,7 @@ class Transformer(nn.Module):
         heads = cross_weights[alignment_layer]  # (N, H, T, S)
         if alignment_heads:
             heads = heads[:, :alignment_heads]
-        return logits, torch.stack(new_k), torch.stack(new_v), heads.mean(dim=1)
+        return logits, new_k, new_v, heads.mean(dim=1)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced training pass: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""

@@ -22,7 +22,6 @@ from service.middleware import BodyLimit, RequestAccounting
 from service.runtime import ApiKey, Runtime, RuntimeDep, TranslatorFactory
 from service.schemas import ErrorResponse, ModelOut, ModelsResponse, TranslateRequest, TranslateResponse, TranslationOut
 from service.settings import Settings
-from service.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 def create_app(
     settings: Settings | None = None,
     *,
-    translator_factory: TranslatorFactory = Translator,
+    translator_factory: TranslatorFactory | None = None,
     on_load_failure: Callable[[], None] | None = None,
 ) -> FastAPI:
     """Build the app. The model loads in the background once the server starts: /healthz answers

@@ -12,6 +12,11 @@ translations from the same log-probabilities:
   forced (``max_length - 1``). EOS is forbidden before ``min_length`` generated tokens.
 - Beam size 1 is greedy decoding, which takes a fast path (argmax, no candidate sorting).
 
+The decoder also returns each row's best 2K+1 tokens (a TopK inside the step graph), and the
+search picks among those K*(2K+1) per sentence instead of reading K*V log-probabilities: the same
+result, since a sentence's best 2K are among its beams' best 2K+1 once EOS may be ruled out. Only
+``no_repeat_ngram_size``, which can rule out any token, falls back to the full log-probabilities.
+
 Finished sentences leave the batch at once: the decoder is told which rows and sentences to keep,
 so later steps only compute what is still alive. ``no_repeat_ngram_size`` is an addition of the
 engine (the reference has none); at 0 it changes nothing.
@@ -59,11 +64,21 @@ class Hypothesis:
     attention: np.ndarray | None = None  # (len(tokens) + 1, S): cross-attention when each token and EOS was chosen
 
 
+@dataclass
+class Step:
+    """One decoder step's outputs for N rows."""
+
+    log_probs: np.ndarray  # (N, V) float32, writable
+    top_log_probs: np.ndarray  # (N, C) float32: each row's C best, best first, lower id first among equals
+    top_ids: np.ndarray  # (N, C) int64: their token ids
+    attention: np.ndarray | None  # (N, S) cross-attention, when asked for
+
+
 class Decoder(Protocol):
     """The model side of the search. Row n*K + k is beam k of sentence n."""
 
-    def step(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """tokens (N,) int64 -> writable log-probabilities (N, V) float32 and cross-attention (N, S) or None."""
+    def step(self, tokens: np.ndarray, candidates: int) -> Step:
+        """tokens (N,) int64 -> the step's outputs, with each row's best ``candidates`` (>= 1) tokens."""
         ...
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
@@ -100,13 +115,32 @@ def top_candidates(log_probs: np.ndarray, beam_scores: np.ndarray, count: int) -
        A sentence's best ``count`` are among its beams' best ``count``, so none is missed.
     """
     B, K, V = log_probs.shape
-    N = B * K
-    rows_lp = log_probs.reshape(N, V)
-    rows, tokens, values = _at_or_above_bound(rows_lp, min(count, V))
-    scores = beam_scores.reshape(N)[rows] + values  # float32, as the reference adds
+    rows, tokens, values = _at_or_above_bound(log_probs.reshape(B * K, V), min(count, V))
+    return _best_per_sentence(rows, tokens, values, beam_scores, count, V)
+
+
+def candidates_from_top(
+    top_log_probs: np.ndarray, top_ids: np.ndarray, beam_scores: np.ndarray, count: int
+) -> Candidates:
+    """The ``count`` best continuations from each row's best C > count tokens: top_log_probs and
+    top_ids (B, K, C). The same as ``top_candidates`` on the full log-probabilities, since a
+    sentence's best ``count`` are among its beams' best ``count``."""
+    B, K, C = top_ids.shape
+    rows = np.repeat(np.arange(B * K), C)
+    vocab = int(top_ids.max(initial=0)) + 1  # any bound above every id orders (beam, token) pairs alike
+    return _best_per_sentence(rows, top_ids.ravel(), top_log_probs.ravel(), beam_scores, count, vocab)
+
+
+def _best_per_sentence(
+    rows: np.ndarray, tokens: np.ndarray, values: np.ndarray, beam_scores: np.ndarray, count: int, vocab: int
+) -> Candidates:
+    """Candidate (row, token, log-prob) triples -> each sentence's ``count`` best by cumulative score
+    (ties: lower beam, then lower token). Every sentence must have at least ``count`` of them."""
+    B, K = beam_scores.shape
+    scores = beam_scores.reshape(B * K)[rows] + values  # float32, as the reference adds
     sentences, beams = np.divmod(rows, K)
-    order = np.lexsort((beams * V + tokens, -scores, sentences))
-    starts = np.searchsorted(sentences[order], np.arange(B))  # every sentence has >= count candidates
+    order = np.lexsort((beams * vocab + tokens, -scores, sentences))
+    starts = np.searchsorted(sentences[order], np.arange(B))
     pick = order[starts[:, None] + np.arange(count)]  # (B, count)
     return Candidates(scores[pick], beams[pick], tokens[pick])
 
@@ -176,6 +210,27 @@ def restrict(
         log_probs[last_step, :, eos_id] = eos_log_probs
 
 
+def restrict_top(
+    top_log_probs: np.ndarray,
+    top_ids: np.ndarray,
+    log_probs: np.ndarray,
+    *,
+    step: int,
+    last_step: np.ndarray,
+    options: SearchOptions,
+    eos_id: int,
+) -> None:
+    """``restrict`` for each row's best tokens, in place on top_log_probs and top_ids (B, K, C);
+    log_probs (B, K, V) is only read, for the forced EOS's log-probability. No n-gram rule: it can
+    ban any token, so the search uses full log-probabilities when it is on."""
+    if step < options.min_length:
+        top_log_probs[top_ids == eos_id] = NEG_INF
+    if last_step.any():
+        top_log_probs[last_step] = NEG_INF
+        top_log_probs[last_step, :, 0] = log_probs[last_step, :, eos_id]
+        top_ids[last_step, :, 0] = eos_id
+
+
 class AttentionTrace:
     """Every step's cross-attention, kept by reference, and each row's parent row in the step before.
 
@@ -221,16 +276,11 @@ class _SearchState:
             Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention)
         )
 
-    def prepare(self, log_probs: np.ndarray, attention: np.ndarray | None, step: int, eos_id: int) -> np.ndarray:
-        """Record the step's attention and apply the decoding rules to log_probs (B, K, V).
-
-        Returns (B,) bool: the sentences at their last step.
-        """
+    def prepare(self, step_out: Step, step: int) -> np.ndarray:
+        """Record the step's attention; (B,) bool: the sentences at their last step."""
         if self.trace is not None:
-            self.trace.steps.append(attention)
-        last_step = self.max_lengths - 1 == step
-        restrict(log_probs, step=step, last_step=last_step, history=self.history, options=self.options, eos_id=eos_id)
-        return last_step
+            self.trace.steps.append(step_out.attention)
+        return self.max_lengths - 1 == step
 
     def advance(
         self, decoder: Decoder, *, keep: np.ndarray, rows: np.ndarray, tokens: np.ndarray, scores: np.ndarray
@@ -273,9 +323,12 @@ def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -
 
 def _greedy_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
     for step in range(int(state.max_lengths.max(initial=0))):
-        log_probs, attention = decoder.step(state.tokens)  # (B, V)
+        out = decoder.step(state.tokens, 1)
+        log_probs = out.log_probs  # (B, V)
         B = len(state.alive)
-        state.prepare(log_probs[:, None], attention, step, eos_id)
+        last_step = state.prepare(out, step)
+        rules = {"step": step, "last_step": last_step, "options": state.options, "eos_id": eos_id}
+        restrict(log_probs[:, None], history=state.history, **rules)
         best = log_probs.argmax(axis=1)  # (B,)
         scores = state.scores[:, 0] + log_probs[np.arange(B), best]  # (B,) float32, as the reference sums
         ended = best == eos_id
@@ -290,12 +343,22 @@ def _greedy_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
 
 def _beam_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
     K = state.options.beam_size
+    # Each row's best 2K+1 tokens hold the sentence's best 2K even once EOS is ruled out; the
+    # n-gram rule can rule out any token, so it needs the full log-probabilities.
+    use_top = not state.options.no_repeat_ngram_size
     for step in range(int(state.max_lengths.max(initial=0))):
-        log_probs, attention = decoder.step(state.tokens)  # (N, V)
+        out = decoder.step(state.tokens, 2 * K + 1 if use_top else 1)
         B = len(state.alive)
-        log_probs = log_probs.reshape(B, K, -1)
-        last_step = state.prepare(log_probs, attention, step, eos_id)
-        cand = top_candidates(log_probs, state.scores, 2 * K)  # (B, 2K)
+        log_probs = out.log_probs.reshape(B, K, -1)  # (B, K, V)
+        last_step = state.prepare(out, step)
+        rules = {"step": step, "last_step": last_step, "options": state.options, "eos_id": eos_id}
+        if use_top and out.top_ids.shape[1] > 2 * K:  # fewer only when V <= 2K
+            top_log_probs, top_ids = out.top_log_probs.reshape(B, K, -1), out.top_ids.reshape(B, K, -1)
+            restrict_top(top_log_probs, top_ids, log_probs, **rules)
+            cand = candidates_from_top(top_log_probs, top_ids, state.scores, 2 * K)  # (B, 2K)
+        else:
+            restrict(log_probs, history=state.history, **rules)
+            cand = top_candidates(log_probs, state.scores, 2 * K)  # (B, 2K)
         is_eos = cand.tokens == eos_id
 
         # 1) An EOS among the first K candidates finishes a hypothesis (Python work only per event).

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import onnxruntime as ort
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: per-layer cache and cross keys/values (1 stacked them), TopK outputs
 MANIFEST = "manifest.json"
 
 
@@ -35,7 +35,7 @@ class BundleError(Exception):
 # dynamic ones (batch and length axes) must be left symbolic in the graph.
 # ---------------------------------------------------------------------------------------------
 
-DYNAMIC_DIMS = frozenset({"B", "S", "N", "P", "P+1"})
+DYNAMIC_DIMS = frozenset({"B", "S", "N", "P", "P+1", "C"})
 
 
 @dataclass(frozen=True)
@@ -45,28 +45,49 @@ class TensorSpec:
     dims: tuple[str, ...]
 
 
-ENCODER_INPUTS = (TensorSpec("src_ids", "int64", ("B", "S")),)
-ENCODER_OUTPUTS = (
-    TensorSpec("cross_k", "float", ("L", "B", "H", "S", "Dh")),
-    TensorSpec("cross_v", "float", ("L", "B", "H", "S", "Dh")),
-    TensorSpec("src_mask", "bool", ("B", "S")),
-)
-DECODER_INPUTS = (
-    TensorSpec("tokens", "int64", ("N", "1")),
-    TensorSpec("self_k", "float", ("L", "N", "H", "P", "Dh")),
-    TensorSpec("self_v", "float", ("L", "N", "H", "P", "Dh")),
-    *ENCODER_OUTPUTS,
-)
-DECODER_OUTPUTS = (
-    TensorSpec("log_probs", "float", ("N", "V")),
-    TensorSpec("new_self_k", "float", ("L", "N", "H", "P+1", "Dh")),
-    TensorSpec("new_self_v", "float", ("L", "N", "H", "P+1", "Dh")),
-    TensorSpec("alignment", "float", ("N", "S")),
-)
-SIGNATURES: dict[str, tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]] = {
-    "encoder": (ENCODER_INPUTS, ENCODER_OUTPUTS),
-    "decoder": (DECODER_INPUTS, DECODER_OUTPUTS),
-}
+Signature = tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]  # inputs, outputs
+
+
+def per_layer(name: str, layers: int) -> list[str]:
+    """The names of a per-layer tensor: ``cross_k`` -> ``cross_k_0`` ... ``cross_k_{L-1}``."""
+    return [f"{name}_{i}" for i in range(layers)]
+
+
+def _layer_specs(names: tuple[str, ...], layers: int, dims: tuple[str, ...]) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(n, "float", dims) for name in names for n in per_layer(name, layers))
+
+
+def encoder_signature(layers: int) -> Signature:
+    """src_ids -> cross keys and values, one tensor per decoder layer (all keys, then all values), src_mask."""
+    outputs = (
+        *_layer_specs(("cross_k", "cross_v"), layers, ("B", "H", "S", "Dh")),
+        TensorSpec("src_mask", "bool", ("B", "S")),
+    )
+    return (TensorSpec("src_ids", "int64", ("B", "S")),), outputs
+
+
+def decoder_signature(layers: int) -> Signature:
+    """One step. The caches are one tensor per layer so that the graph reads and writes each
+    layer's keys/values in place of splitting and re-stacking one (L, ...) tensor every step.
+    ``top_log_probs``/``top_ids`` are each row's best ``candidates`` tokens (ONNX TopK: best first,
+    lower id first among equal values), so that the search need not scan all V per row."""
+    inputs = (
+        TensorSpec("tokens", "int64", ("N", "1")),
+        *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "P", "Dh")),
+        *encoder_signature(layers)[1],
+        TensorSpec("candidates", "int64", ("1",)),
+    )
+    outputs = (
+        TensorSpec("log_probs", "float", ("N", "V")),
+        *_layer_specs(("new_self_k", "new_self_v"), layers, ("N", "H", "P+1", "Dh")),
+        TensorSpec("alignment", "float", ("N", "S")),
+        TensorSpec("top_log_probs", "float", ("N", "C")),
+        TensorSpec("top_ids", "int64", ("N", "C")),
+    )
+    return inputs, outputs
+
+
+SIGNATURES = {"encoder": encoder_signature, "decoder": decoder_signature}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,7 +248,10 @@ def read_manifest(root: Path) -> Manifest:
     # The version decides how to read the rest, so it is checked before the schema.
     version = raw.get("schema_version") if isinstance(raw, dict) else None
     if version != SCHEMA_VERSION:
-        raise BundleError(f"{path}: unknown schema_version {version!r}; this loader reads version {SCHEMA_VERSION}")
+        raise BundleError(
+            f"{path}: unknown schema_version {version!r}; this loader reads version {SCHEMA_VERSION} "
+            "(re-export the checkpoint with python -m export)"
+        )
     try:
         manifest = Manifest.model_validate(raw)
     except ValidationError as e:
@@ -277,8 +301,8 @@ def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *,
 
     The engine may call this on its own sessions; ``where`` names the graph in error messages.
     """
-    inputs, outputs = SIGNATURES[kind]
     dims = manifest.dimension_values()
+    inputs, outputs = SIGNATURES[kind](dims["L"])
     _check_args(where, "input", session.get_inputs(), inputs, dims)
     _check_args(where, "output", session.get_outputs(), outputs, dims)
 

@@ -17,7 +17,8 @@ Two implementations of that state:
   (``device="cpu"``), which is how the tests check it against ``HostDecoder``.
 
 Shape legend: B sentences, K beams, N = B*K rows, S source length, P cached positions,
-L decoder layers, H heads, Dh head size, V vocabulary.
+L decoder layers, H heads, Dh head size, V vocabulary. Caches and cross keys/values are one tensor
+per layer, named as in ``service.bundle``'s signatures, each with its row (or sentence) axis first.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from typing import Literal
 
 import numpy as np
 import onnxruntime as ort
+
+from service.beam_search import Step
+from service.bundle import per_layer
 
 log = logging.getLogger(__name__)
 
@@ -58,21 +62,28 @@ class RunnerConfig:
 
 @dataclass
 class Encoded:
-    """Encoder outputs for B sentences: cross_k/v (L, B, H, S, Dh) float32, src_mask (B, S) bool."""
+    """Encoder outputs for B sentences by graph output name: ``cross_k_i``/``cross_v_i``
+    (B, H, S, Dh) float32 for each layer i, and ``src_mask`` (B, S) bool."""
 
-    cross_k: np.ndarray
-    cross_v: np.ndarray
-    src_mask: np.ndarray
+    source: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
-class CacheShape:
+class DecoderShape:
+    """The decoder's dimensions the runner needs: its cache's shape, and the vocabulary."""
+
     layers: int
     heads: int
     d_head: int
+    vocab: int
 
-    def empty(self, rows: int) -> np.ndarray:
-        return np.zeros((self.layers, rows, self.heads, 0, self.d_head), dtype=np.float32)  # (L, N, H, 0, Dh)
+    @property
+    def names(self) -> list[str]:
+        return per_layer("self_k", self.layers) + per_layer("self_v", self.layers)
+
+    def empty(self, rows: int) -> dict[str, np.ndarray]:
+        shape = (rows, self.heads, 0, self.d_head)  # (N, H, 0, Dh)
+        return {name: np.zeros(shape, dtype=np.float32) for name in self.names}
 
 
 def session_options(threads: int, *, spin: bool) -> ort.SessionOptions:
@@ -108,7 +119,7 @@ def resolve_provider(requested: Provider) -> Literal["cpu", "cuda"]:
 
 
 class Runner:
-    def __init__(self, encoder: Path, decoder: Path, cache: CacheShape, config: RunnerConfig) -> None:
+    def __init__(self, encoder: Path, decoder: Path, cache: DecoderShape, config: RunnerConfig) -> None:
         self.cache = cache
         self.provider = resolve_provider(config.provider)
         self.encoder = load_session(encoder, self.provider, config)
@@ -120,11 +131,11 @@ class Runner:
             log.warning("CUDA provider unavailable at run time; running on CPU")
             self.provider = "cpu"
         self.device_id = config.device_id
+        self.source_names = [output.name for output in self.encoder.get_outputs()]
 
     def encode(self, src_ids: np.ndarray) -> Encoded:
         """src_ids (B, S) int64, padded with pad id 0."""
-        cross_k, cross_v, src_mask = self.encoder.run(None, {"src_ids": src_ids})
-        return Encoded(cross_k, cross_v, src_mask)
+        return Encoded(dict(zip(self.source_names, self.encoder.run(None, {"src_ids": src_ids}), strict=True)))
 
     def start(self, encoded: Encoded, beams: int, *, attention: bool) -> HostDecoder | DeviceDecoder:
         """A fresh decoder state for the sentences of ``encoded``, ``beams`` rows each."""
@@ -138,33 +149,32 @@ class HostDecoder:
     """Decoder state in host memory (the CPU provider); implements ``beam_search.Decoder``."""
 
     def __init__(
-        self, session: ort.InferenceSession, encoded: Encoded, cache: CacheShape, beams: int, *, attention: bool
+        self, session: ort.InferenceSession, encoded: Encoded, cache: DecoderShape, beams: int, *, attention: bool
     ) -> None:
-        rows = encoded.src_mask.shape[0] * beams
-        self.session = session
-        self.outputs = ["log_probs", "new_self_k", "new_self_v"] + (["alignment"] if attention else [])
-        self.feed = {
-            "self_k": cache.empty(rows),
-            "self_v": cache.empty(rows),
-            "cross_k": encoded.cross_k,
-            "cross_v": encoded.cross_v,
-            "src_mask": encoded.src_mask,
-        }
+        self.session, self.attention = session, attention
+        self.cache_names = cache.names
+        new_cache = [f"new_{name}" for name in self.cache_names]
+        self.outputs = ["log_probs", "top_log_probs", "top_ids", *new_cache] + (["alignment"] if attention else [])
+        self.cache = cache.empty(encoded.source["src_mask"].shape[0] * beams)
+        self.source = encoded.source
+        self.vocab = cache.vocab
 
-    def step(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        self.feed["tokens"] = tokens[:, None]  # (N, 1)
-        log_probs, self_k, self_v, *attention = self.session.run(self.outputs, self.feed)
-        self.feed["self_k"], self.feed["self_v"] = self_k, self_v  # (L, N, H, P+1, Dh)
-        return log_probs, attention[0] if attention else None
+    def step(self, tokens: np.ndarray, candidates: int) -> Step:
+        feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, self.vocab), **self.cache, **self.source}
+        log_probs, top_log_probs, top_ids, *outputs = self.session.run(self.outputs, feed)
+        self.cache = dict(zip(self.cache_names, outputs[: len(self.cache_names)], strict=True))  # (N, H, P+1, Dh)
+        return Step(log_probs, top_log_probs, top_ids, outputs[-1] if self.attention else None)
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
-        if not is_identity(rows, self.feed["self_k"].shape[1]):
-            self.feed["self_k"] = np.take(self.feed["self_k"], rows, axis=1)
-            self.feed["self_v"] = np.take(self.feed["self_v"], rows, axis=1)
+        if not is_identity(rows, len(self.cache[self.cache_names[0]])):
+            self.cache = {name: np.take(value, rows, axis=0) for name, value in self.cache.items()}
         if sentences is not None:
-            self.feed["cross_k"] = np.take(self.feed["cross_k"], sentences, axis=1)
-            self.feed["cross_v"] = np.take(self.feed["cross_v"], sentences, axis=1)
-            self.feed["src_mask"] = np.take(self.feed["src_mask"], sentences, axis=0)
+            self.source = {name: np.take(value, sentences, axis=0) for name, value in self.source.items()}
+
+
+def top_k(candidates: int, vocab: int) -> np.ndarray:
+    """The graph's ``candidates`` input: at least 1 (TopK's rule), at most the vocabulary."""
+    return np.array([min(max(candidates, 1), vocab)], dtype=np.int64)
 
 
 def is_identity(rows: np.ndarray, n: int) -> bool:
@@ -183,7 +193,7 @@ class DeviceDecoder:
         self,
         session: ort.InferenceSession,
         encoded: Encoded,
-        cache: CacheShape,
+        cache: DecoderShape,
         beams: int,
         *,
         attention: bool,
@@ -192,53 +202,54 @@ class DeviceDecoder:
     ) -> None:
         self.session, self.device, self.device_id = session, device, device_id
         self.attention = attention
-        rows = encoded.src_mask.shape[0] * beams
         self.gather = DeviceGather(session.get_providers(), device, device_id)
-        self.values = {
-            "self_k": self._upload(cache.empty(rows)),
-            "self_v": self._upload(cache.empty(rows)),
-            "cross_k": self._upload(encoded.cross_k),
-            "cross_v": self._upload(encoded.cross_v),
-            "src_mask": self._upload(encoded.src_mask),
-        }
+        self.cache_names = cache.names
+        self.vocab = cache.vocab
+        rows = encoded.source["src_mask"].shape[0] * beams
+        self.cache = {name: self._upload(value) for name, value in cache.empty(rows).items()}
+        self.source = {name: self._upload(value) for name, value in encoded.source.items()}
 
     def _upload(self, array: np.ndarray) -> ort.OrtValue:
         return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
 
-    def step(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def step(self, tokens: np.ndarray, candidates: int) -> Step:
         binding = self.session.io_binding()
         binding.bind_ortvalue_input("tokens", self._upload(tokens[:, None]))
-        for name, value in self.values.items():
+        binding.bind_cpu_input("candidates", top_k(candidates, self.vocab))  # TopK reads k on the host
+        for name, value in (self.cache | self.source).items():
             binding.bind_ortvalue_input(name, value)
-        binding.bind_output("log_probs", "cpu")
-        binding.bind_output("new_self_k", self.device, self.device_id)
-        binding.bind_output("new_self_v", self.device, self.device_id)
-        binding.bind_output("alignment", "cpu" if self.attention else self.device, self.device_id)
+        # Only what the search reads comes to the host; the grown cache stays on the device.
+        on_host = ["log_probs", "top_log_probs", "top_ids"] + (["alignment"] if self.attention else [])
+        on_device = [f"new_{name}" for name in self.cache_names] + ([] if self.attention else ["alignment"])
+        for name in on_host:
+            binding.bind_output(name, "cpu")
+        for name in on_device:
+            binding.bind_output(name, self.device, self.device_id)
         self.session.run_with_iobinding(binding)
-        log_probs, self_k, self_v, alignment = binding.get_outputs()
-        self.values["self_k"], self.values["self_v"] = self_k, self_v
-        return log_probs.numpy(), alignment.numpy() if self.attention else None
+        outputs = dict(zip(on_host + on_device, binding.get_outputs(), strict=True))
+        self.cache = {name: outputs[f"new_{name}"] for name in self.cache_names}
+        host = [outputs[name].numpy() for name in on_host]
+        return Step(*host[:3], host[3] if self.attention else None)
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
-        if not is_identity(rows, self.values["self_k"].shape()[1]):
-            for name in ("self_k", "self_v"):
-                self.values[name] = self.gather(self.values[name], rows, axis=1)
+        if not is_identity(rows, self.cache[self.cache_names[0]].shape()[0]):
+            self.cache = {name: self.gather(value, rows) for name, value in self.cache.items()}
         if sentences is not None:
-            for name, axis in (("cross_k", 1), ("cross_v", 1), ("src_mask", 0)):
-                self.values[name] = self.gather(self.values[name], sentences, axis=axis)
+            self.source = {name: self.gather(value, sentences) for name, value in self.source.items()}
 
 
 class DeviceGather:
-    """``np.take`` for OrtValues in device memory: one-node Gather graphs, one per (axis, type)."""
+    """``np.take(value, indices, axis=0)`` for OrtValues in device memory: a one-node Gather graph
+    per element type."""
 
     def __init__(self, providers: list[str], device: str, device_id: int) -> None:
         self.providers, self.device, self.device_id = providers, device, device_id
-        self.sessions: dict[tuple[int, str], ort.InferenceSession] = {}
+        self.sessions: dict[str, ort.InferenceSession] = {}
 
-    def __call__(self, value: ort.OrtValue, indices: np.ndarray, *, axis: int) -> ort.OrtValue:
-        key = (axis, value.data_type())
+    def __call__(self, value: ort.OrtValue, indices: np.ndarray) -> ort.OrtValue:
+        key = value.data_type()
         if key not in self.sessions:
-            self.sessions[key] = self._build(axis, value.data_type())
+            self.sessions[key] = self._build(key)
         binding = self.sessions[key].io_binding()
         binding.bind_ortvalue_input("data", value)
         binding.bind_ortvalue_input(
@@ -248,14 +259,14 @@ class DeviceGather:
         self.sessions[key].run_with_iobinding(binding)
         return binding.get_outputs()[0]
 
-    def _build(self, axis: int, data_type: str) -> ort.InferenceSession:
+    def _build(self, data_type: str) -> ort.InferenceSession:
         try:
             from onnx import TensorProto, helper
         except ImportError as e:
             raise RunnerError("the CUDA path needs the 'onnx' package to build its Gather graph") from e
         elem = {"tensor(float)": TensorProto.FLOAT, "tensor(bool)": TensorProto.BOOL}[data_type]
         graph = helper.make_graph(
-            [helper.make_node("Gather", ["data", "indices"], ["out"], axis=axis)],
+            [helper.make_node("Gather", ["data", "indices"], ["out"], axis=0)],
             "gather",
             [
                 helper.make_tensor_value_info("data", elem, None),

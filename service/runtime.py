@@ -9,6 +9,7 @@ batcher while watching for the client going away.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.batcher import Batcher, BatcherConfig
 from service.cache import TranslationCache
+from service.engine_process import EngineProcess
 from service.errors import ClientDisconnected, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
 from service.metrics import Metrics
 from service.settings import Settings
@@ -26,15 +28,18 @@ from service.translator import ModelInfo, TranslationOptions, TranslationResult,
 
 log = logging.getLogger(__name__)
 
-TranslatorFactory = Callable[[TranslatorConfig], Translator]
+Engine = Translator | EngineProcess
+TranslatorFactory = Callable[[TranslatorConfig], Engine]
 
 
 class Runtime:
-    def __init__(self, settings: Settings, metrics: Metrics, *, factory: TranslatorFactory = Translator) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, *, factory: TranslatorFactory | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.factory = factory
-        self.translator: Translator | None = None
+        self.factory = factory or (
+            functools.partial(EngineProcess, nice=settings.engine_nice) if settings.engine_process else Translator
+        )
+        self.translator: Engine | None = None
         self.batcher: Batcher | None = None
         self.cache: TranslationCache[TranslationResult] | None = None
         self.load_error: str | None = None
@@ -171,7 +176,7 @@ class Runtime:
                 self.metrics.output_tokens.inc(result.output_tokens)
         return [r for r in results if r is not None]
 
-    def _loaded(self) -> tuple[Translator, Batcher, TranslationCache[TranslationResult]]:
+    def _loaded(self) -> tuple[Engine, Batcher, TranslationCache[TranslationResult]]:
         if self.translator is None or self.batcher is None or self.cache is None:
             raise Unavailable(self.load_error or "the model is still loading")
         return self.translator, self.batcher, self.cache

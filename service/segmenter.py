@@ -6,7 +6,7 @@ Rules (pure string work; nothing here raises on any ``str``):
   whitespace between sentences is kept verbatim, so N input lines give N output lines.
 - A line is split into sentences after ``.``, ``!``, ``?``, ``…`` (and their CJK forms), with any
   closing quotes or brackets, when whitespace and then a character that is not a lower-case letter
-  follow, and the word before a period is not a common abbreviation or a single letter (initials).
+  follow, and the word before a period is not a common abbreviation or initials (``J.``, ``E.S.E.``).
 - A sentence longer than ``max_tokens`` pieces (the model's limit) is split at clause punctuation
   (``,;:``), then at whitespace, then inside a word, into chunks that fit; its chunks are translated
   separately and flagged ``truncated``. Nothing is ever dropped.
@@ -24,8 +24,11 @@ SENTENCE_END = re.compile(r"""[.!?…。！？]["'”’»)\]]*(\s+)(?=\S)""")  
 CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 WHITESPACE = re.compile(r"\s+")
 # Words after which a period rarely ends a sentence (English and German, lower-cased, final period removed).
-ABBREVIATION_LIST = "mr mrs ms dr prof st jr sr vs etc e.g i.e no nr ca approx fig inc ltd co u.s bzw z.b usw vgl ggf"
+ABBREVIATION_LIST = "mr mrs ms dr prof st jr sr vs etc no nr ca approx fig inc ltd co bzw usw vgl ggf"
 ABBREVIATIONS = frozenset(ABBREVIATION_LIST.split())
+# Single letters each followed by a period: initials ("J.") and initialisms ("E.S.E.", "e.g.", "z.B.").
+# Far more of these sit inside a sentence than end one, and a wrong split breaks up a name.
+INITIALS = re.compile(r"(?:[^\W\d_]\.)+")
 
 
 @dataclass
@@ -88,9 +91,8 @@ def sentence_boundaries(line: str) -> list[tuple[int, int]]:
         start, end = match.span(1)
         if line[end].islower():
             continue
-        before = line[:start]
-        last = before.split()[-1].rstrip("\"'”’»)]").rstrip(".").lower()
-        if before.rstrip("\"'”’»)]").endswith(".") and (last in ABBREVIATIONS or (len(last) == 1 and last.isalpha())):
+        word = line[:start].split()[-1].rstrip("\"'”’»)]")
+        if word.endswith(".") and (word.rstrip(".").lower() in ABBREVIATIONS or INITIALS.fullmatch(word)):
             continue
         boundaries.append((start, end))
     return boundaries

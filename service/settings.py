@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     provider: Literal["auto", "cpu", "cuda"] = Field("auto", description="onnxruntime execution provider.")
     variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
     threads: int = Field(0, ge=0, description="onnxruntime intra-op threads; 0 = onnxruntime's default.")
+    engine_process: bool = Field(
+        True, description="Run the engine in a child process, off the HTTP process's GIL (restarted if it dies)."
+    )
+    engine_nice: int = Field(10, ge=0, le=19, description="Niceness added to the engine process (HTTP goes first).")
     max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
     max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")
     max_wait_ms: float = Field(5.0, ge=0, description="Longest a batch waits for more work before it runs.")

@@ -30,7 +30,7 @@ from model.tokenizer import Tokenizer, normalize_text
 from service import beam_search
 from service.alignment import Alignment, build_alignment, concat_alignments
 from service.bundle import Bundle, BundleError, load_bundle
-from service.runner import CacheShape, Provider, Runner, RunnerConfig, resolve_provider
+from service.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from service.segmenter import SegmentedText, segment
 
 __all__ = [
@@ -146,7 +146,7 @@ class Translator:
         d = manifest.dimensions
         self.runner = Runner(
             *bundle.graph_paths(variant),
-            CacheShape(d.decoder_layers, d.heads, d.d_head),
+            DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size),
             RunnerConfig(provider=config.provider, threads=config.threads),
         )
         self.manifest = manifest

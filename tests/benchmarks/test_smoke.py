@@ -15,7 +15,7 @@ import pytest
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the bench extra (ctranslate2) is not installed")
 torch = pytest.importorskip("torch")
 
-from benchmarks import engine, load, plot  # noqa: E402
+from benchmarks import engine, load, plot, ratio  # noqa: E402
 from benchmarks.agreement import token_log_probs  # noqa: E402
 from benchmarks.ct2_convert import convert  # noqa: E402
 from benchmarks.nocache import PrefixRecomputingModel  # noqa: E402
@@ -148,6 +148,14 @@ def test_load_benchmark_and_plot(tiny_bundle: Path, tiny_corpus: Path, tmp_path:
         assert lv["errors"] == 0 and lv["requests"] > 0
         assert lv["p50_s"] <= lv["p95_s"] <= lv["p99_s"]
     assert levels["off", 4]["mean_batch_sentences"] == 1  # MT_MAX_BATCH_SENTENCES=1
+
+    ratio_out = tmp_path / "ratio.json"
+    ratio.main([
+        "--rounds", "1", "--setting", "1:5", "--concurrency", "2", "--json", str(ratio_out),
+        "--bundle", str(tiny_bundle), "--src", str(tiny_corpus / "val.en"), "--limit", "16",
+        "--duration", "1", "--warmup", "0.2", "--workdir", str(tmp_path / "work"),
+    ])  # fmt: skip
+    assert json.loads(ratio_out.read_text())["median_ratio"]["1:5"] > 0
 
     png = tmp_path / "load.png"
     plot.main(["--load-json", str(out), "--out", str(png)])

@@ -50,7 +50,9 @@ def test_cli_writes_a_valid_bundle_with_quality(evaluated_bundle: Path):
     for quality in scores.values():
         assert quality.sentences == 64 and quality.beam_size == 5
         assert quality.bleu_signature.startswith("nrefs:1") and "nc:6" in quality.chrf_signature
-    int8_ok = scores["fp32"].bleu - scores["int8"].bleu <= 0.5 and scores["int8"].seconds < scores["fp32"].seconds
+    int8_ok = (
+        scores["fp32"].bleu - scores["int8"].bleu <= 0.5 and scores["int8"].seconds * 1.1 <= scores["fp32"].seconds
+    )
     assert manifest.default_variant.cpu == ("int8" if int8_ok else "fp32")
     assert manifest.default_variant.cuda == "fp32"
 

@@ -9,6 +9,7 @@ import torch
 
 from export.parity import OnnxGreedy
 from model.transformer import Transformer
+from service.bundle import per_layer
 
 TOL = 1e-4
 
@@ -27,34 +28,48 @@ def random_source(model: Transformer, batch: int, length: int, seed: int) -> np.
 
 def run_steps(greedy: OnnxGreedy, model: Transformer, src: np.ndarray, *, beams: int, layer: int, steps: int) -> None:
     """Decode ``steps`` steps with random tokens for B*beams rows in both runtimes, comparing all outputs."""
-    cross_k, cross_v, src_mask = greedy.encoder.run(None, {"src_ids": src})
+    L = model.config.n_decoder_layers
+    encoder_outputs = greedy.encoder.run(None, {"src_ids": src})
+    assert [o.name for o in greedy.encoder.get_outputs()] == per_layer("cross_k", L) + per_layer("cross_v", L) + [
+        "src_mask"
+    ]
+    source = dict(zip([o.name for o in greedy.encoder.get_outputs()], encoder_outputs, strict=True))
+    src_mask = source["src_mask"]
     with torch.no_grad():
         t_memory, t_mask = model.encode(torch.from_numpy(src))
         t_cross_k, t_cross_v = model.cross_kv(t_memory)
     assert np.array_equal(src_mask, t_mask.numpy())
-    assert np.abs(cross_k - t_cross_k.numpy()).max() <= TOL
-    assert np.abs(cross_v - t_cross_v.numpy()).max() <= TOL
+    for i in range(L):
+        assert np.abs(source[f"cross_k_{i}"] - t_cross_k[i].numpy()).max() <= TOL
+        assert np.abs(source[f"cross_v_{i}"] - t_cross_v[i].numpy()).max() <= TOL
 
-    L, B, H, S, Dh = cross_k.shape
+    B, H, S, Dh = source["cross_k_0"].shape
     N = B * beams
-    self_k = self_v = np.zeros((L, N, H, 0, Dh), dtype=np.float32)
+    cache_names = per_layer("self_k", L) + per_layer("self_v", L)
+    cache = {name: np.zeros((N, H, 0, Dh), dtype=np.float32) for name in cache_names}
     t_self_k, t_self_v = model.empty_cache(N)
     rng = np.random.default_rng(0)
     for step in range(steps):
         tokens = rng.integers(4, model.config.vocab_size, size=(N, 1))
-        feeds = {"tokens": tokens, "self_k": self_k, "self_v": self_v}
-        log_probs, self_k, self_v, alignment = greedy.decoder.run(
-            None, feeds | {"cross_k": cross_k, "cross_v": cross_v, "src_mask": src_mask}
-        )
+        candidates = 1 + step * 3  # 1, 4, 7, 10
+        feed = {"tokens": tokens, "candidates": np.array([candidates]), **cache, **source}
+        log_probs, *new_cache, alignment, top_log_probs, top_ids = greedy.decoder.run(None, feed)
+        cache = dict(zip(cache_names, new_cache, strict=True))
+        # TopK: each row's best, best first, lower id first among equal values (a stable sort's order).
+        expected_ids = np.argsort(-log_probs, axis=1, kind="stable")[:, :candidates]
+        np.testing.assert_array_equal(top_ids, expected_ids)
+        np.testing.assert_array_equal(top_log_probs, np.take_along_axis(log_probs, expected_ids, axis=1))
         assert log_probs.shape == (N, model.config.vocab_size)
-        assert self_k.shape == self_v.shape == (L, N, H, step + 1, Dh)
+        assert all(c.shape == (N, H, step + 1, Dh) for c in new_cache)
         assert alignment.shape == (N, S)
         with torch.no_grad():
             logits, t_self_k, t_self_v, t_align = model.decode(
                 torch.from_numpy(tokens), t_cross_k, t_cross_v, t_mask, t_self_k, t_self_v, alignment_layer=layer
             )
         assert np.abs(log_probs - logits[:, -1].log_softmax(-1).numpy()).max() <= TOL
-        assert np.abs(self_k - t_self_k.numpy()).max() <= TOL
+        for i in range(L):
+            assert np.abs(cache[f"self_k_{i}"] - t_self_k[i].numpy()).max() <= TOL
+            assert np.abs(cache[f"self_v_{i}"] - t_self_v[i].numpy()).max() <= TOL
         assert np.abs(alignment - t_align[:, -1].numpy()).max() <= TOL
         # Padded source positions get exactly zero weight; rows n*K..n*K+K-1 belong to sentence n.
         pad_rows = np.repeat(~src_mask, beams, axis=0)

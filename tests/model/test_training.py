@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -62,6 +63,13 @@ def test_learning_rate_warms_up_then_decays_as_inverse_sqrt(tiny_train_config: P
     assert learning_rate(50, cfg) == pytest.approx(0.5)
     assert learning_rate(100, cfg) == pytest.approx(1.0)
     assert learning_rate(400, cfg) == pytest.approx(0.5)
+
+
+def test_cooldown_anneals_the_rate_linearly_to_zero_at_max_steps(tiny_train_config: Path) -> None:
+    cfg = load_config(tiny_train_config, ["lr=1.0", "warmup_steps=100", "max_steps=800", "cooldown_steps=400"])
+    assert learning_rate(400, cfg) == pytest.approx(0.5)
+    assert learning_rate(600, cfg) == pytest.approx(math.sqrt(100 / 600) * 0.5)
+    assert learning_rate(800, cfg) == 0.0
 
 
 def test_config_rejects_unknown_settings(tiny_train_config: Path) -> None:

@@ -61,11 +61,13 @@ def test_shapes_through_encoder_and_decoder(model: torch.nn.Module) -> None:
     memory, src_mask = model.encode(src)
     assert memory.shape == (3, 7, CONFIG.d_model) and src_mask.shape == (3, 7)
     cross_k, cross_v = model.cross_kv(memory)
-    assert cross_k.shape == cross_v.shape == (L, 3, H, 7, Dh)
+    assert len(cross_k) == len(cross_v) == L
+    assert all(t.shape == (3, H, 7, Dh) for t in cross_k + cross_v)
     self_k, self_v = model.empty_cache(3)
     logits, new_k, new_v, attn = model.decode(tgt, cross_k, cross_v, src_mask, self_k, self_v)
     assert logits.shape == (3, 6, CONFIG.vocab_size)
-    assert new_k.shape == new_v.shape == (L, 3, H, 6, Dh)
+    assert len(new_k) == len(new_v) == L
+    assert all(t.shape == (3, H, 6, Dh) for t in new_k + new_v)
     assert attn.shape == (3, 6, 7)
     torch.testing.assert_close(attn.sum(-1), torch.ones(3, 6))
     assert torch.all(attn[1, :, 4:] == 0), "padded source positions must get zero cross-attention"
@@ -99,7 +101,7 @@ def test_incremental_decoding_equals_teacher_forcing(model: torch.nn.Module) -> 
     self_k, self_v = model.empty_cache(3)
     for t in range(tgt.size(1)):
         logits, self_k, self_v, attn = model.decode(tgt[:, t : t + 1], cross_k, cross_v, src_mask, self_k, self_v)
-        assert self_k.size(3) == t + 1
+        assert all(k.size(2) == t + 1 for k in self_k)
         assert (logits[:, 0] - full_logits[:, t]).abs().max() <= 1e-5
         assert (attn[:, 0] - full_attn[:, t]).abs().max() <= 1e-5
 
@@ -115,13 +117,12 @@ def test_beams_share_cross_keys_values_without_copies(model: torch.nn.Module) ->
     shared = model.decode(rows, cross_k, cross_v, src_mask, *model.empty_cache(rows.size(0)))
     copied = model.decode(
         rows,
-        cross_k.repeat_interleave(K, dim=1),
-        cross_v.repeat_interleave(K, dim=1),
+        [k.repeat_interleave(K, dim=0) for k in cross_k],
+        [v.repeat_interleave(K, dim=0) for v in cross_v],
         src_mask.repeat_interleave(K, dim=0),
         *model.empty_cache(rows.size(0)),
     )
-    for a, b in zip(shared, copied, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(shared, copied, atol=1e-5, rtol=1e-5)
 
 
 def test_tied_embeddings_share_one_matrix() -> None:

@@ -8,7 +8,15 @@ import zlib
 import numpy as np
 import pytest
 
-from service.beam_search import NEG_INF, SearchOptions, ban_repeated_ngrams, search, top_candidates
+from service.beam_search import (
+    NEG_INF,
+    SearchOptions,
+    Step,
+    ban_repeated_ngrams,
+    candidates_from_top,
+    search,
+    top_candidates,
+)
 
 BOS, EOS = 2, 3
 A, B, C, D = 4, 5, 6, 7
@@ -24,20 +32,21 @@ class TableDecoder:
     number of rows of every step.
     """
 
-    def __init__(self, model, n_sentences: int, beams: int, attention=None) -> None:
+    def __init__(self, model, n_sentences: int, beams: int, attention=None, max_candidates: int | None = None) -> None:
         self.model, self.attention = model, attention
         self.rows = [(s, ()) for s in range(n_sentences) for _ in range(beams)]  # (sentence, prefix)
         self.sentences = list(range(n_sentences))
         self.beams = beams
+        self.max_candidates = max_candidates  # fewer best tokens than asked for: the search must cope
         self.rows_per_step: list[int] = []
 
-    def step(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        assert tokens.shape == (len(self.rows),) and tokens.dtype == np.int64
+    def step(self, tokens: np.ndarray, candidates: int) -> Step:
+        assert tokens.shape == (len(self.rows),) and tokens.dtype == np.int64 and candidates >= 1
         self.rows = [(s, p if t == BOS else (*p, int(t))) for (s, p), t in zip(self.rows, tokens, strict=True)]
         self.rows_per_step.append(len(self.rows))
         log_probs = np.stack([self.model(s, p) for s, p in self.rows]).astype(np.float32)
         attention = np.stack([self.attention(s, p) for s, p in self.rows]) if self.attention else None
-        return log_probs, attention
+        return Step(log_probs, *best_tokens(log_probs, min(candidates, self.max_candidates or candidates)), attention)
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         self.rows = [self.rows[r] for r in rows]
@@ -162,6 +171,30 @@ def test_each_sentence_gets_the_same_result_alone_or_in_a_batch(beam: int) -> No
         assert all(len(h.tokens) < max_lengths[s] for h in expected)
 
 
+def tied_model(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
+    """40 tokens, log-probabilities on a coarse grid: many exact ties."""
+    rng = np.random.default_rng(zlib.crc32(repr(("tied", sentence, prefix)).encode()))
+    logits = np.round(rng.normal(0, 2, 40)) / 2
+    logits[EOS] += len(prefix) / 2 - 1
+    logits[: BOS + 1] = -1e9
+    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+
+
+@pytest.mark.parametrize(("beam", "min_length"), [(2, 0), (4, 0), (4, 3), (6, 5)])
+def test_search_over_each_rows_best_tokens_equals_search_over_all(beam: int, min_length: int) -> None:
+    """The search reads each row's 2K+1 best tokens; a decoder that offers fewer makes it scan all
+    V log-probabilities. Both give the same hypotheses, ties, min-length and forced EOS included."""
+    max_lengths = [12, 3, 9, 15, 1, 7]
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, min_length=min_length)
+    results = []
+    for max_candidates in (None, 1):
+        decoder = TableDecoder(tied_model, 6, beam, max_candidates=max_candidates)
+        results.append(search(decoder, max_lengths, options, bos_id=BOS, eos_id=EOS))
+    top, full = ([[(h.tokens, h.score) for h in hyps] for hyps in r] for r in results)
+    assert top == full
+    assert sum(len(hyps) for hyps in top) > len(max_lengths)  # n-best lists, not just single answers
+
+
 def test_no_repeat_ngram_size_blocks_repeats() -> None:
     cycle = {(): {A: 0.9}}
     prefix: tuple[int, ...] = (A,)
@@ -182,15 +215,27 @@ def test_ban_repeated_ngrams_marks_exactly_the_completing_tokens() -> None:
     assert set(np.flatnonzero(log_probs[1] == NEG_INF)) == {7}
 
 
+def best_tokens(log_probs: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``count`` best, as the graph's TopK gives them: (values, ids) (B, K, count)."""
+    ids = np.argsort(-log_probs, axis=-1, kind="stable")[..., :count]
+    return np.take_along_axis(log_probs, ids, axis=-1), ids
+
+
 @pytest.mark.parametrize("vocab", [9, 300, 1001])
-def test_top_candidates_equals_a_full_sort_with_ties_and_infinities(vocab: int) -> None:
+@pytest.mark.parametrize("source", ["all log-probs", "best 2K+1 per row"])
+def test_candidates_equal_a_full_sort_with_ties_and_infinities(vocab: int, source: str) -> None:
     rng = np.random.default_rng(vocab)
-    log_probs = rng.integers(-60, 0, size=(3, 4, vocab)).astype(np.float32) / 4  # many exact ties
+    log_probs = rng.integers(-60, 0, size=(4, 4, vocab)).astype(np.float32) / 4  # many exact ties
     log_probs[1, 2] = NEG_INF
     log_probs[2, 1, :-1] = NEG_INF  # a forced row: one finite token, in the last group
-    scores = np.array([[0, -1, -2, NEG_INF], [0, 0, 0, 0], [-3, -1, 0, -2]], dtype=np.float32)
-    cand = top_candidates(log_probs, scores, 8)
-    for b in range(3):
+    # Sentence 3 is at its first step: only beam 0 is alive, so all 8 candidates come from one row.
+    scores = np.array([[0, -1, -2, NEG_INF], [0, 0, 0, 0], [-3, -1, 0, -2], [0, NEG_INF, NEG_INF, NEG_INF]])
+    scores = scores.astype(np.float32)
+    if source == "all log-probs":
+        cand = top_candidates(log_probs, scores, 8)
+    else:
+        cand = candidates_from_top(*best_tokens(log_probs, 9), scores, 8)
+    for b in range(4):
         flat = (scores[b][:, None] + log_probs[b]).ravel()
         expected = sorted(range(flat.size), key=lambda i: (-flat[i], i))[:8]
         assert list(cand.beams[b] * vocab + cand.tokens[b]) == expected

@@ -14,7 +14,7 @@ import pytest
 
 from service.beam_search import SearchOptions, search
 from service.bundle import load_bundle
-from service.runner import CacheShape, DeviceDecoder, HostDecoder, Runner, RunnerConfig, RunnerError, resolve_provider
+from service.runner import DecoderShape, DeviceDecoder, HostDecoder, Runner, RunnerConfig, RunnerError, resolve_provider
 from service.translator import pad_batch
 
 
@@ -22,7 +22,7 @@ from service.translator import pad_batch
 def runner(tiny_bundle: Path) -> Runner:
     bundle = load_bundle(tiny_bundle)
     d = bundle.manifest.dimensions
-    shape = CacheShape(d.decoder_layers, d.heads, d.d_head)
+    shape = DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size)
     return Runner(*bundle.graph_paths("fp32"), shape, RunnerConfig(provider="cpu", threads=1))
 
 
@@ -43,7 +43,7 @@ def test_unloadable_graph_is_a_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not a graph")
     with pytest.raises(RunnerError, match="cannot load"):
-        Runner(broken, broken, CacheShape(1, 1, 1), RunnerConfig(provider="cpu"))
+        Runner(broken, broken, DecoderShape(1, 1, 1, 1), RunnerConfig(provider="cpu"))
 
 
 def sources() -> np.ndarray:
@@ -67,14 +67,19 @@ def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None
 def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:
     encoded = runner.encode(sources())
     decoder = HostDecoder(runner.decoder, encoded, runner.cache, 2, attention=False)
-    decoder.step(np.full(6, 2))
-    cache = decoder.feed["self_k"]
+    decoder.step(np.full(6, 2), 1)
+    cache = decoder.cache
     decoder.select(np.array([0, 1, 5, 4]), np.array([0, 2]))  # sentence 1 finished; beams of 2 swapped
-    np.testing.assert_array_equal(decoder.feed["self_k"], cache[:, [0, 1, 5, 4]])
-    np.testing.assert_array_equal(decoder.feed["cross_k"], encoded.cross_k[:, [0, 2]])
-    np.testing.assert_array_equal(decoder.feed["src_mask"], encoded.src_mask[[0, 2]])
-    same = decoder.feed["self_k"]
+    assert decoder.cache.keys() == cache.keys() and len(cache) == 2 * runner.cache.layers
+    for name, value in cache.items():
+        np.testing.assert_array_equal(decoder.cache[name], value[[0, 1, 5, 4]])
+    assert decoder.source.keys() == encoded.source.keys()
+    for name, value in encoded.source.items():
+        np.testing.assert_array_equal(decoder.source[name], value[[0, 2]])
+    same = decoder.cache
     decoder.select(np.arange(4), None)
-    assert decoder.feed["self_k"] is same, "the identity reordering must not copy the cache"
-    log_probs, attention = decoder.step(np.array([5, 6, 7, 8]))
-    assert log_probs.shape == (4, runner.decoder.get_outputs()[0].shape[1]) and attention is None
+    assert decoder.cache is same, "the identity reordering must not copy the cache"
+    out = decoder.step(np.array([5, 6, 7, 8]), 3)
+    assert out.log_probs.shape == (4, runner.decoder.get_outputs()[0].shape[1]) and out.attention is None
+    assert out.top_ids.shape == out.top_log_probs.shape == (4, 3)
+    np.testing.assert_array_equal(out.top_ids[:, 0], out.log_probs.argmax(axis=1))

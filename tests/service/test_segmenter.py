@@ -44,6 +44,9 @@ def test_abbreviations_initials_and_lowercase_continuations_do_not_split() -> No
     assert split("J. R. R. Tolkien wrote it.") == ["J. R. R. Tolkien wrote it."]
     assert split("The price is 5 p. m. sharp.") == ["The price is 5 p. m. sharp."]
     assert split("It costs approx. five euros.") == ["It costs approx. five euros."]
+    # Test set line 361: splitting after the initialism broke the company name in two.
+    assert split("He says E.S.E. Electronics. It works.") == ["He says E.S.E. Electronics.", "It works."]
+    assert split("Sie sagt z.B. Hallo. Er nickt.") == ["Sie sagt z.B. Hallo.", "Er nickt."]
 
 
 def test_lines_and_whitespace_are_reassembled_exactly() -> None:

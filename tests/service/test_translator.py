@@ -91,9 +91,9 @@ def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translat
         for extra in (1, 2, 5, 64 - length):
             encoded = runner.encode(pad_batch([sentence, [5, 3]], 0)[:, : length + extra])
             decoder = runner.start(encoded, 2, attention=True)
-            steps = [decoder.step(np.array([2, 2, 2, 2]))]
-            steps.append(decoder.step(np.array([7, 8, 9, 10])))
-            outputs.append([encoded.cross_k[:, 0, :, :length], *[o[:2] for step in steps for o in step]])
+            steps = [decoder.step(np.array([2, 2, 2, 2]), 5), decoder.step(np.array([7, 8, 9, 10]), 5)]
+            rows = [o[:2] for step in steps for o in (step.log_probs, step.top_log_probs, step.attention)]
+            outputs.append([encoded.source["cross_k_0"][0, :, :length], *rows])
         for other in outputs[1:]:
             assert all(np.array_equal(a, b) for a, b in zip(outputs[0], other, strict=True)), length
 

@@ -1,0 +1,151 @@
+"""The translation engine in a child process, behind the same interface as ``Translator``.
+
+Why: in one process the beam search's Python and the HTTP event loop share one GIL. Under load
+the search thread held it most of the time, requests reached the batcher late, and batches stayed
+small (benchmarks/RESULTS.md). In its own process the engine runs at offline speed and the event
+loop only parses requests, queues texts and writes responses.
+
+The parent keeps only the tokenizer (the batcher counts source tokens) and a pipe to the child.
+One batch is in flight at a time: the batcher has a single engine worker. If the child dies
+(killed, out of memory), the batch it was running fails with ``EngineCrashed``, a new child is
+started, and later batches are served by it: the service stays up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+from dataclasses import asdict
+from multiprocessing.connection import Connection
+
+from model.tokenizer import Tokenizer
+from service.bundle import load_bundle
+from service.translator import (
+    BatchStats,
+    ModelInfo,
+    TranslationOptions,
+    TranslationResult,
+    Translator,
+    TranslatorConfig,
+)
+
+log = logging.getLogger(__name__)
+
+# "spawn": forking a process that already runs onnxruntime and uvicorn threads is unsafe.
+_CONTEXT = multiprocessing.get_context("spawn")
+
+
+class EngineCrashed(Exception):
+    """The engine process died while translating a batch; a new one has been started."""
+
+
+class EngineProcess:
+    def __init__(self, config: TranslatorConfig, *, nice: int = 0) -> None:
+        self.config = config
+        self.nice = nice
+        # The child loads and checks the whole bundle; the parent needs only its tokenizer.
+        self.tokenizer = Tokenizer(
+            load_bundle(config.model_dir, verify_checksums=False, check_graphs=False).tokenizer_path
+        )
+        self._lock = threading.Lock()
+        self.info: ModelInfo = self._start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def count_tokens(self, text: str) -> int:
+        """Source pieces of ``text`` as one sentence, EOS included (as ``Translator.count_tokens``)."""
+        return len(self.tokenizer.encode(text))
+
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions | None = None, stats: BatchStats | None = None
+    ) -> list[TranslationResult]:
+        with self._lock:
+            try:
+                self._conn.send((texts, options))
+                status, payload = self._conn.recv()
+            except (EOFError, OSError) as e:
+                self._stop()
+                exit_code = self._process.exitcode
+                self.info = self._start()
+                raise EngineCrashed(f"the engine process died (exit code {exit_code}); restarted") from e
+        if status == "error":
+            raise payload
+        results, child_stats = payload
+        if stats is not None:
+            for name, value in asdict(child_stats).items():
+                setattr(stats, name, value)
+        return results
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _start(self) -> ModelInfo:
+        """Start a child, wait until its engine is loaded and warm; raises what loading raised."""
+        self._conn, child_end = _CONTEXT.Pipe()
+        args = (self.config, self.nice, child_end)
+        self._process = _CONTEXT.Process(target=_serve, args=args, name="mt-engine", daemon=True)
+        self._process.start()
+        child_end.close()
+        try:
+            status, payload = self._conn.recv()
+        except EOFError:
+            self._process.join()
+            raise RuntimeError(
+                f"the engine process exited while loading (exit code {self._process.exitcode})"
+            ) from None
+        if status == "error":
+            self._process.join()
+            raise payload
+        log.info("engine process %d ready", self._process.pid)
+        return payload
+
+    def _stop(self) -> None:
+        with contextlib.suppress(OSError):  # already gone
+            self._conn.send(None)
+        self._process.join(timeout=10)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._conn.close()
+
+
+def _serve(config: TranslatorConfig, nice: int, conn: Connection) -> None:
+    """The child: load the engine, then translate batches from the pipe until told to stop."""
+    # Below the HTTP process's priority: when cores are scarce, taking requests in first keeps
+    # batches full, and the engine works through them on what CPU is left.
+    os.nice(nice)
+    # The parent decides when the engine stops (after draining on SIGTERM); a Ctrl-C that reaches
+    # the whole process group must not kill the engine under requests still being served.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        translator = Translator(config)
+    except Exception as e:  # sent to the parent, which raises it from EngineProcess()
+        conn.send(("error", _picklable(e)))
+        return
+    conn.send(("ready", translator.info))
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        if request is None:
+            return
+        texts, options = request
+        stats = BatchStats()
+        try:
+            conn.send(("ok", (translator.translate_batch(texts, options, stats), stats)))
+        except Exception as e:  # one failed batch, not a dead engine
+            conn.send(("error", _picklable(e)))
+
+
+def _picklable(error: Exception) -> Exception:
+    """The error itself when it has a plain message (all of ours), else a RuntimeError naming it."""
+    return error if error.args and all(isinstance(a, str) for a in error.args) else RuntimeError(repr(error))

@@ -1,0 +1,66 @@
+"""The engine in a child process: same results as in-process, load errors surface in the parent,
+and a killed child costs one batch, not the engine."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from service.bundle import BundleError
+from service.engine_process import EngineCrashed, EngineProcess
+from service.translator import BatchStats, TranslationOptions, Translator, TranslatorConfig
+
+TEXTS = ["a b c. d e", "f g h", "i j k l m n o"]
+
+
+@pytest.fixture(scope="module")
+def config(tiny_bundle: Path) -> TranslatorConfig:
+    return TranslatorConfig(model_dir=tiny_bundle, provider="cpu", threads=1)
+
+
+@pytest.fixture(scope="module")
+def engine(config: TranslatorConfig) -> EngineProcess:
+    engine = EngineProcess(config, nice=3)
+    yield engine
+    engine.close()
+
+
+def test_results_and_stats_equal_the_in_process_translator(engine: EngineProcess, config: TranslatorConfig) -> None:
+    options = TranslationOptions(beam_size=3, num_hypotheses=2, return_alignments=True)
+    local = Translator(config)
+    stats = BatchStats()
+    assert engine.translate_batch(TEXTS, options, stats) == local.translate_batch(TEXTS, options)
+    assert engine.info == local.info
+    assert stats.sub_batches and stats.decode_seconds > 0
+    assert [engine.count_tokens(t) for t in TEXTS] == [local.count_tokens(t) for t in TEXTS]
+
+
+def test_the_engine_runs_at_a_lower_priority(engine: EngineProcess) -> None:
+    assert os.getpriority(os.PRIO_PROCESS, engine.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 3
+
+
+def test_a_killed_engine_fails_one_batch_and_is_replaced(engine: EngineProcess) -> None:
+    expected = engine.translate_batch(TEXTS)
+    first = engine.pid
+    os.kill(first, signal.SIGKILL)
+    with pytest.raises(EngineCrashed, match="exit code -9"):
+        engine.translate_batch(TEXTS)
+    assert engine.pid != first
+    assert os.getpriority(os.PRIO_PROCESS, engine.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 3
+    assert engine.translate_batch(TEXTS) == expected
+
+
+def test_a_failing_batch_raises_in_the_parent_and_the_engine_lives_on(engine: EngineProcess) -> None:
+    with pytest.raises(AttributeError):
+        engine.translate_batch(TEXTS, "not options")  # type: ignore[arg-type]
+    assert engine.translate_batch(TEXTS)
+
+
+def test_load_errors_are_raised_by_the_constructor(tiny_bundle: Path, tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="does not exist"):
+        EngineProcess(TranslatorConfig(model_dir=tmp_path / "nothing"))
+    with pytest.raises(BundleError, match="no variant 'fp16'"):
+        EngineProcess(TranslatorConfig(model_dir=tiny_bundle, variant="fp16"))
