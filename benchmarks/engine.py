@@ -31,6 +31,7 @@ from benchmarks.common import TEST_REF, TEST_SRC, child_env, machine, markdown_t
 from benchmarks.ct2_convert import convert
 from benchmarks.systems import SYSTEMS
 from model.checkpoint import load_checkpoint, model_from_checkpoint
+from model.decoding import DecodingOptions
 from model.evaluate import score_translations
 from model.tokenizer import Tokenizer, normalize_text
 
@@ -45,7 +46,9 @@ class Worker:
         self.name = name
         cmd = [sys.executable, "-m", "benchmarks.systems", name, "--src", str(args.src)]
         cmd += ["--threads", str(args.threads), "--batch-size", str(args.batch_size)]
+        caps = DecodingOptions()
         cmd += ["--max-length", str(args.max_length)]
+        cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
         family, precision = SYSTEMS[name]
         if family == "ours":
             cmd += ["--bundle", str(args.bundle)]

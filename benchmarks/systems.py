@@ -71,12 +71,9 @@ def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
     """
     import ctranslate2
 
-    from model.decoding import DecodingOptions, max_decoding_length
-
     translator = ctranslate2.Translator(str(model_dir), device="cpu", inter_threads=1, intra_threads=args.threads)
     tokenizer = Tokenizer(model_dir / "spm.model")
     eos = tokenizer.sp.id_to_piece(EOS_ID)
-    caps = DecodingOptions()
 
     def translate(texts: list[str], beam: int) -> tuple[list[str], list[list[int]]]:
         pieces = [tokenizer.sp.encode(normalize_text(t), out_type=str) for t in texts]
@@ -90,7 +87,7 @@ def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
                 beam_size=beam,
                 length_penalty=1.0,
                 min_decoding_length=0,
-                max_decoding_length=max_decoding_length(longest, caps, args.max_length),
+                max_decoding_length=min(args.max_length, int(args.max_length_a * longest + args.max_length_b)),
                 return_end_token=True,
             )
             for i, result in zip(batch, results, strict=True):
@@ -169,6 +166,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=256, help="CTranslate2's cap: the model's position limit")
+    # The caps of model.decoding.max_decoding_length, passed in because importing model.decoding
+    # would load torch into the CTranslate2 worker and inflate its measured memory.
+    parser.add_argument("--max-length-a", type=float, default=1.5)
+    parser.add_argument("--max-length-b", type=int, default=10)
     args = parser.parse_args(argv)
     serve(load_system(args.system, args), args.src.read_text(encoding="utf-8").splitlines())
 

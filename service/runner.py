@@ -119,8 +119,8 @@ def resolve_provider(requested: Provider) -> Literal["cpu", "cuda"]:
 
 
 class Runner:
-    def __init__(self, encoder: Path, decoder: Path, cache: DecoderShape, config: RunnerConfig) -> None:
-        self.cache = cache
+    def __init__(self, encoder: Path, decoder: Path, shape: DecoderShape, config: RunnerConfig) -> None:
+        self.shape = shape
         self.provider = resolve_provider(config.provider)
         self.encoder = load_session(encoder, self.provider, config)
         self.decoder = load_session(decoder, self.provider, config)
@@ -141,23 +141,23 @@ class Runner:
         """A fresh decoder state for the sentences of ``encoded``, ``beams`` rows each."""
         if self.provider == "cuda":
             device = dict(device="cuda", device_id=self.device_id)
-            return DeviceDecoder(self.decoder, encoded, self.cache, beams, attention=attention, **device)
-        return HostDecoder(self.decoder, encoded, self.cache, beams, attention=attention)
+            return DeviceDecoder(self.decoder, encoded, self.shape, beams, attention=attention, **device)
+        return HostDecoder(self.decoder, encoded, self.shape, beams, attention=attention)
 
 
 class HostDecoder:
     """Decoder state in host memory (the CPU provider); implements ``beam_search.Decoder``."""
 
     def __init__(
-        self, session: ort.InferenceSession, encoded: Encoded, cache: DecoderShape, beams: int, *, attention: bool
+        self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, beams: int, *, attention: bool
     ) -> None:
         self.session, self.attention = session, attention
-        self.cache_names = cache.names
+        self.cache_names = shape.names
         new_cache = [f"new_{name}" for name in self.cache_names]
         self.outputs = ["log_probs", "top_log_probs", "top_ids", *new_cache] + (["alignment"] if attention else [])
-        self.cache = cache.empty(encoded.source["src_mask"].shape[0] * beams)
+        self.cache = shape.empty(encoded.source["src_mask"].shape[0] * beams)
         self.source = encoded.source
-        self.vocab = cache.vocab
+        self.vocab = shape.vocab
 
     def step(self, tokens: np.ndarray, candidates: int) -> Step:
         feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, self.vocab), **self.cache, **self.source}
@@ -193,7 +193,7 @@ class DeviceDecoder:
         self,
         session: ort.InferenceSession,
         encoded: Encoded,
-        cache: DecoderShape,
+        shape: DecoderShape,
         beams: int,
         *,
         attention: bool,
@@ -203,10 +203,10 @@ class DeviceDecoder:
         self.session, self.device, self.device_id = session, device, device_id
         self.attention = attention
         self.gather = DeviceGather(session.get_providers(), device, device_id)
-        self.cache_names = cache.names
-        self.vocab = cache.vocab
+        self.cache_names = shape.names
+        self.vocab = shape.vocab
         rows = encoded.source["src_mask"].shape[0] * beams
-        self.cache = {name: self._upload(value) for name, value in cache.empty(rows).items()}
+        self.cache = {name: self._upload(value) for name, value in shape.empty(rows).items()}
         self.source = {name: self._upload(value) for name, value in encoded.source.items()}
 
     def _upload(self, array: np.ndarray) -> ort.OrtValue:

@@ -53,8 +53,8 @@ def sources() -> np.ndarray:
 @pytest.mark.parametrize("beam", [1, 3])
 def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None:
     encoded = runner.encode(sources())
-    host = HostDecoder(runner.decoder, encoded, runner.cache, beam, attention=True)
-    bound = DeviceDecoder(runner.decoder, encoded, runner.cache, beam, attention=True, device_id=0, device="cpu")
+    host = HostDecoder(runner.decoder, encoded, runner.shape, beam, attention=True)
+    bound = DeviceDecoder(runner.decoder, encoded, runner.shape, beam, attention=True, device_id=0, device="cpu")
     options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_attention=True)
     for_host = search(host, [9, 2, 7], options, bos_id=2, eos_id=3)
     for_bound = search(bound, [9, 2, 7], options, bos_id=2, eos_id=3)
@@ -66,11 +66,11 @@ def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None
 
 def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:
     encoded = runner.encode(sources())
-    decoder = HostDecoder(runner.decoder, encoded, runner.cache, 2, attention=False)
+    decoder = HostDecoder(runner.decoder, encoded, runner.shape, 2, attention=False)
     decoder.step(np.full(6, 2), 1)
     cache = decoder.cache
     decoder.select(np.array([0, 1, 5, 4]), np.array([0, 2]))  # sentence 1 finished; beams of 2 swapped
-    assert decoder.cache.keys() == cache.keys() and len(cache) == 2 * runner.cache.layers
+    assert decoder.cache.keys() == cache.keys() and len(cache) == 2 * runner.shape.layers
     for name, value in cache.items():
         np.testing.assert_array_equal(decoder.cache[name], value[[0, 1, 5, 4]])
     assert decoder.source.keys() == encoded.source.keys()
