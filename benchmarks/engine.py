@@ -9,8 +9,10 @@
    All start and warm up before any timing, then the systems alternate: each round runs every
    system on the whole test set at beam 1 and then beam 4, in a rotated order, so slow drifts of
    the machine (thermal, background load) spread over all systems alike.
-3. All systems get the same batch size (sentences, length-sorted), the same threads, the same
-   decoding rules (length penalty 1, no minimum length) and plain text in, plain text out.
+3. All systems get the same batch size (sentences, length-sorted), the same threads, split the
+   same way into ``--streams`` batches decoded in parallel (ours: ``streams``; CTranslate2:
+   ``inter_threads``; the PyTorch reference: one stream), the same decoding rules (length penalty
+   1, no minimum length) and plain text in, plain text out.
 4. Reported per system and beam: the median time over rounds as sentences/s and target tokens/s
    (target subwords of the output, EOS excluded, counted by one tokenizer for every system), each
    as a ratio to CTranslate2 at the same precision; the worker's peak RSS; cased sacreBLEU; and
@@ -45,7 +47,7 @@ class Worker:
     def __init__(self, name: str, args: argparse.Namespace, log_dir: Path) -> None:
         self.name = name
         cmd = [sys.executable, "-m", "benchmarks.systems", name, "--src", str(args.src)]
-        cmd += ["--threads", str(args.threads), "--batch-size", str(args.batch_size)]
+        cmd += ["--threads", str(args.threads), "--streams", str(args.streams), "--batch-size", str(args.batch_size)]
         caps = DecodingOptions()
         cmd += ["--max-length", str(args.max_length)]
         cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
@@ -193,8 +195,9 @@ def benchmark(args: argparse.Namespace) -> dict:
         add_agreement(results, runs, texts, args, tokenizer)
     return {
         "machine": machine(),
-        "settings": {"threads": args.threads, "batch_size": args.batch_size, "rounds": args.rounds,
-                     "slow_rounds": args.slow_rounds, "slow_limit": args.slow_limit, "sentences": len(texts)},
+        "settings": {"threads": args.threads, "streams": args.streams, "batch_size": args.batch_size,
+                     "rounds": args.rounds, "slow_rounds": args.slow_rounds, "slow_limit": args.slow_limit,
+                     "sentences": len(texts)},
         "results": [{"system": name, "beam_size": beam, **r} for (name, beam), r in results.items()],
         "table": table(results),
     }  # fmt: skip
@@ -210,6 +213,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     parser.add_argument("--beams", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=1,
+        help="batches decoded in parallel, sharing the threads (ours: streams; CTranslate2: inter_threads)",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slow-rounds", type=int, default=1, help=f"rounds for {', '.join(SLOW)}")

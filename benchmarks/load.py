@@ -192,8 +192,8 @@ def offline_throughput(texts: list[str], args: argparse.Namespace) -> dict:
     from service.translator import TranslationOptions, Translator, TranslatorConfig
 
     variant = None if args.variant == "auto" else args.variant
-    config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=args.threads, variant=variant,
-                              max_batch_sentences=args.batch_sentences)  # fmt: skip
+    config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=args.threads, streams=args.streams,
+                              variant=variant, max_batch_sentences=args.batch_sentences)  # fmt: skip
     translator = Translator(config)
     try:
         options = TranslationOptions(beam_size=args.beam_size)
@@ -210,6 +210,7 @@ def service_env(args: argparse.Namespace, batching: bool) -> dict[str, str]:
         "MT_MODEL_DIR": str(args.bundle.resolve()),
         "MT_PROVIDER": "cpu",
         "MT_THREADS": str(args.threads),
+        "MT_STREAMS": str(args.streams),
         "MT_VARIANT": args.variant,
         "MT_MAX_BATCH_SENTENCES": str(args.batch_sentences if batching else 1),
         "MT_MAX_WAIT_MS": str(args.max_wait_ms),
@@ -262,6 +263,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--variant", default="auto", help="bundle variant (fp32, int8); auto = the manifest's default")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--streams", type=int, default=1, help="MT_STREAMS (and the offline engine's streams)")
     parser.add_argument("--batch-sentences", type=int, default=32, help="MT_MAX_BATCH_SENTENCES when batching")
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--in-process", action="store_true", help="MT_ENGINE_PROCESS=false: engine in the HTTP process")

@@ -18,7 +18,10 @@ import matplotlib.pyplot as plt
 
 def label(report: dict, mode: str, several: bool) -> str:
     settings = report["settings"]
-    config = f", threads={settings['threads']}, wait={settings['max_wait_ms']:g} ms" if several else ""
+    streams = settings.get("streams", 1)
+    config = (
+        f", threads={settings['threads']}, streams={streams}, wait={settings['max_wait_ms']:g} ms" if several else ""
+    )
     return f"batching {mode}{config}" if mode else f"offline engine{config}"
 
 

@@ -1,10 +1,10 @@
 """The service's throughput as a share of the offline engine's, measured interleaved.
 
-    python -m benchmarks.ratio [--rounds 2] [--setting 2:5 --setting 1:50] [--concurrency 64]
+    python -m benchmarks.ratio [--rounds 2] [--setting 2:5 --setting 2:5:2] [--concurrency 64]
 
 ``benchmarks/load.py`` measures the offline engine once and then the service for a few minutes; on
 a VM whose speed drifts (steal time), the ratio then compares two different machines. Here each
-round measures, for every setting (``THREADS:MAX_WAIT_MS``), the offline engine and right after it
+round measures, for every setting (``THREADS:MAX_WAIT_MS[:STREAMS]``), the offline engine and right after it
 the service at one concurrency (batching on), and reports each round's ratio and the medians.
 """
 
@@ -21,16 +21,18 @@ from benchmarks.common import markdown_table, read_lines, write_json
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--setting", action="append", help="THREADS:MAX_WAIT_MS (repeatable; default 2:5 and 1:50)")
+    help = "THREADS:MAX_WAIT_MS[:STREAMS] (repeatable; default 2:5 and 2:5:2)"
+    parser.add_argument("--setting", action="append", help=help)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--json", type=Path, help="write the results here")
     args, load_args = parser.parse_known_args(argv)
     rows, ratios = [], {}
     for round_ in range(args.rounds):
-        for setting in args.setting or ["2:5", "1:50"]:
-            threads, wait = setting.split(":")
+        for setting in args.setting or ["2:5", "2:5:2"]:
+            threads, wait, streams = [*setting.split(":"), "1"][:3]
             options = load.parse_args(
                 [*load_args, "--concurrency", str(args.concurrency), "--threads", threads, "--max-wait-ms", wait]
+                + ["--streams", streams]
             )
             texts = read_lines(options.src, options.limit)
             offline = load.offline_throughput(texts, options)["throughput"]
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
             p99_ms, batch = level["p99_s"] * 1000, level["mean_batch_sentences"]
             rows.append([round_, setting, f"{offline:.1f}", f"{level['throughput']:.1f}", f"{ratio:.2f}",
                          f"{p99_ms:.0f}", level["errors"], f"{batch:.1f}"])  # fmt: skip
-    header = ["round", "threads:wait ms", "offline sent/s", "service sent/s", "ratio", "p99 ms", "errors", "batch"]
+    header = ["round", "threads:wait:streams", "offline sent/s", "service sent/s", "ratio", "p99 ms", "errors", "batch"]
     table = markdown_table(header, rows)
     medians = {setting: statistics.median(values) for setting, values in ratios.items()}
     write_json(args.json, {"table": table, "median_ratio": medians})

@@ -1,11 +1,12 @@
 """Reproduce every number in ``benchmarks/RESULTS.md``: ``python -m benchmarks.run_all``.
 
-Runs the engine benchmark, the load test twice (the service's defaults, then the tuned setting
-``TUNED``: one onnxruntime thread and a 50 ms batching window) and the plot, with the shipped
-checkpoint and bundle on test_2016_flickr, writing ``benchmarks/results/*.json``,
+Runs the engine benchmark twice (every system with its 2 threads in one stream, then our engine
+and CTranslate2 with 2 streams of 1 thread: ``STREAMS``), the load test twice (the service's
+defaults, then the tuned setting ``TUNED``: 2 streams and a 50 ms batching window) and the plot,
+with the shipped checkpoint and bundle on test_2016_flickr, writing ``benchmarks/results/*.json``,
 ``benchmarks/results/tables.md`` and ``benchmarks/load.png``. Extra arguments after ``--engine``
-or ``--load`` go to that script, e.g. ``--engine --rounds 1 --load --duration 10``.
-Takes about 20 minutes on a 2-core CPU; run it on an otherwise idle machine.
+or ``--load`` go to that script (both runs), e.g. ``--engine --rounds 1 --load --duration 10``.
+Takes about 25 minutes on a 2-core CPU; run it on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from benchmarks import engine, load, plot
 from benchmarks.common import machine
 
 RESULTS = Path("benchmarks/results")
-# Leaves one of the 2 cores to the event loop and batches fill up (see RESULTS.md, "Service").
-TUNED = ["--threads", "1", "--max-wait-ms", "50"]
+STREAMS = ["--streams", "2", "--systems", "ours-fp32", "ours-int8", "ct2-float32", "ct2-int8"]
+# Both cores decode and batches fill up (see RESULTS.md, "Service").
+TUNED = ["--streams", "2", "--max-wait-ms", "50"]
 
 
 def split_args(argv: list[str]) -> dict[str, list[str]]:
@@ -43,12 +45,15 @@ def load_section(title: str, report: dict) -> str:
     )
 
 
-def tables_markdown(engine_report: dict, load_report: dict, tuned_report: dict) -> str:
+def tables_markdown(engine_report: dict, streams_report: dict, load_report: dict, tuned_report: dict) -> str:
     m = machine()
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     return (
         f"Machine: {m['cpu']}, {m['cores']} cores; {m['platform']}\n\nVersions: {versions}\n\n"
-        f"## Engine (test_2016_flickr, {engine_report['settings']})\n\n{engine_report['table']}\n\n"
+        + "".join(
+            f"## Engine (test_2016_flickr, {report['settings']})\n\n{report['table']}\n\n"
+            for report in (engine_report, streams_report)
+        )
         + load_section("Service load test, defaults", load_report)
         + "\n"
         + load_section(f"Service load test, tuned ({' '.join(TUNED)})", tuned_report)
@@ -57,11 +62,12 @@ def tables_markdown(engine_report: dict, load_report: dict, tuned_report: dict) 
 
 def main(argv: list[str] | None = None) -> None:
     groups = split_args(sys.argv[1:] if argv is None else argv)
-    paths = [RESULTS / name for name in ("engine.json", "load.json", "load_tuned.json")]
+    paths = [RESULTS / name for name in ("engine.json", "engine_streams.json", "load.json", "load_tuned.json")]
     engine.main([*groups["--engine"], "--json", str(paths[0])])
-    load.main([*groups["--load"], "--json", str(paths[1])])
-    load.main([*groups["--load"], *TUNED, "--json", str(paths[2])])
-    plot.main(["--load-json", str(paths[1]), str(paths[2]), "--out", "benchmarks/load.png"])
+    engine.main([*groups["--engine"], *STREAMS, "--json", str(paths[1])])
+    load.main([*groups["--load"], "--json", str(paths[2])])
+    load.main([*groups["--load"], *TUNED, "--json", str(paths[3])])
+    plot.main(["--load-json", str(paths[2]), str(paths[3]), "--out", "benchmarks/load.png"])
     reports = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
     (RESULTS / "tables.md").write_text(tables_markdown(*reports), encoding="utf-8")
     print(f"wrote {RESULTS / 'tables.md'}")

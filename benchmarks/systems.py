@@ -47,6 +47,7 @@ def load_ours(args: argparse.Namespace, variant: str) -> Translate:
             model_dir=args.bundle,
             provider="cpu",
             threads=args.threads,
+            streams=args.streams,
             variant=variant,
             max_batch_sentences=args.batch_size,
         )
@@ -61,7 +62,9 @@ def load_ours(args: argparse.Namespace, variant: str) -> Translate:
 
 def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
     """CTranslate2 as its users run it: sentencepiece pieces in, batches of ``batch_size``
-    length-sorted sentences.
+    length-sorted sentences. ``streams`` is its ``inter_threads`` (translators working on batches
+    in parallel, each with ``threads // streams`` threads); all batches are submitted at once,
+    as CTranslate2's asynchronous API allows, so that every translator has work.
 
     Options are set to our decoding rules: length penalty 1 over the length *including* EOS
     (``return_end_token``), no minimum length (CTranslate2's default is 1). Our engine caps each
@@ -71,7 +74,8 @@ def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
     """
     import ctranslate2
 
-    translator = ctranslate2.Translator(str(model_dir), device="cpu", inter_threads=1, intra_threads=args.threads)
+    intra = max(1, args.threads // args.streams)
+    translator = ctranslate2.Translator(str(model_dir), device="cpu", inter_threads=args.streams, intra_threads=intra)
     tokenizer = Tokenizer(model_dir / "spm.model")
     eos = tokenizer.sp.id_to_piece(EOS_ID)
 
@@ -79,19 +83,24 @@ def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
         pieces = [tokenizer.sp.encode(normalize_text(t), out_type=str) for t in texts]
         order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
         hypotheses: list[list[str]] = [[] for _ in texts]
-        for start in range(0, len(order), args.batch_size):
-            batch = order[start : start + args.batch_size]
+        batches = [order[start : start + args.batch_size] for start in range(0, len(order), args.batch_size)]
+        pending = []
+        for batch in batches:
             longest = max(len(pieces[i]) + 1 for i in batch)  # + EOS, as our engine counts the source
-            results = translator.translate_batch(
-                [pieces[i] for i in batch],
-                beam_size=beam,
-                length_penalty=1.0,
-                min_decoding_length=0,
-                max_decoding_length=min(args.max_length, int(args.max_length_a * longest + args.max_length_b)),
-                return_end_token=True,
+            pending.append(
+                translator.translate_batch(
+                    [pieces[i] for i in batch],
+                    beam_size=beam,
+                    length_penalty=1.0,
+                    min_decoding_length=0,
+                    max_decoding_length=min(args.max_length, int(args.max_length_a * longest + args.max_length_b)),
+                    return_end_token=True,
+                    asynchronous=True,
+                )
             )
+        for batch, results in zip(batches, pending, strict=True):
             for i, result in zip(batch, results, strict=True):
-                hypotheses[i] = result.hypotheses[0]
+                hypotheses[i] = result.result().hypotheses[0]
         ids = [[tokenizer.sp.piece_to_id(p) for p in h if p != eos] for h in hypotheses]
         return [tokenizer.decode(i) for i in ids], ids
 
@@ -164,6 +173,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ct2-dir", type=Path)
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--streams", type=int, default=1, help="batches decoded in parallel (CTranslate2: inter_threads)"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=256, help="CTranslate2's cap: the model's position limit")
     # The caps of model.decoding.max_decoding_length, passed in because importing model.decoding

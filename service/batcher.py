@@ -1,13 +1,14 @@
 """Dynamic batching: texts of concurrent requests are merged into engine batches.
 
-One asyncio task forms batches; inference runs in a single worker thread so the event loop stays
-free to accept and answer requests. The policy:
+One asyncio task forms batches; inference runs in worker threads (``concurrency`` of them, one
+batch each, for an engine that decodes that many batches at once) so the event loop stays free to
+accept and answer requests. The policy:
 
 - A batch holds texts with *equal* ``TranslationOptions`` only, taken in arrival order, at most
   ``max_batch_sentences`` texts and ``max_batch_tokens`` source tokens (a single longer text still
   forms a batch of its own).
-- A batch starts as soon as it is full, or once its oldest text has waited ``max_wait_s``; while
-  the engine is busy, work simply accumulates, so batches grow with load.
+- A batch starts as soon as it is full, or once its oldest text has waited ``max_wait_s``, and a
+  worker is free; while all are busy, work simply accumulates, so batches grow with load.
 - Admission is bounded: a request whose texts would push the queue past ``max_queue_sentences`` is
   refused at once with ``Overloaded`` (429 with Retry-After). The queue never grows without bound.
 - A request that times out (``DeadlineExceeded``, 504) or whose awaiting task is cancelled (client
@@ -49,6 +50,7 @@ class BatcherConfig:
     max_batch_tokens: int = 4096
     max_wait_s: float = 0.005
     max_queue_sentences: int = 1024
+    concurrency: int = 1  # batches in flight at once; the engine must accept that many concurrent calls
 
 
 @dataclass(eq=False)
@@ -81,7 +83,7 @@ class Batcher:
         self._queued = 0  # texts in _queue that belong to live jobs
         self._wakeup = asyncio.Event()
         self._closing = False
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-engine")
+        self._executor = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="mt-engine")
         self._sentences_per_second = 0.0  # moving average of engine throughput, for Retry-After
         self._worker: asyncio.Task[None] | None = None
 
@@ -127,8 +129,17 @@ class Batcher:
     # -- the worker --------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while (batch := await self._next_batch()) is not None:
-            await self._execute(batch)
+        free = asyncio.Semaphore(self.config.concurrency)
+        running: set[asyncio.Task[None]] = set()
+        while True:
+            await free.acquire()  # a worker first: until one is free, work keeps accumulating
+            batch = await self._next_batch()
+            if batch is None:
+                break
+            task = asyncio.get_running_loop().create_task(self._execute(batch))
+            running.add(task)
+            task.add_done_callback(lambda done: (running.discard(done), free.release()))
+        await asyncio.gather(*running)
 
     async def _next_batch(self) -> list[_Item] | None:
         """Wait until a batch is due (full, or its oldest text waited max_wait_s) and take it."""

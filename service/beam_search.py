@@ -10,7 +10,8 @@ translations from the same log-probabilities:
   the first K non-EOS continuations become the next beams.
 - A sentence is finished once it has K finished hypotheses, or after the step at which EOS was
   forced (``max_length - 1``). EOS is forbidden before ``min_length`` generated tokens.
-- Beam size 1 is greedy decoding, which takes a fast path (argmax, no candidate sorting).
+- Beam size 1 is greedy decoding, which takes a fast path (each row's best of its 2 best tokens,
+  no candidate sorting).
 
 The decoder also returns each row's best 2K+1 tokens (a TopK inside the step graph), and the
 search picks among those K*(2K+1) per sentence instead of reading K*V log-probabilities: the same
@@ -68,17 +69,24 @@ class Hypothesis:
 class Step:
     """One decoder step's outputs for N rows."""
 
-    log_probs: np.ndarray  # (N, V) float32, writable
+    log_probs: np.ndarray | None  # (N, V) float32, writable; None unless asked for
     top_log_probs: np.ndarray  # (N, C) float32: each row's C best, best first, lower id first among equals
     top_ids: np.ndarray  # (N, C) int64: their token ids
     attention: np.ndarray | None  # (N, S) cross-attention, when asked for
 
+    def repeat(self, times: int) -> Step:
+        """Each row ``times`` times in a row."""
+        arrays = (self.log_probs, self.top_log_probs, self.top_ids, self.attention)
+        return Step(*(None if a is None else np.repeat(a, times, axis=0) for a in arrays))
+
 
 class Decoder(Protocol):
-    """The model side of the search. Row n*K + k is beam k of sentence n."""
+    """The model side of the search. It starts with one row per sentence; after the first step,
+    row n*K + k is beam k of sentence n."""
 
-    def step(self, tokens: np.ndarray, candidates: int) -> Step:
-        """tokens (N,) int64 -> the step's outputs, with each row's best ``candidates`` (>= 1) tokens."""
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
+        """tokens (N,) int64 -> the step's outputs, with each row's best ``candidates`` (>= 1) tokens,
+        and all log-probabilities only if ``full`` (copying (N, V) floats out costs ~5% of a step)."""
         ...
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
@@ -213,7 +221,7 @@ def restrict(
 def restrict_top(
     top_log_probs: np.ndarray,
     top_ids: np.ndarray,
-    log_probs: np.ndarray,
+    log_probs: np.ndarray | None,
     *,
     step: int,
     last_step: np.ndarray,
@@ -221,8 +229,9 @@ def restrict_top(
     eos_id: int,
 ) -> None:
     """``restrict`` for each row's best tokens, in place on top_log_probs and top_ids (B, K, C);
-    log_probs (B, K, V) is only read, for the forced EOS's log-probability. No n-gram rule: it can
-    ban any token, so the search uses full log-probabilities when it is on."""
+    log_probs (B, K, V) is only read, for the forced EOS's log-probability (None when no sentence is
+    at its last step). No n-gram rule: it can ban any token, so the search uses full
+    log-probabilities when it is on."""
     if step < options.min_length:
         top_log_probs[top_ids == eos_id] = NEG_INF
     if last_step.any():
@@ -283,9 +292,17 @@ class _SearchState:
         return self.max_lengths - 1 == step
 
     def advance(
-        self, decoder: Decoder, *, keep: np.ndarray, rows: np.ndarray, tokens: np.ndarray, scores: np.ndarray
+        self,
+        decoder: Decoder,
+        *,
+        keep: np.ndarray,
+        rows: np.ndarray,
+        tokens: np.ndarray,
+        scores: np.ndarray,
+        decoder_rows: np.ndarray | None = None,
     ) -> None:
-        """Continue rows ``rows`` (N',) with ``tokens`` (N',) for the sentences ``keep`` (B,) bool."""
+        """Continue rows ``rows`` (N',) with ``tokens`` (N',) for the sentences ``keep`` (B,) bool.
+        ``decoder_rows``: the decoder's rows for ``rows``, where its rows differ from the search's."""
         sentences = None if keep.all() else np.flatnonzero(keep)
         if sentences is not None:
             self.alive, self.max_lengths = self.alive[sentences], self.max_lengths[sentences]
@@ -295,7 +312,7 @@ class _SearchState:
         self.tokens = tokens
         if self.trace is not None:
             self.trace.parents.append(rows)
-        decoder.select(rows, sentences)
+        decoder.select(rows if decoder_rows is None else decoder_rows, sentences)
 
 
 def search(
@@ -322,15 +339,28 @@ def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -
 
 
 def _greedy_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
+    # Each row's best 2 tokens hold its best once EOS is ruled out; as in _beam_steps, the n-gram
+    # rule needs all log-probabilities, and so do step 0 and a forced EOS.
+    use_top = not state.options.no_repeat_ngram_size
     for step in range(int(state.max_lengths.max(initial=0))):
-        out = decoder.step(state.tokens, 1)
-        log_probs = out.log_probs  # (B, V)
+        full = not use_top or step == 0 or bool((state.max_lengths - 1 == step).any())
+        out = decoder.step(state.tokens, 2 if use_top else 1, full=full)
+        use_top = use_top and out.top_ids.shape[1] >= 2
         B = len(state.alive)
         last_step = state.prepare(out, step)
         rules = {"step": step, "last_step": last_step, "options": state.options, "eos_id": eos_id}
-        restrict(log_probs[:, None], history=state.history, **rules)
-        best = log_probs.argmax(axis=1)  # (B,)
-        scores = state.scores[:, 0] + log_probs[np.arange(B), best]  # (B,) float32, as the reference sums
+        if use_top:
+            top_log_probs, top_ids = out.top_log_probs[:, None], out.top_ids[:, None]  # (B, 1, 2)
+            restrict_top(top_log_probs, top_ids, None if out.log_probs is None else out.log_probs[:, None], **rules)
+            log_probs, ids = top_log_probs[:, 0], top_ids[:, 0]  # (B, 2): ranked, lower id first among equals
+            rank = log_probs.argmax(axis=1)  # the first maximum: the best rank
+            best, best_log_probs = ids[np.arange(B), rank], log_probs[np.arange(B), rank]
+        else:
+            log_probs = out.log_probs  # (B, V)
+            restrict(log_probs[:, None], history=state.history, **rules)
+            best = log_probs.argmax(axis=1)  # (B,)
+            best_log_probs = log_probs[np.arange(B), best]
+        scores = state.scores[:, 0] + best_log_probs  # (B,) float32, as the reference sums
         ended = best == eos_id
         for b in np.flatnonzero(ended):
             state.finish(b, b, state.history[b].tolist(), float(scores[b]))
@@ -347,12 +377,20 @@ def _beam_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
     # n-gram rule can rule out any token, so it needs the full log-probabilities.
     use_top = not state.options.no_repeat_ngram_size
     for step in range(int(state.max_lengths.max(initial=0))):
-        out = decoder.step(state.tokens, 2 * K + 1 if use_top else 1)
+        # The top path reads full log-probabilities only for a forced EOS's, at a sentence's last
+        # step, and at step 0, which tells whether the decoder has 2K+1 candidates (not if V <= 2K).
+        full = not use_top or step == 0 or bool((state.max_lengths - 1 == step).any())
+        # At step 0 the K beams of a sentence are one and the same BOS row: the decoder computes it
+        # once (as CTranslate2 does) and the search sees it K times.
+        first = step == 0 and K > 1
+        out = decoder.step(state.tokens[::K] if first else state.tokens, 2 * K + 1 if use_top else 1, full=full)
+        out = out.repeat(K) if first else out
+        use_top = use_top and out.top_ids.shape[1] > 2 * K
         B = len(state.alive)
-        log_probs = out.log_probs.reshape(B, K, -1)  # (B, K, V)
+        log_probs = out.log_probs.reshape(B, K, -1) if full else None  # (B, K, V)
         last_step = state.prepare(out, step)
         rules = {"step": step, "last_step": last_step, "options": state.options, "eos_id": eos_id}
-        if use_top and out.top_ids.shape[1] > 2 * K:  # fewer only when V <= 2K
+        if use_top:
             top_log_probs, top_ids = out.top_log_probs.reshape(B, K, -1), out.top_ids.reshape(B, K, -1)
             restrict_top(top_log_probs, top_ids, log_probs, **rules)
             cand = candidates_from_top(top_log_probs, top_ids, state.scores, 2 * K)  # (B, 2K)
@@ -375,5 +413,10 @@ def _beam_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
         kept = np.flatnonzero(keep)[:, None]
         rows = (kept * K + cand.beams[kept, picks]).ravel()  # (N',) parent rows
         state.advance(
-            decoder, keep=keep, rows=rows, tokens=cand.tokens[kept, picks].ravel(), scores=cand.scores[kept, picks]
+            decoder,
+            keep=keep,
+            rows=rows,
+            tokens=cand.tokens[kept, picks].ravel(),
+            scores=cand.scores[kept, picks],
+            decoder_rows=rows // K if first else None,
         )

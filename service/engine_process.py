@@ -5,10 +5,12 @@ the search thread held it most of the time, requests reached the batcher late, a
 small (benchmarks/RESULTS.md). In its own process the engine runs at offline speed and the event
 loop only parses requests, queues texts and writes responses.
 
-The parent keeps only the tokenizer (the batcher counts source tokens) and a pipe to the child.
-One batch is in flight at a time: the batcher has a single engine worker. If the child dies
-(killed, out of memory), the batch it was running fails with ``EngineCrashed``, a new child is
-started, and later batches are served by it: the service stays up.
+The parent keeps only the tokenizer (the batcher counts source tokens) and a pipe to each child.
+With ``streams`` > 1 there is one child per stream, each a single-stream ``Translator`` on its
+share of the threads, and ``translate_batch`` may be called from that many threads at once: each
+call takes a free child, so that many batches are decoded at once (the batcher's ``concurrency``).
+If a child dies (killed, out of memory), the batch it was running fails with ``EngineCrashed``, a
+new child is started in its place, and later batches are served by it: the service stays up.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from multiprocessing.connection import Connection
 
 from model.tokenizer import Tokenizer
@@ -46,17 +49,27 @@ class EngineCrashed(Exception):
 class EngineProcess:
     def __init__(self, config: TranslatorConfig, *, nice: int = 0) -> None:
         self.config = config
-        self.nice = nice
-        # The child loads and checks the whole bundle; the parent needs only its tokenizer.
+        # The children load and check the whole bundle; the parent needs only its tokenizer.
         self.tokenizer = Tokenizer(
             load_bundle(config.model_dir, verify_checksums=False, check_graphs=False).tokenizer_path
         )
-        self._lock = threading.Lock()
-        self.info: ModelInfo = self._start()
+        child_config = replace(config, streams=1, threads=config.threads_per_stream)
+        self._children: list[_Child] = []
+        try:
+            for _ in range(config.streams):
+                self._children.append(_Child(child_config, nice))
+        except BaseException:
+            self.close()
+            raise
+        self._idle: queue.SimpleQueue[_Child] = queue.SimpleQueue()
+        for child in self._children:
+            self._idle.put(child)
+        self.info: ModelInfo = self._children[0].info
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid
+        """The first child's process id."""
+        return self._children[0].pid
 
     def count_tokens(self, text: str) -> int:
         """Source pieces of ``text`` as one sentence, EOS included (as ``Translator.count_tokens``)."""
@@ -65,6 +78,36 @@ class EngineProcess:
     def translate_batch(
         self, texts: list[str], options: TranslationOptions | None = None, stats: BatchStats | None = None
     ) -> list[TranslationResult]:
+        child = self._idle.get()  # blocks while every child is busy
+        try:
+            results, child_stats = child.translate(texts, options)
+        finally:
+            self._idle.put(child)
+        if stats is not None:
+            for name, value in asdict(child_stats).items():
+                setattr(stats, name, value)
+        return results
+
+    def close(self) -> None:
+        for child in self._children:
+            child.close()
+
+
+class _Child:
+    """One engine process and the pipe to it; restarted when it dies."""
+
+    def __init__(self, config: TranslatorConfig, nice: int) -> None:
+        self.config, self.nice = config, nice
+        self._lock = threading.Lock()
+        self.info = self._start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def translate(
+        self, texts: list[str], options: TranslationOptions | None
+    ) -> tuple[list[TranslationResult], BatchStats]:
         with self._lock:
             try:
                 self._conn.send((texts, options))
@@ -76,11 +119,7 @@ class EngineProcess:
                 raise EngineCrashed(f"the engine process died (exit code {exit_code}); restarted") from e
         if status == "error":
             raise payload
-        results, child_stats = payload
-        if stats is not None:
-            for name, value in asdict(child_stats).items():
-                setattr(stats, name, value)
-        return results
+        return payload
 
     def close(self) -> None:
         with self._lock:

@@ -137,31 +137,34 @@ class Runner:
         """src_ids (B, S) int64, padded with pad id 0."""
         return Encoded(dict(zip(self.source_names, self.encoder.run(None, {"src_ids": src_ids}), strict=True)))
 
-    def start(self, encoded: Encoded, beams: int, *, attention: bool) -> HostDecoder | DeviceDecoder:
-        """A fresh decoder state for the sentences of ``encoded``, ``beams`` rows each."""
+    def start(self, encoded: Encoded, *, attention: bool) -> HostDecoder | DeviceDecoder:
+        """A fresh decoder state for the sentences of ``encoded``, one row each (the search's
+        ``select`` makes the beams)."""
         if self.provider == "cuda":
             device = dict(device="cuda", device_id=self.device_id)
-            return DeviceDecoder(self.decoder, encoded, self.shape, beams, attention=attention, **device)
-        return HostDecoder(self.decoder, encoded, self.shape, beams, attention=attention)
+            return DeviceDecoder(self.decoder, encoded, self.shape, attention=attention, **device)
+        return HostDecoder(self.decoder, encoded, self.shape, attention=attention)
 
 
 class HostDecoder:
     """Decoder state in host memory (the CPU provider); implements ``beam_search.Decoder``."""
 
     def __init__(
-        self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, beams: int, *, attention: bool
+        self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, *, attention: bool
     ) -> None:
         self.session, self.attention = session, attention
         self.cache_names = shape.names
         new_cache = [f"new_{name}" for name in self.cache_names]
-        self.outputs = ["log_probs", "top_log_probs", "top_ids", *new_cache] + (["alignment"] if attention else [])
-        self.cache = shape.empty(encoded.source["src_mask"].shape[0] * beams)
+        self.outputs = ["top_log_probs", "top_ids", *new_cache] + (["alignment"] if attention else [])
+        self.cache = shape.empty(encoded.source["src_mask"].shape[0])
         self.source = encoded.source
         self.vocab = shape.vocab
 
-    def step(self, tokens: np.ndarray, candidates: int) -> Step:
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, self.vocab), **self.cache, **self.source}
-        log_probs, top_log_probs, top_ids, *outputs = self.session.run(self.outputs, feed)
+        outputs = self.session.run(["log_probs", *self.outputs] if full else self.outputs, feed)
+        log_probs = outputs.pop(0) if full else None
+        top_log_probs, top_ids, *outputs = outputs
         self.cache = dict(zip(self.cache_names, outputs[: len(self.cache_names)], strict=True))  # (N, H, P+1, Dh)
         return Step(log_probs, top_log_probs, top_ids, outputs[-1] if self.attention else None)
 
@@ -194,7 +197,6 @@ class DeviceDecoder:
         session: ort.InferenceSession,
         encoded: Encoded,
         shape: DecoderShape,
-        beams: int,
         *,
         attention: bool,
         device_id: int,
@@ -205,22 +207,23 @@ class DeviceDecoder:
         self.gather = DeviceGather(session.get_providers(), device, device_id)
         self.cache_names = shape.names
         self.vocab = shape.vocab
-        rows = encoded.source["src_mask"].shape[0] * beams
+        rows = encoded.source["src_mask"].shape[0]
         self.cache = {name: self._upload(value) for name, value in shape.empty(rows).items()}
         self.source = {name: self._upload(value) for name, value in encoded.source.items()}
 
     def _upload(self, array: np.ndarray) -> ort.OrtValue:
         return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
 
-    def step(self, tokens: np.ndarray, candidates: int) -> Step:
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         binding = self.session.io_binding()
         binding.bind_ortvalue_input("tokens", self._upload(tokens[:, None]))
         binding.bind_cpu_input("candidates", top_k(candidates, self.vocab))  # TopK reads k on the host
         for name, value in (self.cache | self.source).items():
             binding.bind_ortvalue_input(name, value)
         # Only what the search reads comes to the host; the grown cache stays on the device.
-        on_host = ["log_probs", "top_log_probs", "top_ids"] + (["alignment"] if self.attention else [])
+        on_host = ["top_log_probs", "top_ids"] + (["alignment"] if self.attention else [])
         on_device = [f"new_{name}" for name in self.cache_names] + ([] if self.attention else ["alignment"])
+        (on_host if full else on_device).append("log_probs")
         for name in on_host:
             binding.bind_output(name, "cpu")
         for name in on_device:
@@ -228,8 +231,8 @@ class DeviceDecoder:
         self.session.run_with_iobinding(binding)
         outputs = dict(zip(on_host + on_device, binding.get_outputs(), strict=True))
         self.cache = {name: outputs[f"new_{name}"] for name in self.cache_names}
-        host = [outputs[name].numpy() for name in on_host]
-        return Step(*host[:3], host[3] if self.attention else None)
+        host = {name: outputs[name].numpy() for name in on_host}
+        return Step(host.get("log_probs"), host["top_log_probs"], host["top_ids"], host.get("alignment"))
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         if not is_identity(rows, self.cache[self.cache_names[0]].shape()[0]):

@@ -61,6 +61,7 @@ class Runtime:
             model_dir=s.model_dir,
             provider=s.provider,
             threads=s.threads,
+            streams=s.streams,
             variant=None if s.variant == "auto" else s.variant,
             max_batch_sentences=s.max_batch_sentences,
             max_batch_tokens=s.max_batch_tokens,
@@ -76,6 +77,9 @@ class Runtime:
                 max_batch_tokens=s.max_batch_tokens,
                 max_wait_s=s.max_wait_ms / 1000,
                 max_queue_sentences=s.max_queue_sentences,
+                # The engine process runs a child per stream, each taking a batch of its own; the
+                # in-process translator splits each batch over its streams instead.
+                concurrency=s.streams if s.engine_process else 1,
             ),
             self.metrics,
         )

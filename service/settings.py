@@ -26,7 +26,12 @@ class Settings(BaseSettings):
     model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Model bundle directory.")
     provider: Literal["auto", "cpu", "cuda"] = Field("auto", description="onnxruntime execution provider.")
     variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
-    threads: int = Field(0, ge=0, description="onnxruntime intra-op threads; 0 = onnxruntime's default.")
+    threads: int = Field(0, ge=0, description="CPU threads for onnxruntime in all; 0 = one per physical core.")
+    streams: int = Field(
+        1,
+        ge=1,
+        description="Batches decoded in parallel, sharing the threads (an engine process per stream).",
+    )
     engine_process: bool = Field(
         True, description="Run the engine in a child process, off the HTTP process's GIL (restarted if it dies)."
     )

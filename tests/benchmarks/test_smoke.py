@@ -133,6 +133,22 @@ def test_engine_benchmark_runs_every_system(
     assert "| ct2-float32 | 4 |" in report["table"]
 
 
+def test_engine_benchmark_with_streams(tiny_checkpoint: Path, tiny_bundle: Path, tiny_corpus: Path, tmp_path: Path):
+    """Two batches at a time: our engine's streams, CTranslate2's inter_threads (asynchronous batches)."""
+    out = tmp_path / "engine.json"
+    engine.main([
+        "--checkpoint", str(tiny_checkpoint), "--bundle", str(tiny_bundle),
+        "--src", str(tiny_corpus / "val.en"), "--ref", str(tiny_corpus / "val.de"), "--limit", "12",
+        "--systems", "ours-fp32", "ct2-float32", "--beams", "4", "--batch-size", "4",
+        "--rounds", "1", "--threads", "2", "--streams", "2", "--workdir", str(tmp_path / "work"), "--json", str(out),
+    ])  # fmt: skip
+    report = json.loads(out.read_text())
+    assert report["settings"]["streams"] == 2
+    results = {r["system"]: r for r in report["results"]}
+    assert set(results) == {"ours-fp32", "ct2-float32"}
+    assert all(r["sentences"] == 12 and r["deterministic"] for r in results.values())
+
+
 def test_load_benchmark_and_plot(tiny_bundle: Path, tiny_corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     load.main([
@@ -151,11 +167,11 @@ def test_load_benchmark_and_plot(tiny_bundle: Path, tiny_corpus: Path, tmp_path:
 
     ratio_out = tmp_path / "ratio.json"
     ratio.main([
-        "--rounds", "1", "--setting", "1:5", "--concurrency", "2", "--json", str(ratio_out),
+        "--rounds", "1", "--setting", "1:5:2", "--concurrency", "2", "--json", str(ratio_out),
         "--bundle", str(tiny_bundle), "--src", str(tiny_corpus / "val.en"), "--limit", "16",
         "--duration", "1", "--warmup", "0.2", "--workdir", str(tmp_path / "work"),
     ])  # fmt: skip
-    assert json.loads(ratio_out.read_text())["median_ratio"]["1:5"] > 0
+    assert json.loads(ratio_out.read_text())["median_ratio"]["1:5:2"] > 0
 
     png = tmp_path / "load.png"
     plot.main(["--load-json", str(out), "--out", str(png)])

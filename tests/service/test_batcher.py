@@ -230,3 +230,22 @@ def test_empty_request_needs_no_engine() -> None:
         assert engine.batches == []
 
     run(main)
+
+
+def test_with_concurrency_two_batches_run_at_once() -> None:
+    async def main() -> None:
+        both_inside = threading.Barrier(2, timeout=10)
+
+        class TwoAtOnce(FakeEngine):
+            def translate_batch(self, texts: list[str], options: Any, stats: BatchStats | None = None) -> list[str]:
+                both_inside.wait()  # raises BrokenBarrierError unless a second batch arrives meanwhile
+                return super().translate_batch(texts, options, stats)
+
+        engine = TwoAtOnce()
+        batcher, _ = make(engine, max_batch_sentences=1, max_wait_s=0, concurrency=2)
+        results = await asyncio.gather(*(batcher.translate([t], "o", timeout_s=LONG) for t in ("a", "b")))
+        assert results == [["A/o"], ["B/o"]]
+        assert sorted(b for b, _ in engine.batches) == [["a"], ["b"]]
+        await batcher.close()
+
+    run(main)

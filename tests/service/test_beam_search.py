@@ -34,19 +34,22 @@ class TableDecoder:
 
     def __init__(self, model, n_sentences: int, beams: int, attention=None, max_candidates: int | None = None) -> None:
         self.model, self.attention = model, attention
-        self.rows = [(s, ()) for s in range(n_sentences) for _ in range(beams)]  # (sentence, prefix)
+        self.rows = [(s, ()) for s in range(n_sentences)]  # (sentence, prefix): one row each at first
         self.sentences = list(range(n_sentences))
         self.beams = beams
         self.max_candidates = max_candidates  # fewer best tokens than asked for: the search must cope
         self.rows_per_step: list[int] = []
+        self.full_steps: list[bool] = []  # whether each step was asked for all log-probabilities
 
-    def step(self, tokens: np.ndarray, candidates: int) -> Step:
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         assert tokens.shape == (len(self.rows),) and tokens.dtype == np.int64 and candidates >= 1
         self.rows = [(s, p if t == BOS else (*p, int(t))) for (s, p), t in zip(self.rows, tokens, strict=True)]
         self.rows_per_step.append(len(self.rows))
+        self.full_steps.append(full)
         log_probs = np.stack([self.model(s, p) for s, p in self.rows]).astype(np.float32)
         attention = np.stack([self.attention(s, p) for s, p in self.rows]) if self.attention else None
-        return Step(log_probs, *best_tokens(log_probs, min(candidates, self.max_candidates or candidates)), attention)
+        best = best_tokens(log_probs, min(candidates, self.max_candidates or candidates))
+        return Step(log_probs if full else None, *best, attention)
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         self.rows = [self.rows[r] for r in rows]
@@ -110,6 +113,9 @@ def test_min_length_forbids_early_eos() -> None:
     assert run(table, SearchOptions(beam_size=2))[0][0].tokens == [B]
     hyps, _ = run(table, SearchOptions(beam_size=2, num_hypotheses=2, min_length=2))
     assert [h.tokens for h in hyps] == [[A, C], [A, B]]
+    eos_first = {(): {EOS: 0.6, A: 0.4}, (A,): {EOS: 0.7, B: 0.3}, (A, B): {EOS: 0.9}}
+    assert run(eos_first, SearchOptions(beam_size=1))[0][0].tokens == []
+    assert run(eos_first, SearchOptions(beam_size=1, min_length=2))[0][0].tokens == [A, B]
 
 
 def test_max_length_forces_eos_at_the_last_step() -> None:
@@ -129,7 +135,7 @@ def test_eos_finishes_and_finished_sentences_leave_the_batch() -> None:
         decoder = TableDecoder(model, 3, K)
         results = search(decoder, [10, 10, 10], SearchOptions(beam_size=K), bos_id=BOS, eos_id=EOS)
         assert [r[0].tokens for r in results] == ([[A], [A], [A, B, C]] if K == 1 else [[B], [B, C, D], [A, B, C]])
-        assert decoder.rows_per_step[0] == 3 * K
+        assert decoder.rows_per_step[:2] == [3, 3 * K], "step 0 computes the K identical beams once"
         assert decoder.rows_per_step[-1] < 3 * K, "finished sentences must leave the batch"
         assert len(decoder.rows_per_step) == 4  # stops as soon as every sentence is finished
 
@@ -180,10 +186,11 @@ def tied_model(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
     return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
 
 
-@pytest.mark.parametrize(("beam", "min_length"), [(2, 0), (4, 0), (4, 3), (6, 5)])
+@pytest.mark.parametrize(("beam", "min_length"), [(1, 0), (1, 3), (2, 0), (4, 0), (4, 3), (6, 5)])
 def test_search_over_each_rows_best_tokens_equals_search_over_all(beam: int, min_length: int) -> None:
-    """The search reads each row's 2K+1 best tokens; a decoder that offers fewer makes it scan all
-    V log-probabilities. Both give the same hypotheses, ties, min-length and forced EOS included."""
+    """The search reads each row's 2K+1 best tokens (greedy: 2); a decoder that offers fewer makes
+    it scan all V log-probabilities. Both give the same hypotheses, ties, min-length and forced EOS
+    included."""
     max_lengths = [12, 3, 9, 15, 1, 7]
     options = SearchOptions(beam_size=beam, num_hypotheses=beam, min_length=min_length)
     results = []
@@ -192,7 +199,23 @@ def test_search_over_each_rows_best_tokens_equals_search_over_all(beam: int, min
         results.append(search(decoder, max_lengths, options, bos_id=BOS, eos_id=EOS))
     top, full = ([[(h.tokens, h.score) for h in hyps] for hyps in r] for r in results)
     assert top == full
-    assert sum(len(hyps) for hyps in top) > len(max_lengths)  # n-best lists, not just single answers
+    if beam > 1:
+        assert sum(len(hyps) for hyps in top) > len(max_lengths)  # n-best lists, not just single answers
+
+
+def test_full_log_probs_are_asked_for_only_when_the_search_reads_them() -> None:
+    """The top path needs all V log-probabilities only at step 0 (to learn whether the decoder gives
+    2K+1 candidates) and at a sentence's last step (the forced EOS's log-probability)."""
+    never_ends = table_model({})  # EOS is as unlikely as any other token: every sentence runs to its cap
+    decoder = TableDecoder(never_ends, 3, 2)
+    search(decoder, [3, 6, 6], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS)
+    assert decoder.full_steps == [True, False, True, False, False, True]
+    fewer = TableDecoder(never_ends, 3, 2, max_candidates=1)
+    search(fewer, [3, 6, 6], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS)
+    assert fewer.full_steps == [True] * 6, "with too few candidates every step reads all log-probabilities"
+    blocked = TableDecoder(never_ends, 3, 2)
+    search(blocked, [3, 6, 6], SearchOptions(beam_size=2, no_repeat_ngram_size=2), bos_id=BOS, eos_id=EOS)
+    assert blocked.full_steps == [True] * 6
 
 
 def test_no_repeat_ngram_size_blocks_repeats() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,28 @@ def test_load_errors_are_raised_by_the_constructor(tiny_bundle: Path, tmp_path: 
         EngineProcess(TranslatorConfig(model_dir=tmp_path / "nothing"))
     with pytest.raises(BundleError, match="no variant 'fp16'"):
         EngineProcess(TranslatorConfig(model_dir=tiny_bundle, variant="fp16"))
+
+
+def test_with_two_streams_two_children_take_batches_at_once(config: TranslatorConfig) -> None:
+    streamed = EngineProcess(replace(config, threads=2, streams=2))
+    try:
+        pids = [child.pid for child in streamed._children]
+        assert len(set(pids)) == 2
+        assert all((c.config.streams, c.config.threads) == (1, 1) for c in streamed._children), (
+            "1 stream, 1 thread each"
+        )
+        local = Translator(config)
+        expected = [local.translate_batch([text]) for text in TEXTS]
+        with ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(lambda text: streamed.translate_batch([text]), TEXTS * 4))
+        assert results == expected * 4
+        os.kill(pids[1], signal.SIGKILL)  # one child dies: its batch fails, the other keeps serving
+        outcomes = []
+        for _ in range(2):
+            try:
+                outcomes.append(streamed.translate_batch(TEXTS))
+            except EngineCrashed:
+                outcomes.append(None)
+        assert outcomes.count(None) <= 1 and streamed.translate_batch(TEXTS) == local.translate_batch(TEXTS)
+    finally:
+        streamed.close()

@@ -53,8 +53,8 @@ def sources() -> np.ndarray:
 @pytest.mark.parametrize("beam", [1, 3])
 def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None:
     encoded = runner.encode(sources())
-    host = HostDecoder(runner.decoder, encoded, runner.shape, beam, attention=True)
-    bound = DeviceDecoder(runner.decoder, encoded, runner.shape, beam, attention=True, device_id=0, device="cpu")
+    host = HostDecoder(runner.decoder, encoded, runner.shape, attention=True)
+    bound = DeviceDecoder(runner.decoder, encoded, runner.shape, attention=True, device_id=0, device="cpu")
     options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_attention=True)
     for_host = search(host, [9, 2, 7], options, bos_id=2, eos_id=3)
     for_bound = search(bound, [9, 2, 7], options, bos_id=2, eos_id=3)
@@ -66,8 +66,10 @@ def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None
 
 def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:
     encoded = runner.encode(sources())
-    decoder = HostDecoder(runner.decoder, encoded, runner.shape, 2, attention=False)
-    decoder.step(np.full(6, 2), 1)
+    decoder = HostDecoder(runner.decoder, encoded, runner.shape, attention=False)
+    decoder.step(np.full(3, 2), 1)
+    decoder.select(np.array([0, 0, 1, 1, 2, 2]), None)  # two beams per sentence
+    decoder.step(np.array([5, 6, 7, 8, 9, 10]), 1)
     cache = decoder.cache
     decoder.select(np.array([0, 1, 5, 4]), np.array([0, 2]))  # sentence 1 finished; beams of 2 swapped
     assert decoder.cache.keys() == cache.keys() and len(cache) == 2 * runner.shape.layers
@@ -83,3 +85,21 @@ def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:
     assert out.log_probs.shape == (4, runner.decoder.get_outputs()[0].shape[1]) and out.attention is None
     assert out.top_ids.shape == out.top_log_probs.shape == (4, 3)
     np.testing.assert_array_equal(out.top_ids[:, 0], out.log_probs.argmax(axis=1))
+
+
+@pytest.mark.parametrize("device", [False, True])
+def test_step_without_full_log_probs_leaves_them_out(runner: Runner, device: bool) -> None:
+    encoded = runner.encode(sources())
+
+    def start() -> HostDecoder | DeviceDecoder:
+        if device:
+            return DeviceDecoder(runner.decoder, encoded, runner.shape, attention=True, device_id=0, device="cpu")
+        return HostDecoder(runner.decoder, encoded, runner.shape, attention=True)
+
+    full, lean = start(), start()
+    for tokens in (np.full(3, 2), np.array([5, 6, 7])):
+        a, b = full.step(tokens, 4), lean.step(tokens, 4, full=False)
+        assert a.log_probs is not None and b.log_probs is None
+        for x, y in ((a.top_log_probs, b.top_log_probs), (a.top_ids, b.top_ids), (a.attention, b.attention)):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(np.take_along_axis(a.log_probs, a.top_ids, axis=1), a.top_log_probs)

@@ -71,6 +71,25 @@ def test_sub_batches_respect_the_sentence_and_token_bounds(tiny_bundle: Path) ->
     ]
 
 
+def test_streams_split_the_work_and_give_identical_results(translator: Translator, tiny_bundle: Path) -> None:
+    texts = mixed_sentences(24, seed=5, longest=30)
+    options = TranslationOptions(beam_size=3, num_hypotheses=2, return_alignments=True)
+    config = TranslatorConfig(model_dir=tiny_bundle, provider="cpu", threads=2, streams=2, max_batch_sentences=8)
+    assert config.threads_per_stream == 1
+    streamed = Translator(config)
+    stats = BatchStats()
+    results = streamed.translate_batch(texts, options, stats)
+    assert [n for n, _ in stats.sub_batches] == [8, 8, 8]
+    for ours, single in zip(results, translator.translate_batch(texts, options), strict=True):
+        assert nbest(ours) == nbest(single) and ours.alignment == single.alignment
+    few = BatchStats()
+    streamed.translate_batch(texts[:5], options, few)
+    assert [n for n, _ in few.sub_batches] == [3, 2], "a small batch is split so that both streams work"
+    streamed.close()
+    with pytest.raises(ValueError, match="streams"):
+        TranslatorConfig(streams=0)
+
+
 @pytest.mark.parametrize("beam", [1, 4])
 def test_a_sentence_alone_and_in_a_mixed_batch_of_64_gives_identical_results(translator: Translator, beam: int) -> None:
     texts = mixed_sentences(64)
@@ -90,7 +109,8 @@ def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translat
         outputs = []
         for extra in (1, 2, 5, 64 - length):
             encoded = runner.encode(pad_batch([sentence, [5, 3]], 0)[:, : length + extra])
-            decoder = runner.start(encoded, 2, attention=True)
+            decoder = runner.start(encoded, attention=True)
+            decoder.select(np.array([0, 0, 1, 1]), None)  # two rows per sentence
             steps = [decoder.step(np.array([2, 2, 2, 2]), 5), decoder.step(np.array([7, 8, 9, 10]), 5)]
             rows = [o[:2] for step in steps for o in (step.log_probs, step.top_log_probs, step.attention)]
             outputs.append([encoded.source["cross_k_0"][0, :, :length], *rows])
