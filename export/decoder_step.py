@@ -82,32 +82,33 @@ class DecoderStep(nn.Module):
         """x (N, D) -> x, self keys/values grown to (N, H, P+1, Dh), cross-attention weights (B, H, K, S)."""
         attn = layer.self_attn
         h = layer.self_res.normed_input(x)
-        qkv = _linear(h, *_stacked_qkv(attn))  # (N, 3D)
+        weight, bias = _stacked_qkv(attn)
+        qkv = h @ weight.T + bias  # (N, 3D)
         D = self.d_model  # a constant: shape arithmetic in the graph costs nodes
         q, k, v = (t.reshape(-1, self.heads, 1, self.d_head) for t in qkv.split([D, D, D], dim=-1))  # (N, H, 1, Dh)
         k = torch.cat([past_k, k], dim=2)  # (N, H, P+1, Dh)
         v = torch.cat([past_v, v], dim=2)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (N, H, 1, P+1)
         out = scores.softmax(dim=-1) @ v  # (N, H, 1, Dh)
-        x = layer.self_res.add(x, _linear(out.reshape(-1, D), attn.out_proj.weight, attn.out_proj.bias))
+        x = layer.self_res.add(x, _linear(out.reshape(-1, D), attn.out_proj))
 
         h = layer.cross_res.normed_input(x)
         out, weights = self._cross_attention(layer.cross_attn, h, cross_k, cross_v, src_bias, beams_shape)
         x = layer.cross_res.add(x, out)
         ffn = layer.ffn
-        hidden = F.relu(_linear(layer.ffn_res.normed_input(x), ffn.fc1.weight, ffn.fc1.bias))  # (N, D_ff)
-        x = layer.ffn_res.add(x, _linear(hidden, ffn.fc2.weight, ffn.fc2.bias))
+        hidden = F.relu(_linear(layer.ffn_res.normed_input(x), ffn.fc1))  # (N, D_ff)
+        x = layer.ffn_res.add(x, _linear(hidden, ffn.fc2))
         return x, k, v, weights
 
     def _cross_attention(
         self, attn: MultiHeadAttention, h: Tensor, k: Tensor, v: Tensor, src_bias: Tensor, beams_shape: tuple
     ) -> tuple[Tensor, Tensor]:
         """The K beams of a sentence query that sentence's keys/values, broadcast, not copied."""
-        q = _linear(h, attn.q_proj.weight, attn.q_proj.bias).reshape(beams_shape).transpose(1, 2)  # (B, H, K, Dh)
+        q = _linear(h, attn.q_proj).reshape(beams_shape).transpose(1, 2)  # (B, H, K, Dh)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head) + src_bias  # (B, H, K, S)
         weights = scores.softmax(dim=-1)
         out = (weights @ v).transpose(1, 2).reshape(-1, self.d_model)  # (B, K, H, Dh) -> (N, D)
-        return _linear(out, attn.out_proj.weight, attn.out_proj.bias), weights
+        return _linear(out, attn.out_proj), weights
 
 
 def _stacked_qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
@@ -116,5 +117,6 @@ def _stacked_qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
     return torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections])
 
 
-def _linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    return x @ weight.T + bias
+def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
+    """``layer(x)`` as MatMul + Add (see the module docstring)."""
+    return x @ layer.weight.T + layer.bias

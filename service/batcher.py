@@ -131,6 +131,11 @@ class Batcher:
     async def _run(self) -> None:
         free = asyncio.Semaphore(self.config.concurrency)
         running: set[asyncio.Task[None]] = set()
+
+        def done(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            free.release()
+
         while True:
             await free.acquire()  # a worker first: until one is free, work keeps accumulating
             batch = await self._next_batch()
@@ -138,7 +143,7 @@ class Batcher:
                 break
             task = asyncio.get_running_loop().create_task(self._execute(batch))
             running.add(task)
-            task.add_done_callback(lambda done: (running.discard(done), free.release()))
+            task.add_done_callback(done)
         await asyncio.gather(*running)
 
     async def _next_batch(self) -> list[_Item] | None:

@@ -285,11 +285,21 @@ class _SearchState:
             Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention)
         )
 
+    def last_step(self, step: int) -> np.ndarray:
+        """(B,) bool: the sentences at their last step, where EOS is forced."""
+        return self.max_lengths - 1 == step
+
+    def reads_all_log_probs(self, step: int, use_top: bool) -> bool:
+        """Whether the search reads all V log-probabilities at ``step``: always without the top
+        path; with it, at step 0 (which tells whether the decoder has enough candidates: not if
+        V is that small) and at a sentence's last step (the forced EOS's log-probability)."""
+        return not use_top or step == 0 or bool(self.last_step(step).any())
+
     def prepare(self, step_out: Step, step: int) -> np.ndarray:
         """Record the step's attention; (B,) bool: the sentences at their last step."""
         if self.trace is not None:
             self.trace.steps.append(step_out.attention)
-        return self.max_lengths - 1 == step
+        return self.last_step(step)
 
     def advance(
         self,
@@ -340,10 +350,10 @@ def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -
 
 def _greedy_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
     # Each row's best 2 tokens hold its best once EOS is ruled out; as in _beam_steps, the n-gram
-    # rule needs all log-probabilities, and so do step 0 and a forced EOS.
+    # rule needs all log-probabilities.
     use_top = not state.options.no_repeat_ngram_size
     for step in range(int(state.max_lengths.max(initial=0))):
-        full = not use_top or step == 0 or bool((state.max_lengths - 1 == step).any())
+        full = state.reads_all_log_probs(step, use_top)
         out = decoder.step(state.tokens, 2 if use_top else 1, full=full)
         use_top = use_top and out.top_ids.shape[1] >= 2
         B = len(state.alive)
@@ -377,9 +387,7 @@ def _beam_steps(decoder: Decoder, state: _SearchState, eos_id: int) -> None:
     # n-gram rule can rule out any token, so it needs the full log-probabilities.
     use_top = not state.options.no_repeat_ngram_size
     for step in range(int(state.max_lengths.max(initial=0))):
-        # The top path reads full log-probabilities only for a forced EOS's, at a sentence's last
-        # step, and at step 0, which tells whether the decoder has 2K+1 candidates (not if V <= 2K).
-        full = not use_top or step == 0 or bool((state.max_lengths - 1 == step).any())
+        full = state.reads_all_log_probs(step, use_top)
         # At step 0 the K beams of a sentence are one and the same BOS row: the decoder computes it
         # once (as CTranslate2 does) and the search sees it K times.
         first = step == 0 and K > 1

@@ -117,7 +117,9 @@ class ModelInfo:
 class TranslatorConfig:
     model_dir: Path | str = Path("models/en-de/bundle")
     provider: Provider = "auto"
-    threads: int = 0  # CPU threads for onnxruntime in all; 0 = its default (one per physical core)
+    # CPU threads for onnxruntime in all; 0 = its default, one per physical core (with streams > 1:
+    # one per logical CPU, split between the streams).
+    threads: int = 0
     # Sub-batches decoded concurrently, each running onnxruntime on threads // streams threads (its
     # runs release the GIL). A decoder step is ~150 small kernels, which split poorly across
     # threads: on 2 cores, 2 streams of 1 thread translate 1.4x faster than 1 stream of 2.
