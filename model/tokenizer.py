@@ -24,7 +24,8 @@ def normalize_text(text: str) -> str:
     otherwise become unknown pieces; the service splits lines before it gets here.
     """
     text = unicodedata.normalize("NFKC", text)
-    text = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text)
+    if not text.isprintable():  # printable text has none of these categories: skip the loop per character
+        text = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text)
     return " ".join(text.split())
 
 

@@ -131,19 +131,14 @@ class Batcher:
     async def _run(self) -> None:
         free = asyncio.Semaphore(self.config.concurrency)
         running: set[asyncio.Task[None]] = set()
-
-        def done(task: asyncio.Task[None]) -> None:
-            running.discard(task)
-            free.release()
-
         while True:
             await free.acquire()  # a worker first: until one is free, work keeps accumulating
             batch = await self._next_batch()
             if batch is None:
                 break
-            task = asyncio.get_running_loop().create_task(self._execute(batch))
+            task = self._start(batch, free)
             running.add(task)
-            task.add_done_callback(done)
+            task.add_done_callback(running.discard)
         await asyncio.gather(*running)
 
     async def _next_batch(self) -> list[_Item] | None:
@@ -194,18 +189,35 @@ class Batcher:
             self.metrics.stage_duration.labels("queue").observe(now - item.enqueued_at)
         return batch
 
-    async def _execute(self, batch: list[_Item]) -> None:
+    def _start(self, batch: list[_Item], free: asyncio.Semaphore) -> asyncio.Task[None]:
+        """Hand ``batch`` to a worker thread now; the returned task delivers its results."""
         options = batch[0].job.options
         texts = [item.text for item in batch]
         stats = BatchStats()
+        loop = asyncio.get_running_loop()
         started = time.monotonic()
+        work = loop.run_in_executor(self._executor, lambda: self.engine.translate_batch(texts, options, stats=stats))
+        return loop.create_task(self._finish(batch, work, stats, started, free))
+
+    async def _finish(
+        self,
+        batch: list[_Item],
+        work: asyncio.Future[list[Any]],
+        stats: BatchStats,
+        started: float,
+        free: asyncio.Semaphore,
+    ) -> None:
         try:
-            results = await asyncio.get_running_loop().run_in_executor(
-                self._executor, lambda: self.engine.translate_batch(texts, options, stats=stats)
-            )
+            results: list[Any] | Exception = await work
         except Exception as exc:  # an engine failure fails this batch's requests, not the service
-            log.exception("engine failed on a batch of %d texts", len(batch))
-            error = InternalError(f"translation failed: {type(exc).__name__}")
+            results = exc
+        # The worker is freed before any result is delivered: the batcher's wake-up is then queued
+        # ahead of the requests' own, so the next batch reaches the engine before these responses
+        # are written (at 64 clients that took ~15% of the engine's time while it waited).
+        free.release()
+        if isinstance(results, Exception):
+            log.error("engine failed on a batch of %d texts", len(batch), exc_info=results)
+            error = InternalError(f"translation failed: {type(results).__name__}")
             for job in {id(item.job): item.job for item in batch}.values():
                 self._abandon(job)  # its texts in later batches would be wasted work
                 if not job.future.done():

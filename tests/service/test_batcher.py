@@ -249,3 +249,23 @@ def test_with_concurrency_two_batches_run_at_once() -> None:
         await batcher.close()
 
     run(main)
+
+
+def test_the_next_batch_is_taken_before_the_finished_batch_is_answered() -> None:
+    """The engine must not sit idle while a finished batch's responses are written."""
+
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=1, max_wait_s=LONG)
+        first = asyncio.ensure_future(batcher.translate(["a"], "o", timeout_s=LONG))
+        await until(engine.entered.is_set)
+        second = asyncio.ensure_future(batcher.translate(["b"], "o", timeout_s=LONG))
+        await until(lambda: batcher.queued_sentences == 1)
+        queued_when_first_answered = []
+        first.add_done_callback(lambda _: queued_when_first_answered.append(batcher.queued_sentences))
+        engine.release()
+        assert await asyncio.gather(first, second) == [["A/o"], ["B/o"]]
+        assert queued_when_first_answered == [0], "the second batch was still queued"
+        await batcher.close()
+
+    run(main)
