@@ -13,7 +13,18 @@ REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "data" / "multi30k"  # ../shared next to the repository
 TEST_SRC = DATA_DIR / "test_2016_flickr.en"
 TEST_REF = DATA_DIR / "test_2016_flickr.de"
-PACKAGES = ("onnxruntime", "ctranslate2", "torch", "sentencepiece", "sacrebleu", "fastapi", "uvicorn", "httpx")
+PACKAGES = (
+    "onnxruntime",
+    "ctranslate2",
+    "torch",
+    "sentencepiece",
+    "sacrebleu",
+    "fastapi",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+    "httpx",
+)
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -8,9 +8,9 @@
    batching on (``MT_MAX_BATCH_SENTENCES`` = the batch limit, ``MT_MAX_WAIT_MS`` as configured) and
    once off (``MT_MAX_BATCH_SENTENCES=1``), the translation cache off so that every request is
    translated, and waits for ``/readyz``.
-3. At each concurrency C, C clients (httpx, asyncio; spread over processes of at most
-   ``CLIENTS_PER_PROCESS``) each send one test sentence per request, the next as soon as the
-   previous answer arrives (closed loop), cycling through the test set.
+3. At each concurrency C, C clients (each its own ``httpx.AsyncClient`` with one connection, on
+   uvloop; spread over processes of at most ``CLIENTS_PER_PROCESS``) each send one test sentence per
+   request, the next as soon as the previous answer arrives (closed loop), cycling through the test set.
    After ``--warmup`` seconds the clients run ``--duration`` seconds more; requests started in that
    window are measured: throughput (completed / window), latency percentiles, errors (any non-200
    or transport error), and the mean batch size read from the service's ``/metrics``.
