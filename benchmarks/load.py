@@ -13,7 +13,9 @@
    request, the next as soon as the previous answer arrives (closed loop), cycling through the test set.
    After ``--warmup`` seconds the clients run ``--duration`` seconds more; requests started in that
    window are measured: throughput (completed / window), latency percentiles, errors (any non-200
-   or transport error), and the mean batch size read from the service's ``/metrics``.
+   or transport error), the mean batch size read from the service's ``/metrics``, and the CPU used
+   in the window by the HTTP process, the engine process(es) and the clients, with the machine's idle
+   and steal time (100% = one core; on a VM, steal says when a run measured the host's neighbours).
 The clients share the 2-core machine with the service, as they would in a same-host deployment.
 """
 
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -54,6 +57,7 @@ class Level:
     errors: int = 0
     window_s: float = 0.0
     mean_batch_sentences: float | None = None
+    cpu_percent: dict[str, float] | None = None  # over the measured window; 100 = one core
 
     def summary(self) -> dict:
         lat = sorted(self.latencies)
@@ -71,6 +75,7 @@ class Level:
             "p99_s": pct(0.99),
             "mean_s": statistics.fmean(lat) if lat else None,
             "mean_batch_sentences": self.mean_batch_sentences,
+            "cpu_percent": self.cpu_percent,
         }
 
 
@@ -173,10 +178,40 @@ def client_process(url: str, texts: list[str], offset: int, concurrency: int, op
     return level
 
 
-def run_level(url: str, texts: list[str], concurrency: int, args: argparse.Namespace) -> dict:
+def cpu_seconds(service_pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the service's HTTP process, its engine processes (its children)
+    and the client processes (this process's other children); the machine's idle and steal
+    seconds (all cores; steal is time the VM's host gave to others); and when that was read."""
+
+    def used(process: psutil.Process) -> float:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            return 0.0
+        return times.user + times.system
+
+    service = psutil.Process(service_pid)
+    machine = psutil.cpu_times()
+    return {
+        "http": used(service),
+        "engine": sum(map(used, service.children(recursive=True))),
+        "clients": sum(used(p) for p in psutil.Process().children() if p.pid != service_pid),
+        "idle": machine.idle,
+        "steal": steal_seconds(),
+        "at": time.monotonic(),
+    }
+
+
+def steal_seconds() -> float:
+    """CPU time, all cores, that the VM's host gave to others so far (Linux; 0 elsewhere)."""
+    return getattr(psutil.cpu_times(), "steal", 0.0)
+
+
+def run_level(service: Service, texts: list[str], concurrency: int, args: argparse.Namespace) -> dict:
     shares = [min(CLIENTS_PER_PROCESS, concurrency - i) for i in range(0, concurrency, CLIENTS_PER_PROCESS)]
     options = {"beam_size": args.beam_size, "warmup": args.warmup, "duration": args.duration}
     level = Level(concurrency)
+    url = service.url
     batched_before = batch_totals(url)
     with ProcessPoolExecutor(len(shares), mp_context=multiprocessing.get_context("spawn")) as pool:
         start = time.monotonic() + 3.0  # every process has started and imported httpx by then
@@ -184,6 +219,13 @@ def run_level(url: str, texts: list[str], concurrency: int, args: argparse.Names
             pool.submit(client_process, url, texts, i * len(texts) // len(shares), n, {**options, "start": start})
             for i, n in enumerate(shares)
         ]
+        # Who used the 2 cores during the measured window: the clients run on them too.
+        time.sleep(max(0.0, start + args.warmup - time.monotonic()))
+        before = cpu_seconds(service.proc.pid)
+        time.sleep(args.duration)
+        after = cpu_seconds(service.proc.pid)
+        seconds = after.pop("at") - before.pop("at")
+        level.cpu_percent = {name: 100 * (after[name] - before[name]) / seconds for name in after}
         for part in (f.result() for f in futures):
             level.latencies += part.latencies
             level.errors += part.errors
@@ -195,7 +237,8 @@ def run_level(url: str, texts: list[str], concurrency: int, args: argparse.Names
 
 
 def offline_throughput(texts: list[str], args: argparse.Namespace) -> dict:
-    """The engine alone on the same sentences, one call: sentences/s."""
+    """The engine alone on the same sentences, one call: sentences/s, and the machine's steal time
+    meanwhile (% of one core), which tells whether the reference itself was measured slowed."""
     from service.translator import TranslationOptions, Translator, TranslatorConfig
 
     variant = None if args.variant == "auto" else args.variant
@@ -204,12 +247,18 @@ def offline_throughput(texts: list[str], args: argparse.Namespace) -> dict:
     translator = Translator(config)
     try:
         options = TranslationOptions(beam_size=args.beam_size)
-        start = time.perf_counter()
+        steal_before, start = steal_seconds(), time.perf_counter()
         translator.translate_batch(texts, options)
         seconds = time.perf_counter() - start
+        steal_percent = 100 * (steal_seconds() - steal_before) / seconds
     finally:
         translator.close()
-    return {"sentences": len(texts), "seconds": seconds, "throughput": len(texts) / seconds}
+    return {
+        "sentences": len(texts),
+        "seconds": seconds,
+        "throughput": len(texts) / seconds,
+        "steal_percent": steal_percent,
+    }
 
 
 def service_env(args: argparse.Namespace, batching: bool) -> dict[str, str]:
@@ -236,7 +285,7 @@ def run_mode(texts: list[str], args: argparse.Namespace, batching: bool) -> list
         service.wait_ready()
         levels = []
         for concurrency in args.concurrency:
-            levels.append({"batching": name, **run_level(service.url, texts, concurrency, args)})
+            levels.append({"batching": name, **run_level(service, texts, concurrency, args)})
             print(f"batching {name} c={concurrency}: {levels[-1]['throughput']:.1f} req/s", file=sys.stderr)
         return levels
     finally:
@@ -247,15 +296,24 @@ def ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.0f}"
 
 
+CPU_SPLIT = ("http", "engine", "clients", "idle", "steal")
+
+
+def cpu_split(level: dict) -> str:
+    """One level's CPU percentages in ``CPU_SPLIT`` order, e.g. ``12/119/17/48/0``."""
+    return "/".join(f"{level['cpu_percent'][name]:.0f}" for name in CPU_SPLIT)
+
+
 def table(levels: list[dict], offline: dict) -> str:
-    header = ["batching", "clients", "sent/s", "× offline", "p50 ms", "p95 ms", "p99 ms", "errors", "mean batch"]
+    header = ["batching", "clients", "sent/s", "× offline", "p50 ms", "p95 ms", "p99 ms", "errors", "mean batch",
+              "CPU % HTTP/engine/clients/idle/steal"]  # fmt: skip
     rows = []
     for lv in levels:
         ratio = lv["throughput"] / offline["throughput"]
         batch = "n/a" if lv["mean_batch_sentences"] is None else f"{lv['mean_batch_sentences']:.1f}"
         latencies = [ms(lv["p50_s"]), ms(lv["p95_s"]), ms(lv["p99_s"])]
         rows.append([lv["batching"], lv["concurrency"], f"{lv['throughput']:.1f}", f"{ratio:.2f}", *latencies,
-                     lv["errors"], batch])  # fmt: skip
+                     lv["errors"], batch, cpu_split(lv)])  # fmt: skip
     return markdown_table(header, rows)
 
 
@@ -299,7 +357,10 @@ def main(argv: list[str] | None = None) -> None:
         "table": table(levels, offline),
     }
     write_json(args.json, report)
-    print(f"offline engine: {offline['throughput']:.1f} sentences/s on {offline['sentences']} sentences")
+    print(
+        f"offline engine: {offline['throughput']:.1f} sentences/s on {offline['sentences']} sentences"
+        f" (steal {offline['steal_percent']:.0f}%)"
+    )
     print(report["table"])
 
 
