@@ -197,27 +197,20 @@ class Batcher:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         work = loop.run_in_executor(self._executor, lambda: self.engine.translate_batch(texts, options, stats=stats))
-        return loop.create_task(self._finish(batch, work, stats, started, free))
+        # The worker is freed by the first callback of the engine's future, before the delivering
+        # task resumes: the batcher's wake-up is then queued ahead of the requests' own, so the next
+        # batch reaches the engine before these responses are written (milliseconds for 32).
+        work.add_done_callback(lambda _: free.release())
+        return loop.create_task(self._finish(batch, work, stats, started))
 
     async def _finish(
-        self,
-        batch: list[_Item],
-        work: asyncio.Future[list[Any]],
-        stats: BatchStats,
-        started: float,
-        free: asyncio.Semaphore,
+        self, batch: list[_Item], work: asyncio.Future[list[Any]], stats: BatchStats, started: float
     ) -> None:
         try:
-            results: list[Any] | Exception = await work
+            results = await work
         except Exception as exc:  # an engine failure fails this batch's requests, not the service
-            results = exc
-        # The worker is freed before any result is delivered: the batcher's wake-up is then queued
-        # ahead of the requests' own, so the next batch reaches the engine before these responses
-        # are written (writing 32 of them takes the event loop milliseconds).
-        free.release()
-        if isinstance(results, Exception):
-            log.error("engine failed on a batch of %d texts", len(batch), exc_info=results)
-            error = InternalError(f"translation failed: {type(results).__name__}")
+            log.exception("engine failed on a batch of %d texts", len(batch))
+            error = InternalError(f"translation failed: {type(exc).__name__}")
             for job in {id(item.job): item.job for item in batch}.values():
                 self._abandon(job)  # its texts in later batches would be wasted work
                 if not job.future.done():

@@ -17,7 +17,7 @@ from model.tokenizer import normalize_text
         ("line\u2028para\u2029end", "line para end"),  # line and paragraph separators
         ("ﬁne Ｆｕｌｌ", "fine Full"),  # NFKC
         ("café 😀", "café 😀"),  # printable non-ASCII is kept
-        ("\u00a0nbsp\u00a0", "nbsp"),  # not printable (Zs) yet whitespace: stripped, not turned into a piece
+        ("\u00a0nbsp\u00a0", "nbsp"),  # NFKC makes no-break spaces plain ones, then trimmed
     ],
 )
 def test_normalize_text(text: str, expected: str) -> None:
