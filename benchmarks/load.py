@@ -8,9 +8,10 @@
    batching on (``MT_MAX_BATCH_SENTENCES`` = the batch limit, ``MT_MAX_WAIT_MS`` as configured) and
    once off (``MT_MAX_BATCH_SENTENCES=1``), the translation cache off so that every request is
    translated, and waits for ``/readyz``.
-3. At each concurrency C, C clients (each its own ``httpx.AsyncClient`` with one connection, on
-   uvloop; spread over processes of at most ``CLIENTS_PER_PROCESS``) each send one test sentence per
-   request, the next as soon as the previous answer arrives (closed loop), cycling through the test set.
+3. At each concurrency C, C clients (each with one connection of its own, on uvloop; spread over
+   processes of at most ``CLIENTS_PER_PROCESS``; ``--client``: a minimal HTTP/1.1 client or httpx,
+   see ``benchmarks/http_client.py``) each send one test sentence per request, the next as soon as
+   the previous answer arrives (closed loop), cycling through the test set.
    After ``--warmup`` seconds the clients run ``--duration`` seconds more; requests started in that
    window are measured: throughput (completed / window), latency percentiles, errors (any non-200
    or transport error), the mean batch size read from the service's ``/metrics``, and the CPU used
@@ -43,6 +44,7 @@ import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.common import TEST_SRC, child_env, machine, markdown_table, read_lines, write_json
+from benchmarks.http_client import ClientKind, open_client
 
 BATCH_METRIC = "mt_batch_size_sentences"
 READY_TIMEOUT_S = 180.0
@@ -132,37 +134,40 @@ def batch_totals(url: str) -> tuple[float, float]:
     return totals["sum"], totals["count"]
 
 
-# Each client is its own httpx.AsyncClient (one connection, as separate users would have) on a
-# uvloop event loop, and sends pre-encoded bodies: against a trivial FastAPI endpoint that costs
-# 1.1 ms of client CPU per request, where one shared AsyncClient pool of 16 connections on asyncio
-# cost 4.1 ms (its pool's cost grows with the connection count). The clients share the 2 cores with
-# the service, so every millisecond they spend is taken from it. Processes of at most this many
-# clients keep one process's event loop from becoming the bottleneck.
+# Each client has one connection of its own (as separate users would have), on a uvloop event loop,
+# and sends pre-encoded bodies: the clients share the 2 cores with the service, so every millisecond
+# they spend is taken from it (see benchmarks/http_client.py). Processes of at most this many clients
+# keep one process's event loop from becoming the bottleneck.
 CLIENTS_PER_PROCESS = 16
-JSON_HEADERS = {"content-type": "application/json"}
 
 
 async def closed_loop(
-    url: str, bodies: Iterator[bytes], level: Level, *, start: float, warmup: float, duration: float
+    url: str,
+    bodies: Iterator[bytes],
+    level: Level,
+    *,
+    client: ClientKind,
+    start: float,
+    warmup: float,
+    duration: float,
 ) -> None:
     """``level.concurrency`` clients, each sending its next request when the previous one returns,
     from ``start`` (``time.monotonic()``, shared by all client processes) for warmup + duration."""
     window_start, window_end = start + warmup, start + warmup + duration
 
     async def client_loop() -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        connection = open_client(url, client)
+        try:
             await asyncio.sleep(max(0.0, start - time.monotonic()))
             while (sent := time.monotonic()) < window_end:
-                try:
-                    response = await client.post("/v1/translate", content=next(bodies), headers=JSON_HEADERS)
-                    ok = response.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
+                ok = await connection.post("/v1/translate", next(bodies)) == 200
                 if sent >= window_start:
                     if ok:
                         level.latencies.append(time.monotonic() - sent)
                     else:
                         level.errors += 1
+        finally:
+            await connection.aclose()
 
     await asyncio.gather(*(client_loop() for _ in range(level.concurrency)))
     level.window_s = time.monotonic() - window_start  # until the last measured request returned
@@ -209,7 +214,7 @@ def steal_seconds() -> float:
 
 def run_level(service: Service, texts: list[str], concurrency: int, args: argparse.Namespace) -> dict:
     shares = [min(CLIENTS_PER_PROCESS, concurrency - i) for i in range(0, concurrency, CLIENTS_PER_PROCESS)]
-    options = {"beam_size": args.beam_size, "warmup": args.warmup, "duration": args.duration}
+    options = {"beam_size": args.beam_size, "client": args.client, "warmup": args.warmup, "duration": args.duration}
     level = Level(concurrency)
     url = service.url
     batched_before = batch_totals(url)
@@ -333,6 +338,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--in-process", action="store_true", help="MT_ENGINE_PROCESS=false: engine in the HTTP process")
     parser.add_argument("--engine-nice", type=int, default=10, help="MT_ENGINE_NICE")
+    parser.add_argument("--client", choices=["raw", "httpx"], default="raw", help="HTTP client of the load generator")
     parser.add_argument("--workdir", type=Path, default=Path("runs/benchmarks/load"))
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
