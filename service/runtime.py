@@ -24,7 +24,14 @@ from service.engine_process import EngineProcess
 from service.errors import ClientDisconnected, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
 from service.metrics import Metrics
 from service.settings import Settings
-from service.translator import ModelInfo, TranslationOptions, TranslationResult, Translator, TranslatorConfig
+from service.translator import (
+    ModelInfo,
+    TranslationOptions,
+    TranslationResult,
+    Translator,
+    TranslatorConfig,
+    auto_streams,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +64,12 @@ class Runtime:
     async def load(self) -> None:
         """Create and warm up the engine off the event loop; raises what the engine raises."""
         s = self.settings
+        streams = s.streams or auto_streams(s.provider)
         config = TranslatorConfig(
             model_dir=s.model_dir,
             provider=s.provider,
             threads=s.threads,
-            streams=s.streams,
+            streams=streams,
             variant=None if s.variant == "auto" else s.variant,
             max_batch_sentences=s.max_batch_sentences,
             max_batch_tokens=s.max_batch_tokens,
@@ -79,7 +87,7 @@ class Runtime:
                 max_queue_sentences=s.max_queue_sentences,
                 # The engine process runs a child per stream, each taking a batch of its own; the
                 # in-process translator splits each batch over its streams instead.
-                concurrency=s.streams if s.engine_process else 1,
+                concurrency=streams if s.engine_process else 1,
             ),
             self.metrics,
         )

@@ -28,9 +28,12 @@ class Settings(BaseSettings):
     variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
     threads: int = Field(0, ge=0, description="CPU threads for onnxruntime in all; 0 = one per physical core.")
     streams: int = Field(
-        1,
-        ge=1,
-        description="Batches decoded in parallel, sharing the threads (an engine process per stream).",
+        0,
+        ge=0,
+        description=(
+            "Batches decoded in parallel, sharing the threads (an engine process per stream); "
+            "0 = auto: 2 on a CPU with 2 or more cores, else 1."
+        ),
     )
     engine_process: bool = Field(
         True, description="Run the engine in a child process, off the HTTP process's GIL (restarted if it dies)."

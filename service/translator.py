@@ -47,6 +47,7 @@ __all__ = [
     "TranslationResult",
     "Translator",
     "TranslatorConfig",
+    "auto_streams",
 ]
 
 WARMUP_TEXT = "Warm-up: the first request should not pay for memory allocation."
@@ -142,6 +143,16 @@ class TranslatorConfig:
         if self.streams == 1:
             return self.threads
         return max(1, (self.threads or os.cpu_count() or 1) // self.streams)
+
+
+def auto_streams(provider: Provider) -> int:
+    """The streams ``MT_STREAMS=0`` means: 2 on a CPU with at least 2 cores, where 2 streams of
+    half the threads each served 1.4-1.6x the requests of one stream at 64 clients, with lower
+    latency even for a lone request (benchmarks/RESULTS.md, section 2); 1 on CUDA, where one
+    stream's larger batches suit the GPU, and on a single core."""
+    if resolve_provider(provider) == "cuda":
+        return 1
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
 @dataclass

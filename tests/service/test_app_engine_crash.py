@@ -1,4 +1,5 @@
-"""The engine runs in a child process of the service: killing it fails one batch, not the service."""
+"""The engine runs in child processes of the service (one per stream): killing one fails one batch,
+not the service."""
 
 from __future__ import annotations
 
@@ -13,19 +14,23 @@ ROUTE = "/v1/translate"
 BODY = {"text": ["A dog runs.", "The boy plays."], "target_lang": "de", "beam_size": 2}
 
 
-def engine_pid(server_pid: int) -> int:
-    """The service's engine child (not multiprocessing's resource tracker)."""
+def engine_pids(server_pid: int) -> list[int]:
+    """The service's engine children (not multiprocessing's resource tracker)."""
     # Children are listed under the thread that started them, which need not be the main one.
     children = [
         pid for task in Path(f"/proc/{server_pid}/task").iterdir() for pid in (task / "children").read_text().split()
     ]
-    engines = [int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-    assert len(engines) == 1, f"expected one engine process among {children}"
+    return [int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def engine_pid(server_pid: int) -> int:
+    engines = engine_pids(server_pid)
+    assert len(engines) == 1, f"expected one engine process, found {engines}"
     return engines[0]
 
 
 def test_a_killed_engine_fails_one_batch_then_the_service_recovers(start_service: StartService) -> None:
-    server = start_service(cache_size=0)
+    server = start_service(cache_size=0, streams=1)  # one engine process: the one killed
     with httpx.Client(base_url=server.url, timeout=60) as client:
         expected = client.post(ROUTE, json=BODY).json()
         first = engine_pid(server.process.pid)
@@ -34,4 +39,13 @@ def test_a_killed_engine_fails_one_batch_then_the_service_recovers(start_service
         assert client.get("/readyz").status_code == 200
         assert client.post(ROUTE, json=BODY).json() == expected
         assert engine_pid(server.process.pid) != first
+    assert server.stop() == 0, server.log()
+
+
+def test_by_default_a_multicore_cpu_gets_two_engine_processes(start_service: StartService) -> None:
+    """``MT_STREAMS=0`` (the default): two streams on a CPU with 2 or more cores, one otherwise."""
+    server = start_service(provider="cpu")
+    assert len(engine_pids(server.process.pid)) == (2 if (os.cpu_count() or 1) >= 2 else 1)
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        assert client.post(ROUTE, json=BODY).status_code == 200
     assert server.stop() == 0, server.log()

@@ -10,9 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service import translator as translator_module
 from service.bundle import BundleError
 from service.runner import RunnerError
-from service.translator import BatchStats, TranslationOptions, Translator, TranslatorConfig, pad_batch
+from service.translator import (
+    BatchStats,
+    TranslationOptions,
+    Translator,
+    TranslatorConfig,
+    auto_streams,
+    pad_batch,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "multi30k"
@@ -69,6 +77,16 @@ def test_sub_batches_respect_the_sentence_and_token_bounds(tiny_bundle: Path) ->
     assert [r.text for r in one_batch.translate_batch(texts, TranslationOptions(beam_size=2))] == [
         r.text for r in results
     ]
+
+
+def test_auto_streams_are_two_on_a_multicore_cpu_and_one_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(translator_module.os, "cpu_count", lambda: 8)
+    assert auto_streams("cpu") == 2
+    monkeypatch.setattr(translator_module.os, "cpu_count", lambda: 1)
+    assert auto_streams("cpu") == 1
+    monkeypatch.setattr(translator_module.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(translator_module, "resolve_provider", lambda _: "cuda")
+    assert auto_streams("auto") == 1
 
 
 def test_streams_split_the_work_and_give_identical_results(translator: Translator, tiny_bundle: Path) -> None:
