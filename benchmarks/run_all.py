@@ -1,8 +1,9 @@
 """Reproduce every number in ``benchmarks/RESULTS.md``: ``python -m benchmarks.run_all``.
 
 Runs the engine benchmark twice (every system with its 2 threads in one stream, then our engine
-and CTranslate2 with 2 streams of 1 thread: ``STREAMS``), the load test twice (the service's
-defaults, then the tuned setting ``TUNED``: 2 streams and a 50 ms batching window) and the plot,
+and CTranslate2 with 2 streams of 1 thread: ``STREAMS``), the load test twice (one stream of 2
+threads, then ``TWO_STREAMS``: 2 streams of 1 thread, what ``MT_STREAMS=0``, the default, picks on
+2 cores) and the plot,
 with the shipped checkpoint and bundle on test_2016_flickr, writing ``benchmarks/results/*.json``,
 ``benchmarks/results/tables.md`` and ``benchmarks/load.png``. Extra arguments after ``--engine``
 or ``--load`` go to that script (both runs), e.g. ``--engine --rounds 1 --load --duration 10``.
@@ -20,8 +21,7 @@ from benchmarks.common import machine
 
 RESULTS = Path("benchmarks/results")
 STREAMS = ["--streams", "2", "--systems", "ours-fp32", "ours-int8", "ct2-float32", "ct2-int8"]
-# Both cores decode and batches fill up (see RESULTS.md, "Service").
-TUNED = ["--streams", "2", "--max-wait-ms", "50"]
+TWO_STREAMS = ["--streams", "2"]
 
 
 def split_args(argv: list[str]) -> dict[str, list[str]]:
@@ -45,7 +45,7 @@ def load_section(title: str, report: dict) -> str:
     )
 
 
-def tables_markdown(engine_report: dict, streams_report: dict, load_report: dict, tuned_report: dict) -> str:
+def tables_markdown(engine_report: dict, streams_report: dict, load_report: dict, two_streams_report: dict) -> str:
     m = machine()
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     return (
@@ -54,19 +54,19 @@ def tables_markdown(engine_report: dict, streams_report: dict, load_report: dict
             f"## Engine (test_2016_flickr, {report['settings']})\n\n{report['table']}\n\n"
             for report in (engine_report, streams_report)
         )
-        + load_section("Service load test, defaults", load_report)
+        + load_section("Service load test, 1 stream of 2 threads", load_report)
         + "\n"
-        + load_section(f"Service load test, tuned ({' '.join(TUNED)})", tuned_report)
+        + load_section("Service load test, 2 streams of 1 thread (the default on 2 cores)", two_streams_report)
     )
 
 
 def main(argv: list[str] | None = None) -> None:
     groups = split_args(sys.argv[1:] if argv is None else argv)
-    paths = [RESULTS / name for name in ("engine.json", "engine_streams.json", "load.json", "load_tuned.json")]
+    paths = [RESULTS / name for name in ("engine.json", "engine_streams.json", "load.json", "load_streams.json")]
     engine.main([*groups["--engine"], "--json", str(paths[0])])
     engine.main([*groups["--engine"], *STREAMS, "--json", str(paths[1])])
     load.main([*groups["--load"], "--json", str(paths[2])])
-    load.main([*groups["--load"], *TUNED, "--json", str(paths[3])])
+    load.main([*groups["--load"], *TWO_STREAMS, "--json", str(paths[3])])
     plot.main(["--load-json", str(paths[2]), str(paths[3]), "--out", "benchmarks/load.png"])
     reports = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
     (RESULTS / "tables.md").write_text(tables_markdown(*reports), encoding="utf-8")
