@@ -69,7 +69,9 @@ class RawClient:
             raise ValueError(f"not an HTTP/1.x response: {status_line!r}")
         headers = dict(line.lower().split(":", 1) for line in lines if ":" in line)
         headers = {name.strip(): value.strip() for name, value in headers.items()}
-        if "content-length" in headers:
+        if status in ("204", "304"):
+            pass  # no body by definition
+        elif "content-length" in headers:
             await reader.readexactly(int(headers["content-length"]))
         elif headers.get("transfer-encoding") == "chunked":
             while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):

@@ -42,6 +42,10 @@ def make_app() -> FastAPI:
     async def close() -> Response:
         return Response(b"bye", headers={"connection": "close"})
 
+    @app.post("/empty", status_code=204)
+    async def empty() -> Response:
+        return Response(status_code=204)
+
     @app.post("/invalid")
     async def invalid() -> None:
         raise HTTPException(422, "invalid")
@@ -66,9 +70,9 @@ def server_url() -> Iterator[str]:
 
 @pytest.mark.parametrize("kind", ["raw", "httpx"])
 def test_status_codes_over_one_connection(server_url: str, kind: ClientKind) -> None:
-    """Content-Length and chunked bodies, a server that closes the connection (the next request
-    reconnects), and error statuses all come back as the server sent them."""
-    paths = ["/echo", "/chunked", "/close", "/echo", "/missing", "/invalid", "/echo"]
+    """Content-Length, chunked and empty (204) bodies, a server that closes the connection (the next
+    request reconnects), and error statuses all come back as the server sent them."""
+    paths = ["/echo", "/chunked", "/close", "/echo", "/empty", "/missing", "/invalid", "/echo"]
 
     async def run() -> list[int]:
         client = open_client(server_url, kind)
@@ -77,7 +81,7 @@ def test_status_codes_over_one_connection(server_url: str, kind: ClientKind) -> 
         finally:
             await client.aclose()
 
-    assert asyncio.run(run()) == [200, 200, 200, 200, 404, 422, 200]
+    assert asyncio.run(run()) == [200, 200, 200, 200, 204, 404, 422, 200]
 
 
 def test_raw_client_reports_broken_responses_and_reconnects() -> None:
