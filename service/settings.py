@@ -26,13 +26,18 @@ class Settings(BaseSettings):
     model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Model bundle directory.")
     provider: Literal["auto", "cpu", "cuda"] = Field("auto", description="onnxruntime execution provider.")
     variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
-    threads: int = Field(0, ge=0, description="CPU threads for onnxruntime in all; 0 = one per physical core.")
+    threads: int = Field(
+        0,
+        ge=0,
+        description="CPU threads for onnxruntime in all; 0 = one per physical core, at most the CPUs the "
+        "process may use (affinity, container CPU quota).",
+    )
     streams: int = Field(
         0,
         ge=0,
         description=(
             "Batches decoded in parallel, sharing the threads (an engine process per stream); "
-            "0 = auto: 2 on a CPU with 2 or more cores, else 1."
+            "0 = auto: 2 on a CPU with 2 or more usable cores, else 1."
         ),
     )
     engine_process: bool = Field(

@@ -21,7 +21,6 @@ tensor, i.e. over the whole batch, so batch neighbours shift a sentence's log-pr
 from __future__ import annotations
 
 import math
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from model.tokenizer import Tokenizer, normalize_text
 from service import beam_search
 from service.alignment import Alignment, build_alignment, concat_alignments
 from service.bundle import Bundle, BundleError, load_bundle
+from service.cpus import available_cpus, default_threads
 from service.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from service.segmenter import SegmentedText, segment
 
@@ -119,7 +119,7 @@ class TranslatorConfig:
     model_dir: Path | str = Path("models/en-de/bundle")
     provider: Provider = "auto"
     # CPU threads for onnxruntime in all; 0 = its default, one per physical core (with streams > 1:
-    # one per logical CPU, split between the streams).
+    # one per logical CPU, split between the streams), at most the CPUs a container may use.
     threads: int = 0
     # Sub-batches decoded concurrently, each running onnxruntime on threads // streams threads (its
     # runs release the GIL). A decoder step is ~150 small kernels, which split poorly across
@@ -139,20 +139,21 @@ class TranslatorConfig:
 
     @property
     def threads_per_stream(self) -> int:
-        """onnxruntime intra-op threads of each stream; 0 (its default) only for a single stream."""
+        """onnxruntime intra-op threads of each stream; 0 (its default) only for a single stream
+        that may use every CPU of the machine."""
         if self.streams == 1:
-            return self.threads
-        return max(1, (self.threads or os.cpu_count() or 1) // self.streams)
+            return self.threads or default_threads()
+        return max(1, (self.threads or available_cpus()) // self.streams)
 
 
 def auto_streams(provider: Provider) -> int:
-    """The streams ``MT_STREAMS=0`` means: 2 on a CPU with at least 2 cores, where 2 streams of
+    """The streams ``MT_STREAMS=0`` means: 2 on a CPU with at least 2 usable cores, where 2 streams of
     half the threads each served 1.4-1.6x the requests of one stream at 64 clients, with lower
     latency even for a lone request (benchmarks/RESULTS.md, section 2); 1 on CUDA, where one
     stream's larger batches suit the GPU, and on a single core."""
     if resolve_provider(provider) == "cuda":
         return 1
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
+    return 2 if available_cpus() >= 2 else 1
 
 
 @dataclass

@@ -80,13 +80,22 @@ def test_sub_batches_respect_the_sentence_and_token_bounds(tiny_bundle: Path) ->
 
 
 def test_auto_streams_are_two_on_a_multicore_cpu_and_one_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(translator_module.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(translator_module, "available_cpus", lambda: 8)
     assert auto_streams("cpu") == 2
-    monkeypatch.setattr(translator_module.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(translator_module, "available_cpus", lambda: 1)  # e.g. a container's quota of 1 CPU
     assert auto_streams("cpu") == 1
-    monkeypatch.setattr(translator_module.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(translator_module, "available_cpus", lambda: 8)
     monkeypatch.setattr(translator_module, "resolve_provider", lambda _: "cuda")
     assert auto_streams("auto") == 1
+
+
+def test_default_threads_follow_the_cpus_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(translator_module, "available_cpus", lambda: 3)
+    assert TranslatorConfig(streams=2).threads_per_stream == 1
+    assert TranslatorConfig(streams=2, threads=8).threads_per_stream == 4, "an explicit count is kept"
+    monkeypatch.setattr(translator_module, "default_threads", lambda: 3)
+    assert TranslatorConfig(streams=1).threads_per_stream == 3
+    assert TranslatorConfig(streams=1, threads=2).threads_per_stream == 2
 
 
 def test_streams_split_the_work_and_give_identical_results(translator: Translator, tiny_bundle: Path) -> None:
