@@ -28,7 +28,10 @@ def free_port() -> int:
 class ServiceProcess:
     """A running ``python -m service``; ``url`` is its base address."""
 
-    def __init__(self, bundle: Path, log_path: Path, **settings: str | int | float) -> None:
+    def __init__(
+        self, bundle: Path, log_path: Path, *, cpus: set[int] | None = None, **settings: str | int | float
+    ) -> None:
+        """``cpus``: pin the service to these CPUs (its CPU affinity), as a container's cpuset would."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -43,6 +46,7 @@ class ServiceProcess:
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         self._wait_ready()
 

@@ -8,7 +8,8 @@ import signal
 from pathlib import Path
 
 import httpx
-from live_server import StartService, assert_error
+import pytest
+from live_server import ServiceProcess, StartService, assert_error
 
 ROUTE = "/v1/translate"
 BODY = {"text": ["A dog runs.", "The boy plays."], "target_lang": "de", "beam_size": 2}
@@ -49,3 +50,13 @@ def test_by_default_a_multicore_cpu_gets_two_engine_processes(start_service: Sta
     with httpx.Client(base_url=server.url, timeout=60) as client:
         assert client.post(ROUTE, json=BODY).status_code == 200
     assert server.stop() == 0, server.log()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_service_pinned_to_one_cpu_gets_one_engine_process(tiny_bundle: Path, tmp_path: Path) -> None:
+    """``MT_STREAMS=0`` counts the CPUs the process may use, not the machine's."""
+    server = ServiceProcess(tiny_bundle, tmp_path / "service.log", cpus={0}, provider="cpu")
+    try:
+        assert len(engine_pids(server.process.pid)) == 1
+    finally:
+        assert server.stop() == 0, server.log()
