@@ -67,8 +67,8 @@ class RawClient:
         version, status, *_ = status_line.split(" ", 2)
         if not version.startswith("HTTP/1."):
             raise ValueError(f"not an HTTP/1.x response: {status_line!r}")
-        headers = dict(line.lower().split(":", 1) for line in lines if ":" in line)
-        headers = {name.strip(): value.strip() for name, value in headers.items()}
+        fields = (line.lower().split(":", 1) for line in lines if ":" in line)
+        headers = {name.strip(): value.strip() for name, value in fields}
         if status in ("204", "304"):
             pass  # no body by definition
         elif "content-length" in headers:

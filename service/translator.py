@@ -123,8 +123,9 @@ class TranslatorConfig:
     threads: int = 0
     # Sub-batches decoded concurrently, each running onnxruntime on threads // streams threads (its
     # runs release the GIL). A decoder step is ~150 small kernels, which split poorly across
-    # threads: on 2 cores, 2 streams of 1 thread translate 1.4x faster than 1 stream of 2.
-    # A lone sentence gets one stream's threads, so more streams trade latency for throughput.
+    # threads: on 2 cores, 2 streams of 1 thread translate 1.4x faster than 1 stream of 2. A lone
+    # sentence gets one stream's threads, which on this model cost it no latency on 2 cores
+    # (benchmarks/RESULTS.md, section 2); with many cores per stream they would.
     streams: int = 1
     variant: str | None = None  # None: the manifest's default for the provider
     max_batch_sentences: int = 64

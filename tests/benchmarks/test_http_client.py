@@ -4,7 +4,6 @@ the minimal client against a hand-written server that breaks its responses."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -15,12 +14,7 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
 from benchmarks.http_client import ClientKind, open_client
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from benchmarks.load import free_port
 
 
 def make_app() -> FastAPI:
