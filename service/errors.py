@@ -106,16 +106,6 @@ ERROR_TYPES: tuple[str, ...] = tuple(
 )
 
 
-def _is_unparsable_body(exc: Exception) -> bool:
-    # FastAPI turns body-decoding failures other than JSON syntax (invalid UTF-8, nesting too deep
-    # for the parser) into a bare 400; for the client they are malformed JSON like any other (422).
-    return (
-        isinstance(exc, StarletteHTTPException)
-        and exc.status_code == 400
-        and isinstance(exc.__cause__, ValueError | RecursionError)
-    )
-
-
 def error_body(error_type: str, message: str) -> dict[str, Any]:
     return {"error": {"type": error_type, "message": message}}
 
@@ -126,9 +116,6 @@ def error_response(exc: Exception) -> tuple[JSONResponse, str]:
         status, error_type, message, headers = exc.status, exc.type, exc.message, exc.headers
     elif isinstance(exc, RequestValidationError):
         status, error_type, message, headers = 422, InvalidRequest.type, describe_validation(exc.errors()), {}
-    elif _is_unparsable_body(exc):
-        status, error_type, headers = 422, InvalidRequest.type, {}
-        message = f"malformed request body: {type(exc.__cause__).__name__}"
     elif isinstance(exc, StarletteHTTPException):
         status, headers = exc.status_code, dict(exc.headers or {})
         error_type = _HTTP_STATUS_TYPES.get(status, "http_error")
@@ -143,9 +130,8 @@ def describe_validation(errors: Any) -> str:
     """Pydantic/FastAPI validation errors as one human-readable line: ``text: Field required; ...``."""
     parts = []
     for err in errors:
-        if err.get("type") == "json_invalid":
-            position = err.get("loc", ("body", "?"))[-1]
-            parts.append(f"malformed JSON at position {position}: {err.get('ctx', {}).get('error', 'invalid')}")
+        if err.get("type") == "json_invalid":  # pydantic-core's parser: the error says where
+            parts.append(f"malformed JSON: {err.get('ctx', {}).get('error', 'invalid')}")
             continue
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         parts.append(f"{loc}: {err.get('msg', 'invalid').removeprefix('Value error, ')}")

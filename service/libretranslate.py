@@ -10,17 +10,15 @@ service's own ``{"error": {"type", "message"}}`` shape.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from service.errors import InvalidRequest, describe_validation
-from service.runtime import ApiKey, RuntimeDep
-from service.schemas import ErrorResponse, LibreLanguage, LibreTranslateRequest
+from service.errors import InvalidRequest
+from service.runtime import RuntimeDep, bearer_key
+from service.schemas import BEARER_AUTH, ErrorResponse, LibreLanguage, LibreTranslateRequest, json_body, validated
 from service.translator import TranslationOptions
 
 router = APIRouter(tags=["LibreTranslate compatibility"])
@@ -28,26 +26,16 @@ router = APIRouter(tags=["LibreTranslate compatibility"])
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "cs": "Czech", "it": "Italian"}
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
-TRANSLATE_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            media_type: {"schema": LibreTranslateRequest.model_json_schema()}
-            for media_type in ("application/json", *_FORM_TYPES)
-        },
-    }
-}
-
 
 @router.post(
     "/translate",
-    openapi_extra=TRANSLATE_BODY,
+    openapi_extra={**json_body(LibreTranslateRequest, *_FORM_TYPES), **BEARER_AUTH},
     responses={status: {"model": ErrorResponse} for status in (401, 400, 413, 422, 429, 504)},
 )
-async def translate(request: Request, runtime: RuntimeDep, bearer: ApiKey) -> dict[str, Any]:
+async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     """LibreTranslate's translate: ``{"translatedText": str | list[str], "alternatives"?, "detectedLanguage"?}``."""
     body = await _parse(request)
-    runtime.authorize(body.api_key or bearer)
+    runtime.authorize(body.api_key or bearer_key(request))
     texts = body.texts
     runtime.check_size(texts)
     auto = body.source.lower() == "auto"
@@ -84,24 +72,15 @@ async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
 async def _parse(request: Request) -> LibreTranslateRequest:
     """The body as JSON or as a form (a repeated form field ``q`` is a list of texts)."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    payload: Any
     if content_type in _FORM_TYPES:
         try:
             form = await request.form()
         except HTTPException as exc:  # Starlette's answer to a malformed multipart body
             raise InvalidRequest(f"malformed form body: {exc.detail}") from None
-        payload = {key: _form_value(key, form.getlist(key)) for key in form}
-    elif content_type == "application/json" or content_type.endswith("+json"):
-        try:
-            payload = json.loads(await request.body())
-        except (ValueError, RecursionError) as exc:  # ValueError covers JSON and UTF-8 errors
-            raise InvalidRequest(f"malformed JSON body: {exc}") from None
-    else:
-        raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
-    try:
-        return LibreTranslateRequest.model_validate(payload)
-    except ValidationError as exc:
-        raise InvalidRequest(describe_validation(exc.errors())) from None
+        return validated(LibreTranslateRequest, {key: _form_value(key, form.getlist(key)) for key in form})
+    if content_type == "application/json" or content_type.endswith("+json"):
+        return validated(LibreTranslateRequest, await request.body())
+    raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
 
 
 def _form_value(key: str, values: list[Any]) -> Any:

@@ -102,7 +102,7 @@ class BodyLimit:
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.max_bytes:
-                # FastAPI re-raises HTTPExceptions from body reading; the error handler shapes it.
+                # Raised into the route reading the body; the error handler shapes the response.
                 raise HTTPException(413, too_large.message)
             return message
 

@@ -6,15 +6,37 @@ Validation that needs no settings happens here and yields 422; limits that come 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from service.errors import InvalidRequest
+from service.errors import InvalidRequest, describe_validation
 from service.translator import TranslationOptions, TranslationResult
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
 MAX_OUTPUT_TOKENS = 1024
+
+# The translation routes read their bodies and keys themselves (see ``validated``); these document
+# both in the OpenAPI schema, where FastAPI would otherwise have derived them from the parameters.
+BEARER_SCHEME = "APIKey"
+BEARER_AUTH: dict[str, Any] = {"security": [{BEARER_SCHEME: []}]}
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def json_body(model: type[BaseModel], *media_types: str) -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads a ``model`` body itself: JSON and ``media_types``."""
+    content = {media_type: {"schema": model.model_json_schema()} for media_type in ("application/json", *media_types)}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+def validated(model: type[Model], data: bytes | dict[str, Any]) -> Model:
+    """A JSON body (bytes: parsed and validated in one pass) or a parsed form as ``model``; any
+    problem is an ``InvalidRequest`` (422). A JSON body's content type is not checked."""
+    try:
+        return model.model_validate_json(data) if isinstance(data, bytes) else model.model_validate(data)
+    except ValidationError as e:
+        raise InvalidRequest(describe_validation(e.errors(include_url=False))) from None
 
 
 def _text_or_texts(value: Any) -> Any:

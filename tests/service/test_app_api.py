@@ -92,3 +92,30 @@ def test_openapi_documents_the_api(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
     assert {"/v1/translate", "/v1/models", "/translate", "/languages", "/healthz", "/readyz"} <= set(spec["paths"])
     assert client.get("/docs").status_code == 200
+    # The translation routes read their bodies and keys themselves; the schema must still show both.
+    native, libre = spec["paths"]["/v1/translate"]["post"], spec["paths"]["/translate"]["post"]
+    body = native["requestBody"]["content"]["application/json"]["schema"]
+    assert {"text", "target_lang", "beam_size", "return_alignments"} <= set(body["properties"])
+    assert set(body["required"]) == {"text", "target_lang"}
+    assert native["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/TranslateResponse"
+    }
+    assert {"application/json", "application/x-www-form-urlencoded"} <= set(libre["requestBody"]["content"])
+    [scheme_name] = native["security"][0]
+    assert libre["security"] == native["security"]
+    assert spec["components"]["securitySchemes"][scheme_name] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key from MT_API_KEYS (only when keys are configured).",
+    }
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_a_json_body_is_read_whatever_its_content_type(client: httpx.Client, content_type: str | None) -> None:
+    # `curl -d '{...}'` labels JSON as a form; the body is JSON either way.
+    headers = {"Content-Type": content_type} if content_type else {}
+    body = b'{"text": "A dog runs.", "target_lang": "de"}'
+    response = client.post("/v1/translate", content=body, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["translations"][0]["text"]

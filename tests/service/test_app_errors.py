@@ -57,7 +57,14 @@ def test_invalid_fields_give_422(client: httpx.Client, body: object) -> None:
 )
 def test_malformed_json_gives_422(client: httpx.Client, raw: bytes) -> None:
     response = client.post("/v1/translate", content=raw, headers={"Content-Type": "application/json"})
-    assert_error(response, 422, "invalid_request")
+    error = assert_error(response, 422, "invalid_request")
+    assert len(error["message"]) < 200, "the message names the problem without echoing the input"
+
+
+def test_malformed_json_message_says_where(client: httpx.Client) -> None:
+    response = client.post("/v1/translate", content=b'{"text": "a", "target_lang": "de"')
+    error = assert_error(response, 422, "invalid_request")
+    assert error["message"].startswith("malformed JSON: ") and "line 1 column 33" in error["message"]
 
 
 def test_non_json_body_gives_422(client: httpx.Client) -> None:
