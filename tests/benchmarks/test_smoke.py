@@ -163,7 +163,10 @@ def test_load_benchmark_and_plot(tiny_bundle: Path, tiny_corpus: Path, tmp_path:
     for lv in levels.values():
         assert lv["errors"] == 0 and lv["requests"] > 0
         assert lv["p50_s"] <= lv["p95_s"] <= lv["p99_s"]
-        assert lv["cpu_percent"]["engine"] > 0 and lv["cpu_percent"]["clients"] > 0, lv["cpu_percent"]
+        # The clients' share can round to 0: the raw client uses ~0.13 ms per request, under one
+        # 10 ms CPU-accounting tick in a 1 s window; the engine's cannot.
+        assert set(lv["cpu_percent"]) == set(load.CPU_SPLIT) and min(lv["cpu_percent"].values()) >= 0
+        assert lv["cpu_percent"]["engine"] > 0, lv["cpu_percent"]
     assert levels["off", 4]["mean_batch_sentences"] == 1  # MT_MAX_BATCH_SENTENCES=1
 
     ratio_out = tmp_path / "ratio.json"
