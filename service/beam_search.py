@@ -136,7 +136,9 @@ def candidates_from_top(
 
     A row's tokens come best first, lower id first among equals (TopK's order), so a stable sort
     of each sentence's K*C scores, beam by beam, breaks ties by beam and then by token as
-    ``top_candidates`` does, without sorting all B*K*C candidates together (3x faster per step).
+    ``top_candidates`` does, without sorting all B*K*C candidates together (2.7x faster for 20
+    sentences). Only entries ``restrict_top`` set to -inf can be out of token order among
+    themselves, and a -inf candidate never finishes a hypothesis.
     """
     B, K, C = top_ids.shape
     scores = (beam_scores[:, :, None] + top_log_probs).reshape(B, K * C)  # float32, as the reference adds
