@@ -15,7 +15,7 @@ import pytest
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the bench extra (ctranslate2) is not installed")
 torch = pytest.importorskip("torch")
 
-from benchmarks import engine, load, plot, ratio  # noqa: E402
+from benchmarks import composition, engine, load, plot, ratio  # noqa: E402
 from benchmarks.agreement import token_log_probs  # noqa: E402
 from benchmarks.ct2_convert import convert  # noqa: E402
 from benchmarks.nocache import PrefixRecomputingModel  # noqa: E402
@@ -180,3 +180,20 @@ def test_load_benchmark_and_plot(tiny_bundle: Path, tiny_corpus: Path, tmp_path:
     png = tmp_path / "load.png"
     plot.main(["--load-json", str(out), "--out", str(png)])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_composition_benchmark(tiny_bundle: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "composition.json"
+    composition.main([
+        "--bundle", str(tiny_bundle), "--src", str(tiny_corpus / "val.en"), "--limit", "24",
+        "--batch", "6", "--streams", "2", "--rounds", "1", "--json", str(out),
+    ])  # fmt: skip
+    results = {r["policy"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(results) == {"sorted 6", "arrival 6"}
+    for r in results.values():
+        assert r["sentences_per_s"] > 0 and r["source_padding"] >= 1
+        # Every sentence is decoded for at least one step, on at least one row per step.
+        assert r["steps_per_sentence"] > 0 and r["rows_per_step"] >= 1
+        assert r["rows_per_sentence"] >= 1
+    # Length-sorted batches of a fixed size pad the least of any cut into such batches.
+    assert results["sorted 6"]["source_padding"] <= results["arrival 6"]["source_padding"]

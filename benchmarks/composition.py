@@ -1,0 +1,198 @@
+"""What the service's batches cost the engine: length-sorted batches against batches in arrival order.
+
+    python -m benchmarks.composition [--bundle DIR] [--batch 20 32] [--streams 2] [--rounds 3] [--json OUT]
+
+The offline engine sorts the whole test set by length before cutting it into batches; the service
+can only batch the requests that are waiting, in the order they came (at 64 clients with 2 streams,
+~20 sentences per batch). This measures what that costs, on the same sentences with the same engine:
+
+- ``sorted B``: the test set sorted by source length, cut into batches of B;
+- ``arrival B``: the test set shuffled (fixed seed), cut into batches of B, each translated as is.
+
+``--streams`` single-thread translators take the batches in turn, each the next one when it is free
+(as the service's engine processes do). Policies alternate within each round. Reported: sentences/s
+(median over rounds), and per sentence the CPU time of this process, the decoder steps (a batch runs
+as many as its longest translation needs), the decoder rows (one row: one beam of one sentence at
+one step, the work that grows with the batch), and the source padding (padded source tokens over
+real ones). Steps, rows and padding do not depend on the machine; times do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import random
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from benchmarks.common import TEST_SRC, machine, markdown_table, read_lines, write_json
+from service.beam_search import Step
+from service.runner import DeviceDecoder, Encoded, HostDecoder, Runner
+from service.translator import TranslationOptions, Translator, TranslatorConfig
+
+
+@dataclass
+class Counts:
+    steps: int = 0
+    rows: int = 0
+    source_tokens: int = 0
+    padded_source_tokens: int = 0
+
+    def add(self, other: Counts) -> None:
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class CountingRunner:
+    """A ``Runner`` that counts what it is asked to compute; stands in for a translator's runner."""
+
+    def __init__(self, runner: Runner, pad_id: int) -> None:
+        self.runner, self.pad_id = runner, pad_id
+        self.counts = Counts()
+
+    def encode(self, src_ids: np.ndarray) -> Encoded:
+        self.counts.padded_source_tokens += src_ids.size
+        self.counts.source_tokens += int((src_ids != self.pad_id).sum())
+        return self.runner.encode(src_ids)
+
+    def start(self, encoded: Encoded, *, attention: bool) -> CountingDecoder:
+        return CountingDecoder(self.runner.start(encoded, attention=attention), self.counts)
+
+
+class CountingDecoder:
+    """A decoder state that counts the steps and rows it runs; implements ``beam_search.Decoder``."""
+
+    def __init__(self, decoder: HostDecoder | DeviceDecoder, counts: Counts) -> None:
+        self.decoder, self.counts = decoder, counts
+
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
+        self.counts.steps += 1
+        self.counts.rows += len(tokens)
+        return self.decoder.step(tokens, candidates, full=full)
+
+    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
+        self.decoder.select(rows, sentences)
+
+
+def batches(texts: list[str], policy: str, size: int, translator: Translator) -> list[list[str]]:
+    """``texts`` cut into batches of ``size``: sorted by source length, or in a shuffled (seeded)
+    order standing for the service's arrivals."""
+    if policy == "sorted":
+        order = sorted(texts, key=translator.count_tokens)
+    else:
+        order = texts[:]
+        random.Random(0).shuffle(order)
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def decode_all(work: list[list[str]], translators: list[Translator], options: TranslationOptions) -> None:
+    """Each translator, in a thread of its own, takes the next batch whenever it is free."""
+    todo: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
+    for batch in work:
+        todo.put(batch)
+
+    def serve(translator: Translator) -> None:
+        while True:
+            try:
+                batch = todo.get_nowait()
+            except queue.Empty:
+                return
+            translator.translate_batch(batch, options)
+
+    threads = [threading.Thread(target=serve, args=(t,)) for t in translators]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def measure(work: list[list[str]], translators: list[Translator], options: TranslationOptions) -> dict:
+    runners: list[CountingRunner] = [t.runner for t in translators]
+    for runner in runners:
+        runner.counts = Counts()
+    process = psutil.Process()
+    cpu_before, start = sum(process.cpu_times()[:2]), time.perf_counter()
+    decode_all(work, translators, options)
+    seconds = time.perf_counter() - start
+    cpu = sum(process.cpu_times()[:2]) - cpu_before
+    counts = Counts()
+    for runner in runners:
+        counts.add(runner.counts)
+    n = sum(len(batch) for batch in work)
+    return {
+        "sentences_per_s": n / seconds,
+        "cpu_ms_per_sentence": 1000 * cpu / n,
+        "steps_per_sentence": counts.steps / n,
+        "rows_per_sentence": counts.rows / n,
+        "rows_per_step": counts.rows / max(counts.steps, 1),
+        "source_padding": counts.padded_source_tokens / max(counts.source_tokens, 1),
+    }
+
+
+def run_rounds(
+    texts: list[str], translators: list[Translator], sizes: list[int], rounds: int, options: TranslationOptions
+) -> list[dict]:
+    """Every policy once per round, in an order rotated each round; the median of each figure."""
+    policies = [(policy, size) for size in sizes for policy in ("sorted", "arrival")]
+    work = {p: batches(texts, *p, translators[0]) for p in policies}
+    runs: dict[tuple[str, int], list[dict]] = {p: [] for p in policies}
+    for round_ in range(rounds):
+        for p in policies[round_ % len(policies) :] + policies[: round_ % len(policies)]:
+            runs[p].append(measure(work[p], translators, options))
+            print(f"round {round_} {p[0]} {p[1]}: {runs[p][-1]['sentences_per_s']:.1f} sentences/s", flush=True)
+    return [summary(f"{policy} {size}", runs[policy, size]) for policy, size in policies]
+
+
+def summary(policy: str, rounds: list[dict]) -> dict:
+    """Each figure's median over rounds, and the rounds themselves."""
+    return {"policy": policy, **{key: statistics.median(r[key] for r in rounds) for key in rounds[0]}, "rounds": rounds}
+
+
+def results_table(results: list[dict]) -> str:
+    best = max(r["sentences_per_s"] for r in results)
+    header = ["batches", "sent/s", "x best", "CPU ms/sent", "steps/sent", "rows/sent", "rows/step", "source padding"]
+    rows = [
+        [r["policy"], f"{r['sentences_per_s']:.1f}", f"{r['sentences_per_s'] / best:.2f}",
+         f"{r['cpu_ms_per_sentence']:.2f}", f"{r['steps_per_sentence']:.2f}", f"{r['rows_per_sentence']:.1f}",
+         f"{r['rows_per_step']:.1f}", f"{r['source_padding']:.2f}x"]
+        for r in results
+    ]  # fmt: skip
+    return markdown_table(header, rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bundle", type=Path, default=Path("models/en-de/bundle"))
+    parser.add_argument("--src", type=Path, default=TEST_SRC)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
+    parser.add_argument("--variant", default=None, help="bundle variant (fp32, int8); default: the manifest's")
+    parser.add_argument("--batch", nargs="+", type=int, default=[20, 32], help="batch sizes (each sorted and not)")
+    parser.add_argument("--streams", type=int, default=2, help="single-thread translators decoding at once")
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    texts = read_lines(args.src, args.limit)
+    config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=1, streams=1, variant=args.variant)
+    translators = [Translator(config) for _ in range(args.streams)]
+    for translator in translators:
+        translator.runner = CountingRunner(translator.runner, translator.manifest.special_tokens.pad)
+    try:
+        results = run_rounds(texts, translators, args.batch, args.rounds, TranslationOptions(beam_size=args.beam_size))
+    finally:
+        for translator in translators:
+            translator.close()
+    table = results_table(results)
+    print(table)
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    write_json(args.json, {"machine": machine(), "settings": settings, "results": results, "table": table})
+
+
+if __name__ == "__main__":
+    main()
