@@ -112,8 +112,10 @@ def decode_all(work: list[list[str]], translators: list[Translator], options: Tr
         thread.join()
 
 
-def measure(work: list[list[str]], translators: list[Translator], options: TranslationOptions) -> dict:
-    runners: list[CountingRunner] = [t.runner for t in translators]
+def measure(
+    work: list[list[str]], translators: list[Translator], runners: list[CountingRunner], options: TranslationOptions
+) -> dict:
+    """Decode ``work`` once; ``runners`` are the translators' counting runners."""
     for runner in runners:
         runner.counts = Counts()
     process = psutil.Process()
@@ -136,7 +138,12 @@ def measure(work: list[list[str]], translators: list[Translator], options: Trans
 
 
 def run_rounds(
-    texts: list[str], translators: list[Translator], sizes: list[int], rounds: int, options: TranslationOptions
+    texts: list[str],
+    translators: list[Translator],
+    runners: list[CountingRunner],
+    sizes: list[int],
+    rounds: int,
+    options: TranslationOptions,
 ) -> list[dict]:
     """Every policy once per round, in an order rotated each round; the median of each figure."""
     policies = [(policy, size) for size in sizes for policy in ("sorted", "arrival")]
@@ -144,7 +151,7 @@ def run_rounds(
     runs: dict[tuple[str, int], list[dict]] = {p: [] for p in policies}
     for round_ in range(rounds):
         for p in policies[round_ % len(policies) :] + policies[: round_ % len(policies)]:
-            runs[p].append(measure(work[p], translators, options))
+            runs[p].append(measure(work[p], translators, runners, options))
             print(f"round {round_} {p[0]} {p[1]}: {runs[p][-1]['sentences_per_s']:.1f} sentences/s", flush=True)
     return [summary(f"{policy} {size}", runs[policy, size]) for policy, size in policies]
 
@@ -181,10 +188,12 @@ def main(argv: list[str] | None = None) -> None:
     texts = read_lines(args.src, args.limit)
     config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=1, streams=1, variant=args.variant)
     translators = [Translator(config) for _ in range(args.streams)]
-    for translator in translators:
-        translator.runner = CountingRunner(translator.runner, translator.manifest.special_tokens.pad)
+    runners = [CountingRunner(t.runner, t.manifest.special_tokens.pad) for t in translators]
+    for translator, runner in zip(translators, runners, strict=True):
+        translator.runner = runner
+    options = TranslationOptions(beam_size=args.beam_size)
     try:
-        results = run_rounds(texts, translators, args.batch, args.rounds, TranslationOptions(beam_size=args.beam_size))
+        results = run_rounds(texts, translators, runners, args.batch, args.rounds, options)
     finally:
         for translator in translators:
             translator.close()

@@ -1,13 +1,14 @@
-"""Reproduce every number in ``benchmarks/RESULTS.md``: ``python -m benchmarks.run_all``.
+"""Reproduce the suite behind ``benchmarks/RESULTS.md``: ``python -m benchmarks.run_all``.
 
 Runs the engine benchmark twice (every system with its 2 threads in one stream, then our engine
 and CTranslate2 with 2 streams of 1 thread: ``STREAMS``), the load test twice (one stream of 2
 threads, then ``TWO_STREAMS``: 2 streams of 1 thread, what ``MT_STREAMS=0``, the default, picks on
-2 cores) and the plot,
-with the shipped checkpoint and bundle on test_2016_flickr, writing ``benchmarks/results/*.json``,
-``benchmarks/results/tables.md`` and ``benchmarks/load.png``. Extra arguments after ``--engine``
-or ``--load`` go to that script (both runs), e.g. ``--engine --rounds 1 --load --duration 10``.
-Takes about 25 minutes on a 2-core CPU; run it on an otherwise idle machine.
+2 cores) and the plot, with the shipped checkpoint and bundle on test_2016_flickr, writing
+``benchmarks/results/*.json``, ``benchmarks/results/tables.md`` and ``benchmarks/load.png``. Extra
+arguments after ``--engine`` or ``--load`` go to that script (both runs), e.g. ``--engine --rounds
+1 --load --duration 10``. Takes about 25 minutes on a 2-core CPU; run it on an otherwise idle
+machine. The interleaved service/offline ratio (``benchmarks.ratio``) and the batch-composition
+benchmark (``benchmarks.composition``) run on their own.
 """
 
 from __future__ import annotations
