@@ -4,8 +4,8 @@
 #   docker build --build-arg DEVICE=cuda -t mt-service:0.1.0-cuda .          NVIDIA GPU, onnxruntime-gpu
 # Stages: {cpu,cuda}-base (a Python runtime) -> base (the one DEVICE picks) -> deps (virtualenv with
 # the serving dependencies only) -> runtime (base + virtualenv + code + bundle, non-root).
-# No torch and no compiler reach the runtime stage: it gets the virtualenv, the service code and
-# the torch-free tokenizer module, nothing else.
+# No torch and no compiler reach the runtime stage: it gets the virtualenv, the engine and service
+# code, nothing else.
 
 ARG DEVICE=cpu
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -56,7 +56,7 @@ WORKDIR /app
 # Code and model stay root-owned and read-only to the service user. The bundle changes less often
 # than the code, so it comes first.
 COPY models/en-de/bundle /app/models/en-de/bundle
-COPY model/__init__.py model/tokenizer.py /app/model/
+COPY engine /app/engine
 COPY service /app/service
 # Every other MT_* setting keeps its default (the README's configuration table); override with -e.
 ENV MT_MODEL_DIR=/app/models/en-de/bundle \

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from model.data import pad
 from model.decoding import DecodingOptions, beam_search, max_decoding_length
-from model.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from model.transformer import Transformer
 
 TIE_TOLERANCE = 1e-3

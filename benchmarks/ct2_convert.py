@@ -30,8 +30,8 @@ import sentencepiece as spm
 from ctranslate2.specs import common_spec, transformer_spec
 from torch import Tensor, nn
 
+from engine.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from model.checkpoint import load_checkpoint, model_from_checkpoint, write_spm
-from model.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from model.transformer import DecoderLayer, EncoderLayer, MultiHeadAttention, Transformer
 
 QUANTIZATIONS = ("float32", "int8")

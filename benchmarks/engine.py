@@ -32,10 +32,10 @@ from pathlib import Path
 from benchmarks.common import TEST_REF, TEST_SRC, child_env, machine, markdown_table, read_lines, write_json
 from benchmarks.ct2_convert import convert
 from benchmarks.systems import SYSTEMS
+from engine.tokenizer import Tokenizer, normalize_text
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from model.decoding import DecodingOptions
 from model.evaluate import score_translations
-from model.tokenizer import Tokenizer, normalize_text
 
 REFERENCE = "torch-cache"
 SLOW = ("torch-nocache",)

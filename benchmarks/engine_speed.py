@@ -2,7 +2,7 @@
 
     python -m benchmarks.engine_speed [--bundle DIR] [--checkpoint CKPT] [--limit N] [--profile]
 
-1. Our engine (``service.translator``), in this process, fp32 and int8, greedy and beam 4: one
+1. Our engine (``engine.translator``), in this process, fp32 and int8, greedy and beam 4: one
    call of ``translate_batch`` over the whole test set (length-sorted sub-batches of
    ``--batch-sentences``), after a warm-up. Reported: sentences/s, target tokens/s (generated
    subwords, EOS excluded) and cased sacreBLEU.
@@ -26,7 +26,7 @@ from pathlib import Path
 import sacrebleu
 
 from benchmarks.common import REPO, TEST_REF, TEST_SRC, machine, markdown_table, read_lines, write_json
-from service.translator import TranslationOptions, Translator, TranslatorConfig
+from engine.translator import TranslationOptions, Translator, TranslatorConfig
 
 
 def engine_runs(args: argparse.Namespace, texts: list[str], refs: list[str]) -> list[dict]:
@@ -64,10 +64,10 @@ def cache_speedup(args: argparse.Namespace, texts: list[str]) -> list[dict]:
     import torch
 
     from benchmarks.nocache import PrefixRecomputingModel
+    from engine.tokenizer import Tokenizer
     from model.checkpoint import load_checkpoint, model_from_checkpoint, write_spm
     from model.decoding import DecodingOptions
     from model.evaluate import translate_texts
-    from model.tokenizer import Tokenizer
 
     torch.set_num_threads(args.threads)
     state = load_checkpoint(args.checkpoint)

@@ -2,7 +2,7 @@
 
     python -m benchmarks.load [--bundle DIR] [--concurrency 1 4 16 64] [--duration 20] [--json OUT]
 
-1. The offline engine (``service.translator``, same bundle, threads and batch limit) translates the
+1. The offline engine (``engine.translator``, same bundle, threads and batch limit) translates the
    test sentences in one call: the throughput the service is held against.
 2. The script starts the service itself (``python -m service``) on a free port, once with dynamic
    batching on (``MT_MAX_BATCH_SENTENCES`` = the batch limit, ``MT_MAX_WAIT_MS`` as configured) and
@@ -244,7 +244,7 @@ def run_level(service: Service, texts: list[str], concurrency: int, args: argpar
 def offline_throughput(texts: list[str], args: argparse.Namespace) -> dict:
     """The engine alone on the same sentences, one call: sentences/s, and the machine's steal time
     meanwhile (% of one core), which tells whether the reference itself was measured slowed."""
-    from service.translator import TranslationOptions, Translator, TranslatorConfig
+    from engine.translator import TranslationOptions, Translator, TranslatorConfig
 
     variant = None if args.variant == "auto" else args.variant
     config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=args.threads, streams=args.streams,

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from model.tokenizer import EOS_ID, Tokenizer, normalize_text
+from engine.tokenizer import EOS_ID, Tokenizer, normalize_text
 
 # name -> (family, precision); the family decides which loader runs
 SYSTEMS: dict[str, tuple[str, str]] = {
@@ -40,7 +40,7 @@ Translate = Callable[[list[str], int], tuple[list[str], list[list[int]] | None]]
 
 
 def load_ours(args: argparse.Namespace, variant: str) -> Translate:
-    from service.translator import TranslationOptions, Translator, TranslatorConfig
+    from engine.translator import TranslationOptions, Translator, TranslatorConfig
 
     translator = Translator(
         TranslatorConfig(

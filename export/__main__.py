@@ -16,9 +16,9 @@ import logging
 import sys
 from pathlib import Path
 
+from engine.bundle import BundleError
 from export import ExportError
 from export.pipeline import ExportConfig, ExportResult, export_bundle
-from service.bundle import BundleError
 
 
 def parse_args(argv: list[str] | None) -> ExportConfig:

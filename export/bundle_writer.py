@@ -12,8 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+from engine.bundle import MANIFEST, Manifest, load_bundle, sha256_file
 from export import ExportError
-from service.bundle import MANIFEST, Manifest, load_bundle, sha256_file
 
 
 def prepare_output(out: Path, *, force: bool) -> Path:

@@ -14,7 +14,7 @@ and with the time axis gone most of that work disappears:
 - the source padding mask becomes one additive bias (0 or -inf) shared by all layers, instead of
   a masked fill and a zeroing Where per layer: identical weights, as no source is all padding.
 
-Same inputs, outputs and semantics as the traced ``decode`` (``service.bundle.decoder_signature``);
+Same inputs, outputs and semantics as the traced ``decode`` (``engine.bundle.decoder_signature``);
 the export's parity check compares this graph with ``Transformer.decode`` on real sentences.
 Shapes: B sentences, K beams, N = B*K rows, S source length, P cached positions, H heads,
 Dh head size, D = H*Dh, V vocabulary.

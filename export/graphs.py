@@ -4,7 +4,7 @@ The encoder wraps the model's own ``encode``/``cross_kv``. The step is ``export.
 ``decode``'s computation for one new token over 2-D activations, with the model's own modules and
 weights, because the traced ``decode`` (any number of new tokens) made a graph of 340 nodes where
 this one has 145, 1.2-1.3x faster; the parity check compares it with ``decode``. Input/output names
-and dynamic axes come from the signatures in ``service.bundle``, the one definition of the contract
+and dynamic axes come from the signatures in ``engine.bundle``, the one definition of the contract
 the engine relies on.
 
 Exporter choice: the TorchScript-based ``torch.onnx.export(..., dynamo=False)``. The dynamo exporter
@@ -14,7 +14,7 @@ by the parity check, including batch, source and cache lengths other than the tr
 
 Shapes: B sentences, N = B*K decoder rows, S source length, P cached positions, L decoder layers,
 H heads, Dh head size, V vocabulary. Keys/values are one tensor per layer (``cross_k_0`` ...), in
-the order of ``service.bundle``'s signatures: all keys, then all values.
+the order of ``engine.bundle``'s signatures: all keys, then all values.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import onnx
 import torch
 from torch import Tensor, nn
 
+from engine.bundle import DYNAMIC_DIMS, TensorSpec, decoder_signature, encoder_signature
 from export.decoder_step import DecoderStep
 from model.transformer import Transformer
-from service.bundle import DYNAMIC_DIMS, TensorSpec, decoder_signature, encoder_signature
 
 OPSET = 17
 

@@ -17,19 +17,7 @@ from pathlib import Path
 import onnxruntime as ort
 import torch
 
-from export import ExportError
-from export.bundle_writer import checksums, commit, prepare_output, write_manifest
-from export.graphs import OPSET, export_graphs
-from export.parity import OnnxGreedy, ParityReport, check_parity, one_torch_thread
-from export.quality import TestSet, measure
-from export.quantize import optimize, quantize
-from export.samples import SAMPLE_SENTENCES
-from export.source import Source, load_source
-from model.data import read_lines
-from model.decoding import DecodingOptions
-from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from model.transformer import count_parameters
-from service.bundle import (
+from engine.bundle import (
     SCHEMA_VERSION,
     AlignmentInfo,
     DecodingDefaults,
@@ -41,6 +29,18 @@ from service.bundle import (
     SpecialTokens,
     Variant,
 )
+from engine.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from export import ExportError
+from export.bundle_writer import checksums, commit, prepare_output, write_manifest
+from export.graphs import OPSET, export_graphs
+from export.parity import OnnxGreedy, ParityReport, check_parity, one_torch_thread
+from export.quality import TestSet, measure
+from export.quantize import optimize, quantize
+from export.samples import SAMPLE_SENTENCES
+from export.source import Source, load_source
+from model.data import read_lines
+from model.decoding import DecodingOptions
+from model.transformer import count_parameters
 
 log = logging.getLogger("export")
 

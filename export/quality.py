@@ -1,6 +1,6 @@
 """Measured quality of a bundle's variants: cased, detokenized sacreBLEU and chrF on a test set.
 
-Translation goes through the service's own engine (``service.translator.Translator``) on the
+Translation goes through the service's own engine (``engine.translator.Translator``) on the
 staged bundle, so the figures in the manifest are those of what is served, int8 included.
 """
 
@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.bundle import Quality
 from export import ExportError
 from model.data import read_lines
 from model.evaluate import score_translations
-from service.bundle import Quality
 
 TEST_SET = "test_2016_flickr"
 
@@ -39,7 +39,7 @@ class TestSet:
 def measure(bundle_dir: Path, variant: str, test_set: TestSet, *, beam_size: int) -> Quality:
     """Translate ``test_set`` with ``variant`` of the bundle in ``bundle_dir`` and score it."""
     # Imported here: the engine is only needed with --eval-data.
-    from service.translator import TranslationOptions, Translator, TranslatorConfig
+    from engine.translator import TranslationOptions, Translator, TranslatorConfig
 
     translator = Translator(TranslatorConfig(model_dir=bundle_dir, provider="cpu", variant=variant))
     try:

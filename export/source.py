@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.bundle import sha256_file
+from engine.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from export import ExportError
 from model.checkpoint import load_checkpoint, model_from_checkpoint
-from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from model.transformer import Transformer
-from service.bundle import sha256_file
 
 REQUIRED_KEYS = ("model", "model_config", "spm_model", "spm_sha256")
 

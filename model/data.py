@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from model.tokenizer import BOS_ID, PAD_ID, Tokenizer
+from engine.tokenizer import BOS_ID, PAD_ID, Tokenizer
 
 
 def read_lines(path: Path) -> list[str]:

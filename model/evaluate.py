@@ -17,10 +17,10 @@ from pathlib import Path
 import sacrebleu
 import torch
 
+from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint, write_spm
 from model.data import pad, read_lines
 from model.decoding import DecodingOptions, beam_search
-from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
 

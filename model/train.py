@@ -22,12 +22,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from engine.tokenizer import PAD_ID, Tokenizer
 from model.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from model.config import TrainConfig, load_config
 from model.data import ParallelData, collate, corpus_paths, make_batches, read_lines
 from model.decoding import DecodingOptions
 from model.evaluate import score_translations, translate_texts
-from model.tokenizer import PAD_ID, Tokenizer, train_sentencepiece
+from model.tokenizer import train_sentencepiece
 from model.transformer import ModelConfig, build_model, count_parameters
 
 log = logging.getLogger("model.train")

@@ -29,15 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine.translator import BatchStats
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
-from service.translator import BatchStats
 
 log = logging.getLogger(__name__)
 
 
 class Engine(Protocol):
-    """What the batcher needs from ``service.translator.Translator`` (tests pass a fake)."""
+    """What the batcher needs from ``engine.translator.Translator`` (tests pass a fake)."""
 
     def count_tokens(self, text: str) -> int: ...
 

@@ -25,9 +25,9 @@ import threading
 from dataclasses import asdict, replace
 from multiprocessing.connection import Connection
 
-from model.tokenizer import Tokenizer
-from service.bundle import load_bundle
-from service.translator import (
+from engine.bundle import load_bundle
+from engine.tokenizer import Tokenizer
+from engine.translator import (
     BatchStats,
     ModelInfo,
     TranslationOptions,

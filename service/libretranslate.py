@@ -16,10 +16,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.exceptions import HTTPException
 
+from engine.translator import TranslationOptions
 from service.errors import InvalidRequest
 from service.runtime import RuntimeDep, bearer_key
 from service.schemas import BEARER_AUTH, ErrorResponse, LibreLanguage, LibreTranslateRequest, json_body, validated
-from service.translator import TranslationOptions
 
 router = APIRouter(tags=["LibreTranslate compatibility"])
 

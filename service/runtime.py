@@ -18,13 +18,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security.utils import get_authorization_scheme_param
 
-from service.batcher import Batcher, BatcherConfig
-from service.cache import TranslationCache
-from service.engine_process import EngineProcess
-from service.errors import ClientDisconnected, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
-from service.metrics import Metrics
-from service.settings import Settings
-from service.translator import (
+from engine.translator import (
     ModelInfo,
     TranslationOptions,
     TranslationResult,
@@ -32,6 +26,12 @@ from service.translator import (
     TranslatorConfig,
     auto_streams,
 )
+from service.batcher import Batcher, BatcherConfig
+from service.cache import TranslationCache
+from service.engine_process import EngineProcess
+from service.errors import ClientDisconnected, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
+from service.metrics import Metrics
+from service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from engine.translator import TranslationOptions, TranslationResult
 from service.errors import InvalidRequest, describe_validation
-from service.translator import TranslationOptions, TranslationResult
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
 MAX_OUTPUT_TOKENS = 1024

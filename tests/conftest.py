@@ -51,10 +51,11 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_corpus: Path)
     """A checkpoint (d_model 32, 2+2 layers, 150-piece vocabulary) trained for 60 steps."""
     import torch
 
+    from engine.tokenizer import Tokenizer
     from export.parity import one_torch_thread
     from model.checkpoint import save_checkpoint
     from model.data import ParallelData, collate, make_batches, read_lines
-    from model.tokenizer import Tokenizer, train_sentencepiece
+    from model.tokenizer import train_sentencepiece
     from model.train import label_smoothed_loss
     from model.transformer import ModelConfig, build_model
 

@@ -20,10 +20,10 @@ from benchmarks.agreement import token_log_probs  # noqa: E402
 from benchmarks.ct2_convert import convert  # noqa: E402
 from benchmarks.nocache import PrefixRecomputingModel  # noqa: E402
 from benchmarks.systems import SYSTEMS  # noqa: E402
+from engine.tokenizer import EOS_ID, Tokenizer, normalize_text  # noqa: E402
 from model.checkpoint import load_checkpoint, model_from_checkpoint, write_spm  # noqa: E402
 from model.data import pad  # noqa: E402
 from model.decoding import DecodingOptions, beam_search, max_decoding_length  # noqa: E402
-from model.tokenizer import EOS_ID, Tokenizer, normalize_text  # noqa: E402
 
 SENTENCES = 8
 

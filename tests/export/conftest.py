@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.bundle import load_bundle
+from engine.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from export.parity import OnnxGreedy, one_torch_thread
 from model.checkpoint import load_checkpoint, model_from_checkpoint
-from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from model.transformer import Transformer
-from service.bundle import load_bundle
 
 
 @pytest.fixture(scope="module", autouse=True)

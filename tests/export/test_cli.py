@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.bundle import load_bundle
 from export.__main__ import main
-from service.bundle import load_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from engine.bundle import per_layer
 from export.parity import OnnxGreedy
 from model.transformer import Transformer
-from service.bundle import per_layer
 
 TOL = 1e-4
 

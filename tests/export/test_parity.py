@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.tokenizer import Tokenizer
 from export.parity import OnnxGreedy, ParityReport, check_parity
 from model.data import pad, read_lines
 from model.decoding import DecodingOptions, beam_search
-from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 from tests.export.conftest import greedy_for
 
@@ -40,13 +40,20 @@ def test_fp32_parity(fp32_report: ParityReport):
 
 
 def test_int8_is_close_but_reported_only(
-    tiny_bundle: Path, tiny_model: Transformer, sentence_ids, alignment_layer: int
+    tiny_bundle: Path, fp32_report: ParityReport, tiny_model: Transformer, sentence_ids, alignment_layer: int
 ):
     report = check_parity(
         tiny_model, greedy_for(tiny_bundle, "int8"), sentence_ids, alignment_layer=alignment_layer, alignment_heads=0
     )
-    assert 0 < report.max_abs_logprob_diff < 2.0  # quantised: not exact, but not broken either
+    # Quantised: not exact, and the largest difference, over every vocabulary entry, depends on the
+    # CPU's int8 kernels (1.5 on an Intel Xeon, 2.6 on an AMD EPYC). Not broken either: normalised,
+    # and mostly the same greedy tokens as fp32 (0.70 of positions on an AMD EPYC for this barely trained
+    # model; a broken graph would agree on about 1 in 150, the vocabulary size).
+    assert report.max_abs_logprob_diff > 0
     assert report.max_abs_logsumexp <= 1e-3
+    pairs = list(zip(report.outputs, fp32_report.outputs, strict=True))
+    same = sum(x == y for a, b in pairs for x, y in zip(a, b, strict=False)) / sum(map(len, fp32_report.outputs))
+    assert same >= 0.5, f"int8 greedy tokens agree with fp32 at {same:.0%} of positions"
 
 
 def test_greedy_outputs_equal_pytorch_reference(

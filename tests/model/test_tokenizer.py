@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.tokenizer import normalize_text
+from engine.tokenizer import normalize_text
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint
 from model.config import load_config
 from model.data import ParallelData, make_batches
-from model.tokenizer import Tokenizer
 from model.train import learning_rate, main
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ import pytest
 import uvicorn
 from live_server import REPO, assert_error, free_port
 
+from engine.translator import Translator, TranslatorConfig
 from service.__main__ import main
 from service.app import create_app
 from service.settings import Settings
-from service.translator import Translator, TranslatorConfig
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from engine.translator import BatchStats
 from service.batcher import Batcher, BatcherConfig
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
-from service.translator import BatchStats
 
 LONG = 60.0  # a max_wait / timeout no test ever reaches: batches start only when full
 

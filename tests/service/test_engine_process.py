@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from service.bundle import BundleError
+from engine.bundle import BundleError
+from engine.translator import BatchStats, TranslationOptions, Translator, TranslatorConfig
 from service.engine_process import EngineCrashed, EngineProcess
-from service.translator import BatchStats, TranslationOptions, Translator, TranslatorConfig
 
 TEXTS = ["a b c. d e", "f g h", "i j k l m n o"]
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from service.segmenter import segment
+from engine.segmenter import segment
 
 
 def words(text: str) -> int:

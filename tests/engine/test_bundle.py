@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from service.bundle import BundleError, load_bundle, sha256_file
+from engine.bundle import BundleError, load_bundle, sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_valid_bundle_loads(tiny_bundle: Path):
 
 
 def test_loading_needs_neither_torch_nor_onnx(tiny_bundle: Path):
-    code = f"import sys, service.bundle as b; b.load_bundle({str(tiny_bundle)!r}); print(sorted(set(sys.modules)))"
+    code = f"import sys, engine.bundle as b; b.load_bundle({str(tiny_bundle)!r}); print(sorted(set(sys.modules)))"
     env = os.environ | {"PYTHONPATH": str(REPO)}
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service import cpus
+from engine import cpus
 
 
 def cgroup_v2(root: Path, cpu_max: str) -> Path:

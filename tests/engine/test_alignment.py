@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from service.alignment import (
+from engine.alignment import (
     build_alignment,
     concat_alignments,
     hard_alignment,

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service import translator as translator_module
-from service.bundle import BundleError
-from service.runner import RunnerError
-from service.translator import (
+from engine import translator as translator_module
+from engine.bundle import BundleError
+from engine.runner import RunnerError
+from engine.translator import (
     BatchStats,
     TranslationOptions,
     Translator,
@@ -221,7 +221,7 @@ def test_cuda_requested_without_cuda_is_a_clear_error(tiny_bundle: Path) -> None
 
 
 def test_the_engine_does_not_import_torch() -> None:
-    code = "import sys, service.translator; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, engine.translator; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
@@ -232,10 +232,10 @@ def test_the_engine_does_not_import_torch() -> None:
 
 def reference_translations(checkpoint: Path, texts: list[str], beam: int, length_penalty: float) -> list[str]:
     torch = pytest.importorskip("torch")
+    from engine.tokenizer import Tokenizer
     from model.checkpoint import load_checkpoint, model_from_checkpoint
     from model.data import pad
     from model.decoding import DecodingOptions, beam_search
-    from model.tokenizer import Tokenizer
 
     state = load_checkpoint(checkpoint)
     model = model_from_checkpoint(state)
@@ -273,7 +273,7 @@ def assert_same_as_reference(
 
 def single_sentences(texts: list[str]) -> list[str]:
     """Texts the segmenter keeps whole (the reference translates lines as they are)."""
-    from service.segmenter import segment
+    from engine.segmenter import segment
 
     return [t for t in texts if len(segment(t, count_tokens=len, max_tokens=10**6).segments) == 1]
 

@@ -1,12 +1,12 @@
 """The translation engine: texts in, translations out, on onnxruntime (no torch, no HTTP).
 
-``Translator`` loads and validates a bundle (``service.bundle``), builds the runner, warms it up,
+``Translator`` loads and validates a bundle (``engine.bundle``), builds the runner, warms it up,
 and translates a list of texts in one call:
 
-1. each text is split into sentences (``service.segmenter``), which are tokenized;
+1. each text is split into sentences (``engine.segmenter``), which are tokenized;
 2. all sentences are sorted by length and cut into sub-batches bounded by ``max_batch_sentences``
    and ``max_batch_tokens`` (padded source tokens), so padding stays small;
-3. per sub-batch: the encoder once, then beam search (``service.beam_search``) over decoder steps
+3. per sub-batch: the encoder once, then beam search (``engine.beam_search``) over decoder steps
    with the KV cache. ``streams`` sub-batches decode at once, each on its share of the threads
    (see ``TranslatorConfig.streams``);
 4. translations are detokenized and reassembled per text, in input order.
@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from model.tokenizer import Tokenizer, normalize_text
-from service import beam_search
-from service.alignment import Alignment, build_alignment, concat_alignments
-from service.bundle import Bundle, BundleError, load_bundle
-from service.cpus import available_cpus, default_threads
-from service.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
-from service.segmenter import SegmentedText, segment
+from engine import beam_search
+from engine.alignment import Alignment, build_alignment, concat_alignments
+from engine.bundle import Bundle, BundleError, load_bundle
+from engine.cpus import available_cpus, default_threads
+from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
+from engine.segmenter import SegmentedText, segment
+from engine.tokenizer import Tokenizer, normalize_text
 
 __all__ = [
     "Alignment",

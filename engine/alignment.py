@@ -38,7 +38,7 @@ class Alignment:
 
 
 class PieceCodec(Protocol):
-    """What alignments need from the tokenizer (``model.tokenizer.Tokenizer`` is one)."""
+    """What alignments need from the tokenizer (``engine.tokenizer.Tokenizer`` is one)."""
 
     def pieces(self, ids: Sequence[int]) -> list[str]: ...
 

@@ -12,10 +12,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from service.beam_search import SearchOptions, search
-from service.bundle import load_bundle
-from service.runner import DecoderShape, DeviceDecoder, HostDecoder, Runner, RunnerConfig, RunnerError, resolve_provider
-from service.translator import pad_batch
+from engine.beam_search import SearchOptions, search
+from engine.bundle import load_bundle
+from engine.runner import DecoderShape, DeviceDecoder, HostDecoder, Runner, RunnerConfig, RunnerError, resolve_provider
+from engine.translator import pad_batch
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ Two implementations of that state:
 
 Shape legend: B sentences, K beams, N = B*K rows, S source length, P cached positions,
 L decoder layers, H heads, Dh head size, V vocabulary. Caches and cross keys/values are one tensor
-per layer, named as in ``service.bundle``'s signatures, each with its row (or sentence) axis first.
+per layer, named as in ``engine.bundle``'s signatures, each with its row (or sentence) axis first.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Literal
 import numpy as np
 import onnxruntime as ort
 
-from service.beam_search import Step
-from service.bundle import per_layer
+from engine.beam_search import Step
+from engine.bundle import per_layer
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from service.beam_search import (
+from engine.beam_search import (
     NEG_INF,
     SearchOptions,
     Step,
