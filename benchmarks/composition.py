@@ -32,9 +32,9 @@ import numpy as np
 import psutil
 
 from benchmarks.common import TEST_SRC, machine, markdown_table, read_lines, write_json
+from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.beam_search import Step
 from engine.runner import DeviceDecoder, Encoded, HostDecoder, Runner
-from engine.translator import TranslationOptions, Translator, TranslatorConfig
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pathlib import Path
 import sacrebleu
 
 from benchmarks.common import REPO, TEST_REF, TEST_SRC, machine, markdown_table, read_lines, write_json
-from engine.translator import TranslationOptions, Translator, TranslatorConfig
+from engine import TranslationOptions, Translator, TranslatorConfig
 
 
 def engine_runs(args: argparse.Namespace, texts: list[str], refs: list[str]) -> list[dict]:

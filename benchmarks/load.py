@@ -244,7 +244,7 @@ def run_level(service: Service, texts: list[str], concurrency: int, args: argpar
 def offline_throughput(texts: list[str], args: argparse.Namespace) -> dict:
     """The engine alone on the same sentences, one call: sentences/s, and the machine's steal time
     meanwhile (% of one core), which tells whether the reference itself was measured slowed."""
-    from engine.translator import TranslationOptions, Translator, TranslatorConfig
+    from engine import TranslationOptions, Translator, TranslatorConfig
 
     variant = None if args.variant == "auto" else args.variant
     config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=args.threads, streams=args.streams,

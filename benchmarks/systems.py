@@ -40,7 +40,7 @@ Translate = Callable[[list[str], int], tuple[list[str], list[list[int]] | None]]
 
 
 def load_ours(args: argparse.Namespace, variant: str) -> Translate:
-    from engine.translator import TranslationOptions, Translator, TranslatorConfig
+    from engine import TranslationOptions, Translator, TranslatorConfig
 
     translator = Translator(
         TranslatorConfig(
@@ -54,7 +54,7 @@ def load_ours(args: argparse.Namespace, variant: str) -> Translate:
     )
 
     def translate(texts: list[str], beam: int) -> tuple[list[str], None]:
-        results = translator.translate_batch(texts, TranslationOptions(beam_size=beam, length_penalty=1.0))
+        results = translator.translate_batch(texts, TranslationOptions(beam_size=beam, length_penalty=1.0)).results
         return [r.text for r in results], None
 
     return translate

@@ -13,7 +13,7 @@ and translates a list of texts in one call:
 
 A sentence's translation does not depend on what else is in the batch: rows are decoded
 independently, and with at least one padding position (``pad_batch``) the fp32 graphs give bitwise
-the same results for a sentence alone or inside a larger batch (tests/service/test_translator.py).
+the same results for a sentence alone or inside a larger batch (tests/engine/test_translator.py).
 The int8 variant cannot promise this: onnxruntime's dynamic quantization scales activations per
 tensor, i.e. over the whole batch, so batch neighbours shift a sentence's log-probabilities.
 """
@@ -25,93 +25,28 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from engine import beam_search
-from engine.alignment import Alignment, build_alignment, concat_alignments
+from engine.alignment import build_alignment, concat_alignments
+from engine.api import (
+    BatchStats,
+    Hypothesis,
+    ModelInfo,
+    TranslatedBatch,
+    TranslationOptions,
+    TranslationResult,
+)
 from engine.bundle import Bundle, BundleError, load_bundle
 from engine.cpus import available_cpus, default_threads
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.segmenter import SegmentedText, segment
 from engine.tokenizer import Tokenizer, normalize_text
 
-__all__ = [
-    "Alignment",
-    "BatchStats",
-    "BundleError",
-    "Hypothesis",
-    "ModelInfo",
-    "TranslationOptions",
-    "TranslationResult",
-    "Translator",
-    "TranslatorConfig",
-    "auto_streams",
-]
+__all__ = ["Translator", "TranslatorConfig", "auto_streams"]
 
 WARMUP_TEXT = "Warm-up: the first request should not pay for memory allocation."
-
-
-@dataclass(frozen=True)  # hashable: the batcher merges only equal options
-class TranslationOptions:
-    beam_size: int = 4
-    num_hypotheses: int = 1
-    length_penalty: float = 1.0
-    max_length: int | None = None  # cap on generated tokens (EOS included)
-    min_length: int = 0
-    no_repeat_ngram_size: int = 0
-    return_alignments: bool = False
-
-    def __post_init__(self) -> None:
-        self.search_options()  # validates the search fields
-        if self.max_length is not None and self.max_length < 1:
-            raise ValueError(f"max_length must be at least 1, got {self.max_length}")
-
-    def search_options(self) -> beam_search.SearchOptions:
-        return beam_search.SearchOptions(
-            beam_size=self.beam_size,
-            num_hypotheses=self.num_hypotheses,
-            length_penalty=self.length_penalty,
-            min_length=self.min_length,
-            no_repeat_ngram_size=self.no_repeat_ngram_size,
-            return_attention=self.return_alignments,
-        )
-
-
-@dataclass
-class Hypothesis:
-    text: str
-    score: float  # sum of log-probabilities, EOS included
-    normalized_score: float  # score / length ** length_penalty, the ranking criterion
-
-
-@dataclass
-class TranslationResult:
-    text: str
-    hypotheses: list[Hypothesis]  # best first
-    alignment: Alignment | None = None  # of the best hypothesis, when asked for
-    truncated: bool = False  # a sentence was too long for the model and was translated in pieces
-    input_tokens: int = 0  # source pieces read by the encoder, EOS included
-    output_tokens: int = 0  # target pieces of the best hypothesis, EOS excluded
-
-
-@dataclass
-class BatchStats:
-    encode_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    sub_batches: list[tuple[int, int]] = field(default_factory=list)  # (sentences, padded source tokens)
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    version: str
-    source_language: str
-    target_language: str
-    variant: str
-    provider: str
-    quality: dict[str, Any]  # test set -> BLEU/chrF with signatures, of this variant
 
 
 @dataclass(frozen=True)
@@ -194,9 +129,10 @@ class Translator:
             variant=variant,
             provider=self.runner.provider,
             quality={k: q.model_dump() for k, q in manifest.variants[variant].quality.items()},
+            decoding=manifest.decoding,
         )
         if config.warmup:
-            self.translate_batch([WARMUP_TEXT], TranslationOptions(beam_size=manifest.decoding.beam_size))
+            self.translate_batch([WARMUP_TEXT])
 
     def _check_tokenizer(self, bundle: Bundle) -> None:
         m = bundle.manifest
@@ -215,18 +151,18 @@ class Translator:
         """Source pieces of ``text`` as one sentence, EOS included (what batching bounds count)."""
         return len(self.tokenizer.encode(text))
 
-    def translate_batch(
-        self, texts: list[str], options: TranslationOptions | None = None, stats: BatchStats | None = None
-    ) -> list[TranslationResult]:
-        options = options or TranslationOptions()
-        stats = stats if stats is not None else BatchStats()
+    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
+        """Translate ``texts`` with ``options`` (default: the model's); ValueError if invalid."""
+        options = (options or TranslationOptions()).resolved(self.info.decoding)
+        stats = BatchStats()
         segmented = [self._segment(text) for text in texts]
         sentences = [self._sentence(i, s.text, s.truncated) for i, seg in enumerate(segmented) for s in seg.segments]
         self._decode([s for s in sentences if len(s.ids) > 1], options, stats)  # [EOS] alone: nothing to say
         by_text: list[list[_Sentence]] = [[] for _ in texts]
         for s in sentences:
             by_text[s.text_index].append(s)
-        return [self._result(seg, parts, options) for seg, parts in zip(segmented, by_text, strict=True)]
+        results = [self._result(seg, parts, options) for seg, parts in zip(segmented, by_text, strict=True)]
+        return TranslatedBatch(results, stats)
 
     def close(self) -> None:
         """Release the onnxruntime sessions; the translator cannot be used afterwards."""
@@ -303,7 +239,7 @@ class Translator:
             score = sum(h.score for h in picks if h)
             length = sum(len(h.tokens) + 1 for h in picks if h)
             text = seg.join([self.tokenizer.decode(h.tokens) if h else "" for h in picks])
-            normalized = beam_search.normalized(score, length, options.length_penalty) if length else 0.0
+            normalized = beam_search.normalized(score, length, options.length_penalty or 0.0) if length else 0.0
             hypotheses.append(Hypothesis(text, score, normalized))
         best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
         alignment = None

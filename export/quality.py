@@ -39,12 +39,12 @@ class TestSet:
 def measure(bundle_dir: Path, variant: str, test_set: TestSet, *, beam_size: int) -> Quality:
     """Translate ``test_set`` with ``variant`` of the bundle in ``bundle_dir`` and score it."""
     # Imported here: the engine is only needed with --eval-data.
-    from engine.translator import TranslationOptions, Translator, TranslatorConfig
+    from engine import TranslationOptions, Translator, TranslatorConfig
 
     translator = Translator(TranslatorConfig(model_dir=bundle_dir, provider="cpu", variant=variant))
     try:
         start = time.perf_counter()
-        results = translator.translate_batch(test_set.sources, TranslationOptions(beam_size=beam_size))
+        results = translator.translate_batch(test_set.sources, TranslationOptions(beam_size=beam_size)).results
         seconds = time.perf_counter() - start
     finally:
         translator.close()

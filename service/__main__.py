@@ -34,18 +34,19 @@ class _DrainingServer(uvicorn.Server):
         self.drain_timeout_s = drain_timeout_s
         self.exit_code = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._drain: asyncio.Task[None] | None = None
+        self._drain: asyncio.Future[None] | None = None  # referenced so that the task is not collected
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if sig != signal.SIGTERM or self._drain is not None or self._loop is None:
+        if sig != signal.SIGTERM or self.runtime.draining or self._loop is None:
             super().handle_exit(sig, frame)
             return
-        # Not recorded as a captured signal: uvicorn would re-raise it after shutdown, and the
-        # process would die by SIGTERM instead of exiting 0.
+        # Refuse new requests from this moment. Not recorded as a captured signal: uvicorn would
+        # re-raise it after shutdown, and the process would die by SIGTERM instead of exiting 0.
+        self.runtime.start_draining()
         self._loop.call_soon_threadsafe(self._start_drain)
 
     def _start_drain(self) -> None:

@@ -27,21 +27,13 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from engine.translator import BatchStats
+from engine.api import BatchStats, Engine, TranslatedBatch
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
-
-
-class Engine(Protocol):
-    """What the batcher needs from ``engine.translator.Translator`` (tests pass a fake)."""
-
-    def count_tokens(self, text: str) -> int: ...
-
-    def translate_batch(self, texts: list[str], options: Any, stats: BatchStats | None = None) -> list[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -193,21 +185,18 @@ class Batcher:
         """Hand ``batch`` to a worker thread now; the returned task delivers its results."""
         options = batch[0].job.options
         texts = [item.text for item in batch]
-        stats = BatchStats()
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        work = loop.run_in_executor(self._executor, lambda: self.engine.translate_batch(texts, options, stats=stats))
+        work = loop.run_in_executor(self._executor, self.engine.translate_batch, texts, options)
         # The worker is freed by the first callback of the engine's future, before the delivering
         # task resumes: the batcher's wake-up is then queued ahead of the requests' own, so the next
         # batch reaches the engine before these responses are written (milliseconds for 32).
         work.add_done_callback(lambda _: free.release())
-        return loop.create_task(self._finish(batch, work, stats, started))
+        return loop.create_task(self._finish(batch, work, started))
 
-    async def _finish(
-        self, batch: list[_Item], work: asyncio.Future[list[Any]], stats: BatchStats, started: float
-    ) -> None:
+    async def _finish(self, batch: list[_Item], work: asyncio.Future[TranslatedBatch], started: float) -> None:
         try:
-            results = await work
+            translated = await work
         except Exception as exc:  # an engine failure fails this batch's requests, not the service
             log.exception("engine failed on a batch of %d texts", len(batch))
             error = InternalError(f"translation failed: {type(exc).__name__}")
@@ -216,8 +205,8 @@ class Batcher:
                 if not job.future.done():
                     job.future.set_exception(error)
             return
-        self._record(stats, len(batch), time.monotonic() - started)
-        for item, result in zip(batch, results, strict=True):
+        self._record(translated.stats, len(batch), time.monotonic() - started)
+        for item, result in zip(batch, translated.results, strict=True):
             self._deliver(item, result)
 
     def _deliver(self, item: _Item, result: Any) -> None:

@@ -22,19 +22,13 @@ import os
 import queue
 import signal
 import threading
-from dataclasses import asdict, replace
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
+from engine.api import ModelInfo, TranslatedBatch, TranslationOptions
 from engine.bundle import load_bundle
 from engine.tokenizer import Tokenizer
-from engine.translator import (
-    BatchStats,
-    ModelInfo,
-    TranslationOptions,
-    TranslationResult,
-    Translator,
-    TranslatorConfig,
-)
+from engine.translator import Translator, TranslatorConfig
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +41,8 @@ class EngineCrashed(Exception):
 
 
 class EngineProcess:
+    """An ``engine.api.Engine`` whose translator runs in ``config.streams`` child processes."""
+
     def __init__(self, config: TranslatorConfig, *, nice: int = 0) -> None:
         self.config = config
         # The children load and check the whole bundle; the parent needs only its tokenizer.
@@ -75,18 +71,12 @@ class EngineProcess:
         """Source pieces of ``text`` as one sentence, EOS included (as ``Translator.count_tokens``)."""
         return len(self.tokenizer.encode(text))
 
-    def translate_batch(
-        self, texts: list[str], options: TranslationOptions | None = None, stats: BatchStats | None = None
-    ) -> list[TranslationResult]:
+    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
         child = self._idle.get()  # blocks while every child is busy
         try:
-            results, child_stats = child.translate(texts, options)
+            return child.translate(texts, options)
         finally:
             self._idle.put(child)
-        if stats is not None:
-            for name, value in asdict(child_stats).items():
-                setattr(stats, name, value)
-        return results
 
     def close(self) -> None:
         for child in self._children:
@@ -105,9 +95,7 @@ class _Child:
     def pid(self) -> int | None:
         return self._process.pid
 
-    def translate(
-        self, texts: list[str], options: TranslationOptions | None
-    ) -> tuple[list[TranslationResult], BatchStats]:
+    def translate(self, texts: list[str], options: TranslationOptions | None) -> TranslatedBatch:
         with self._lock:
             try:
                 self._conn.send((texts, options))
@@ -178,9 +166,8 @@ def _serve(config: TranslatorConfig, nice: int, conn: Connection) -> None:
         if request is None:
             return
         texts, options = request
-        stats = BatchStats()
         try:
-            conn.send(("ok", (translator.translate_batch(texts, options, stats), stats)))
+            conn.send(("ok", translator.translate_batch(texts, options)))
         except Exception as e:  # one failed batch, not a dead engine
             conn.send(("error", _picklable(e)))
 

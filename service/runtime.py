@@ -1,9 +1,11 @@
 """The service's live state and the translation path shared by all translation routes.
 
 ``Runtime`` owns the engine (loaded in the background so that liveness answers at once), the
-batcher, the cache, readiness and draining. Routes call ``Runtime.translate``, which checks the
-request against the limits, answers what it can from the cache, and sends the rest through the
-batcher while watching for the client going away.
+batcher, the cache, readiness and draining. Routes describe what they want as a
+``TranslationJob`` and call ``Runtime.translate``, which checks the key, the limits and the
+language pair, answers what it can from the cache, and sends the rest through the batcher. It knows
+nothing of HTTP: cancelling the call (the route does when its client disconnects) drops the job's
+texts that are still queued.
 """
 
 from __future__ import annotations
@@ -12,41 +14,43 @@ import asyncio
 import functools
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-from fastapi import Depends, Request
-from fastapi.security.utils import get_authorization_scheme_param
-
-from engine.translator import (
-    ModelInfo,
-    TranslationOptions,
-    TranslationResult,
-    Translator,
-    TranslatorConfig,
-    auto_streams,
-)
+from engine.api import Engine, ModelInfo, TranslationOptions, TranslationResult
+from engine.translator import Translator, TranslatorConfig, auto_streams
 from service.batcher import Batcher, BatcherConfig
 from service.cache import TranslationCache
 from service.engine_process import EngineProcess
-from service.errors import ClientDisconnected, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
+from service.errors import InvalidRequest, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
 from service.metrics import Metrics
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Engine = Translator | EngineProcess
-TranslatorFactory = Callable[[TranslatorConfig], Engine]
+EngineFactory = Callable[[TranslatorConfig], Engine]
+
+
+@dataclass(frozen=True)
+class TranslationJob:
+    """One translation request, as every route module describes it."""
+
+    texts: Sequence[str]
+    target_lang: str
+    source_lang: str | None = None  # None: the model's source language
+    options: TranslationOptions = field(default_factory=TranslationOptions)
+    api_key: str | None = None
+    timeout_s: float | None = None  # capped at MT_REQUEST_TIMEOUT_S
 
 
 class Runtime:
-    def __init__(self, settings: Settings, metrics: Metrics, *, factory: TranslatorFactory | None = None) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, *, factory: EngineFactory | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
         self.factory = factory or (
             functools.partial(EngineProcess, nice=settings.engine_nice) if settings.engine_process else Translator
         )
-        self.translator: Engine | None = None
+        self.engine: Engine | None = None
         self.batcher: Batcher | None = None
         self.cache: TranslationCache[TranslationResult] | None = None
         self.load_error: str | None = None
@@ -57,9 +61,16 @@ class Runtime:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    @property
-    def ready(self) -> bool:
-        return self.batcher is not None and not self.draining
+    def check_live(self) -> None:
+        """Unavailable (503) once the model has failed to load: a restart is what would help."""
+        if self.load_error:
+            raise Unavailable(self.load_error)
+
+    def check_ready(self) -> None:
+        """Unavailable (503) while the model loads, after it failed to, and while draining."""
+        if self.draining:
+            raise Unavailable("draining: the service is shutting down")
+        self._loaded()
 
     async def load(self) -> None:
         """Create and warm up the engine off the event loop; raises what the engine raises."""
@@ -74,12 +85,12 @@ class Runtime:
             max_batch_sentences=s.max_batch_sentences,
             max_batch_tokens=s.max_batch_tokens,
         )
-        translator = await asyncio.to_thread(self.factory, config)
-        info = translator.info
+        engine = await asyncio.to_thread(self.factory, config)
+        info = engine.info
         self.metrics.set_model(name=info.name, version=info.version, variant=info.variant, provider=info.provider)
         self.cache = TranslationCache(s.cache_size, model_id=f"{info.name}/{info.version}/{info.variant}")
         batcher = Batcher(
-            translator,
+            engine,
             BatcherConfig(
                 max_batch_sentences=s.max_batch_sentences,
                 max_batch_tokens=s.max_batch_tokens,
@@ -92,19 +103,23 @@ class Runtime:
             self.metrics,
         )
         batcher.start()
-        self.translator, self.batcher = translator, batcher
+        self.engine, self.batcher = engine, batcher
         log.info("model %s %s (%s, %s) ready", info.name, info.version, info.variant, info.provider)
 
     async def close(self) -> None:
         if self.batcher is not None:
             await self.batcher.close()
-        if self.translator is not None:
-            self.translator.close()
-        self.batcher = self.translator = None
+        if self.engine is not None:
+            self.engine.close()
+        self.batcher = self.engine = None
+
+    def start_draining(self) -> None:
+        """Turn unready and refuse new translation requests from now on (``enter`` raises)."""
+        self.draining = True
 
     async def drain(self, timeout_s: float) -> bool:
-        """Turn unready, refuse new translation requests, wait for accepted ones; True if all finished."""
-        self.draining = True
+        """Drain: wait up to ``timeout_s`` for accepted requests; True if all finished."""
+        self.start_draining()
         try:
             async with asyncio.timeout(timeout_s):
                 await self._idle.wait()
@@ -136,9 +151,35 @@ class Runtime:
         info = self.loaded_info()
         return f"{info.name}:{info.version}"
 
+    # -- translating -------------------------------------------------------------------------
+
+    async def translate(self, job: TranslationJob) -> list[TranslationResult]:
+        """Results for ``job.texts`` in order, after every check: cached ones at once, the rest
+        through the batcher."""
+        self._authorize(job.api_key)
+        self._check_size(job.texts)
+        self._check_languages(job.source_lang, job.target_lang)
+        _, batcher, cache = self._loaded()
+        options = self._resolve(job.options)
+        texts = job.texts
+        timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
+        results: list[TranslationResult | None] = [cache.get(text, options) for text in texts]
+        missing = [i for i, r in enumerate(results) if r is None]
+        if cache.enabled:
+            self.metrics.cache_hits.inc(len(texts) - len(missing))
+            self.metrics.cache_misses.inc(len(missing))
+        if missing:
+            fresh = await batcher.translate([texts[i] for i in missing], options, timeout_s=timeout)
+            for i, result in zip(missing, fresh, strict=True):
+                results[i] = result
+                cache.put(texts[i], options, result)
+                self.metrics.input_tokens.inc(result.input_tokens)
+                self.metrics.output_tokens.inc(result.output_tokens)
+        return [r for r in results if r is not None]
+
     # -- request checks ----------------------------------------------------------------------
 
-    def authorize(self, key: str | None) -> None:
+    def _authorize(self, key: str | None) -> None:
         keys = self.settings.api_key_set
         if not keys:
             return
@@ -148,7 +189,7 @@ class Runtime:
         if not any([secrets.compare_digest(key.encode(), k.encode()) for k in keys]):
             raise Unauthorized("invalid API key")
 
-    def check_languages(self, source: str | None, target: str) -> None:
+    def _check_languages(self, source: str | None, target: str) -> None:
         info = self.loaded_info()
         src_ok = source is None or source.lower() == info.source_language
         if not src_ok or target.lower() != info.target_language:
@@ -157,78 +198,21 @@ class Runtime:
                 f"this model translates {info.source_language!r} -> {info.target_language!r}"
             )
 
-    def check_size(self, texts: Sequence[str]) -> None:
+    def _check_size(self, texts: Sequence[str]) -> None:
         s = self.settings
         if len(texts) > s.max_texts:
             raise PayloadTooLarge(f"{len(texts)} texts in one request; the limit is {s.max_texts}")
         if (chars := sum(map(len, texts))) > s.max_chars:
             raise PayloadTooLarge(f"{chars} characters in one request; the limit is {s.max_chars}")
 
-    # -- translating -------------------------------------------------------------------------
-
-    async def translate(
-        self, request: Request, texts: Sequence[str], options: TranslationOptions, *, timeout_s: float | None = None
-    ) -> list[TranslationResult]:
-        """Results for ``texts`` in order: cached ones at once, the rest through the batcher."""
-        _, batcher, cache = self._loaded()
-        timeout = min(timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
-        results: list[TranslationResult | None] = [cache.get(text, options) for text in texts]
-        missing = [i for i, r in enumerate(results) if r is None]
-        if cache.enabled:
-            self.metrics.cache_hits.inc(len(texts) - len(missing))
-            self.metrics.cache_misses.inc(len(missing))
-        if missing:
-            fresh = await _unless_disconnected(
-                request, batcher.translate([texts[i] for i in missing], options, timeout_s=timeout)
-            )
-            for i, result in zip(missing, fresh, strict=True):
-                results[i] = result
-                cache.put(texts[i], options, result)
-                self.metrics.input_tokens.inc(result.input_tokens)
-                self.metrics.output_tokens.inc(result.output_tokens)
-        return [r for r in results if r is not None]
+    def _resolve(self, options: TranslationOptions) -> TranslationOptions:
+        """Options with the model's defaults filled in: equal requests share batches and cache entries."""
+        try:
+            return options.resolved(self.loaded_info().decoding)
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
 
     def _loaded(self) -> tuple[Engine, Batcher, TranslationCache[TranslationResult]]:
-        if self.translator is None or self.batcher is None or self.cache is None:
+        if self.engine is None or self.batcher is None or self.cache is None:
             raise Unavailable(self.load_error or "the model is still loading")
-        return self.translator, self.batcher, self.cache
-
-
-async def _unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
-    """Await ``work``, cancelling it (which drops its queued texts) if the client disconnects."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        abandoned = not task.done()
-        if abandoned:
-            task.cancel()
-    if abandoned:
-        raise ClientDisconnected("client disconnected before the translation finished")
-    return task.result()
-
-
-async def _disconnected(request: Request) -> None:
-    # The body has been read, so the next ASGI message is the disconnect (or the end of the response).
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-# A coroutine because FastAPI runs plain-function dependencies in its thread pool: a thread hop
-# per dependency per request, which was a fifth of the HTTP process's CPU under load.
-async def get_runtime(request: Request) -> Runtime:
-    """FastAPI dependency (also awaited directly by the translation routes): the app's runtime."""
-    runtime: Runtime = request.app.state.runtime
-    return runtime
-
-
-def bearer_key(request: Request) -> str | None:
-    """The key of an ``Authorization: Bearer <key>`` header, if any. The translation routes call
-    this themselves: as a FastAPI security dependency it cost ~0.07 ms of CPU per request."""
-    scheme, key = get_authorization_scheme_param(request.headers.get("authorization"))
-    return key if scheme.lower() == "bearer" and key else None
-
-
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+        return self.engine, self.batcher, self.cache

@@ -1,16 +1,17 @@
 """Request and response bodies of the HTTP API (they define the OpenAPI schema at /docs).
 
 Validation that needs no settings happens here and yields 422; limits that come from settings
-(text count, characters: 413) and the language pair (400) are checked by the routes.
+(text count, characters: 413), the language pair (400) and options that depend on the model's
+defaults are checked by ``Runtime.translate``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from engine.translator import TranslationOptions, TranslationResult
+from engine.api import TranslationOptions, TranslationResult
 from service.errors import InvalidRequest, describe_validation
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
@@ -70,7 +71,7 @@ class TranslateRequest(BaseModel):
     source_lang: LanguageCode | None = Field(None, description="Source language; omitted = the model's.")
     target_lang: LanguageCode
     beam_size: int | None = Field(None, ge=1, le=MAX_BEAM_SIZE, description="1 = greedy; omitted = model default.")
-    num_hypotheses: int = Field(1, ge=1, le=MAX_BEAM_SIZE, description="Hypotheses to return (<= beam_size).")
+    num_hypotheses: int = Field(1, ge=1, le=MAX_BEAM_SIZE, description="Hypotheses to return (<= beam size).")
     length_penalty: float | None = Field(None, ge=0, le=10, allow_inf_nan=False, description="alpha in score/n^alpha.")
     max_length: int | None = Field(None, ge=1, le=MAX_OUTPUT_TOKENS, description="Cap on generated tokens.")
     return_scores: bool = False
@@ -79,28 +80,20 @@ class TranslateRequest(BaseModel):
         None, gt=0, allow_inf_nan=False, description="Deadline in seconds; capped at MT_REQUEST_TIMEOUT_S."
     )
 
-    @model_validator(mode="after")
-    def _hypotheses_within_beam(self) -> TranslateRequest:
-        beam = self.beam_size if self.beam_size is not None else TranslationOptions().beam_size
-        if self.num_hypotheses > beam:
-            raise ValueError(f"num_hypotheses ({self.num_hypotheses}) must be <= beam_size ({beam})")
-        return self
-
     @property
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else self.text
 
     def options(self) -> TranslationOptions:
-        given = {
-            "beam_size": self.beam_size,
-            "num_hypotheses": self.num_hypotheses,
-            "length_penalty": self.length_penalty,
-            "max_length": self.max_length,
-            "return_alignments": self.return_alignments,
-        }
         try:
-            return TranslationOptions(**{k: v for k, v in given.items() if v is not None})
-        except ValueError as e:  # the engine's own checks, should they ever be stricter than ours
+            return TranslationOptions(
+                beam_size=self.beam_size,
+                num_hypotheses=self.num_hypotheses,
+                length_penalty=self.length_penalty,
+                max_length=self.max_length,
+                return_alignments=self.return_alignments,
+            )
+        except ValueError as e:  # the engine's checks across fields (num_hypotheses <= beam_size)
             raise InvalidRequest(str(e)) from None
 
 
@@ -165,29 +158,3 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
-
-
-# -- LibreTranslate (https://libretranslate.com/docs) ---------------------------------------------
-
-
-class LibreTranslateRequest(BaseModel):
-    """Its ``POST /translate`` body, sent as JSON or as a form; unknown fields are ignored as it does."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    q: TextOrTexts
-    source: LanguageCode = "auto"
-    target: LanguageCode
-    format: Literal["text"] = Field("text", description="Only plain text is supported.")
-    alternatives: int = Field(0, ge=0, le=MAX_BEAM_SIZE - 1)
-    api_key: str | None = None
-
-    @property
-    def texts(self) -> list[str]:
-        return [self.q] if isinstance(self.q, str) else self.q
-
-
-class LibreLanguage(BaseModel):
-    code: str
-    name: str
-    targets: list[str]

@@ -1,4 +1,4 @@
-"""Alignment extraction (service/alignment.py) on constructed attention matrices."""
+"""Alignment extraction (engine/alignment.py) on constructed attention matrices."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The onnxruntime runner (service/runner.py): provider choice and the two decoder-state paths.
+"""The onnxruntime runner (engine/runner.py): provider choice and the two decoder-state paths.
 
 The IO-binding path (``DeviceDecoder``) exists for CUDA; no GPU is available here, so it runs on
 the CPU device, where it must give bitwise the same results as the plain numpy path.

@@ -1,4 +1,4 @@
-"""Text handling (service/segmenter.py): sentence splitting and faithful reassembly."""
+"""Text handling (engine/segmenter.py): sentence splitting and faithful reassembly."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""The engine end to end on real bundles: service/translator.py over onnxruntime."""
+"""The engine end to end on real bundles: engine/translator.py over onnxruntime."""
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,16 +13,10 @@ import numpy as np
 import pytest
 
 from engine import translator as translator_module
+from engine.api import TranslationOptions
 from engine.bundle import BundleError
 from engine.runner import RunnerError
-from engine.translator import (
-    BatchStats,
-    TranslationOptions,
-    Translator,
-    TranslatorConfig,
-    auto_streams,
-    pad_batch,
-)
+from engine.translator import Translator, TranslatorConfig, auto_streams, pad_batch
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "multi30k"
@@ -49,17 +45,18 @@ def test_loads_validates_and_describes_the_bundle(translator: Translator, tiny_b
     assert (info.variant, info.provider) == ("fp32", "cpu")
     int8 = Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", variant="int8", warmup=False))
     assert int8.info.variant == "int8"
-    assert int8.translate_batch(["A dog runs."])[0].text
+    assert int8.translate_batch(["A dog runs."]).results[0].text
 
 
 def test_translates_the_tiny_task_in_input_order(translator: Translator, tiny_corpus: Path) -> None:
     sources = (tiny_corpus / "val.en").read_text().splitlines()[:16]
-    stats = BatchStats()
-    results = translator.translate_batch(sources, TranslationOptions(beam_size=4), stats)
+    translated = translator.translate_batch(sources, TranslationOptions(beam_size=4))
+    results, stats = translated.results, translated.stats
     assert len(results) == len(sources)
     assert all(r.text and r.output_tokens > 0 and r.input_tokens > 1 for r in results)
     for i in (0, 7, 15):
-        assert translator.translate_batch([sources[i]], TranslationOptions(beam_size=4))[0].text == results[i].text
+        alone = translator.translate_batch([sources[i]], TranslationOptions(beam_size=4)).results[0]
+        assert alone.text == results[i].text
     assert stats.encode_seconds > 0 and stats.decode_seconds > 0
     assert sum(n for n, _ in stats.sub_batches) == len(sources)
 
@@ -69,12 +66,12 @@ def test_sub_batches_respect_the_sentence_and_token_bounds(tiny_bundle: Path) ->
         TranslatorConfig(model_dir=tiny_bundle, provider="cpu", max_batch_sentences=3, max_batch_tokens=60)
     )
     texts = mixed_sentences(20, seed=3, longest=25)
-    stats = BatchStats()
-    results = small.translate_batch(texts, TranslationOptions(beam_size=2), stats)
+    translated = small.translate_batch(texts, TranslationOptions(beam_size=2))
+    results, stats = translated.results, translated.stats
     assert all(n <= 3 and (tokens <= 60 or n == 1) for n, tokens in stats.sub_batches)
     assert len(stats.sub_batches) >= 7
     one_batch = Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", warmup=False))
-    assert [r.text for r in one_batch.translate_batch(texts, TranslationOptions(beam_size=2))] == [
+    assert [r.text for r in one_batch.translate_batch(texts, TranslationOptions(beam_size=2)).results] == [
         r.text for r in results
     ]
 
@@ -104,13 +101,12 @@ def test_streams_split_the_work_and_give_identical_results(translator: Translato
     config = TranslatorConfig(model_dir=tiny_bundle, provider="cpu", threads=2, streams=2, max_batch_sentences=8)
     assert config.threads_per_stream == 1
     streamed = Translator(config)
-    stats = BatchStats()
-    results = streamed.translate_batch(texts, options, stats)
+    translated = streamed.translate_batch(texts, options)
+    results, stats = translated.results, translated.stats
     assert [n for n, _ in stats.sub_batches] == [8, 8, 8]
-    for ours, single in zip(results, translator.translate_batch(texts, options), strict=True):
+    for ours, single in zip(results, translator.translate_batch(texts, options).results, strict=True):
         assert nbest(ours) == nbest(single) and ours.alignment == single.alignment
-    few = BatchStats()
-    streamed.translate_batch(texts[:5], options, few)
+    few = streamed.translate_batch(texts[:5], options).stats
     assert [n for n, _ in few.sub_batches] == [3, 2], "a small batch is split so that both streams work"
     streamed.close()
     with pytest.raises(ValueError, match="streams"):
@@ -121,9 +117,9 @@ def test_streams_split_the_work_and_give_identical_results(translator: Translato
 def test_a_sentence_alone_and_in_a_mixed_batch_of_64_gives_identical_results(translator: Translator, beam: int) -> None:
     texts = mixed_sentences(64)
     options = TranslationOptions(beam_size=beam, num_hypotheses=beam)
-    batch = translator.translate_batch(texts, options)
+    batch = translator.translate_batch(texts, options).results
     for text, in_batch in zip(texts, batch, strict=True):
-        assert nbest(translator.translate_batch([text], options)[0]) == nbest(in_batch)
+        assert nbest(translator.translate_batch([text], options).results[0]) == nbest(in_batch)
 
 
 def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translator) -> None:
@@ -147,7 +143,7 @@ def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translat
 
 def test_text_handling_never_raises(translator: Translator) -> None:
     texts = ["", "   \n ", "\u200b", "A dog.\n\nA cat runs.  The girl sits.\n", "a\x00b\x07 c\u2028d", "😀 " * 3]
-    results = translator.translate_batch(texts)
+    results = translator.translate_batch(texts).results
     assert [r.text for r in results[:3]] == ["", "", ""]
     assert results[0].hypotheses[0].text == "" and results[0].input_tokens == 0
     lines = results[3].text.split("\n")
@@ -158,7 +154,7 @@ def test_text_handling_never_raises(translator: Translator) -> None:
 
 def test_text_longer_than_the_model_limit_is_split_and_flagged(translator: Translator) -> None:
     long_text = " ".join(WORDS[i % len(WORDS)] for i in range(400))  # ~400+ pieces, no sentence end
-    result = translator.translate_batch([long_text, "A dog."])
+    result = translator.translate_batch([long_text, "A dog."]).results
     assert result[0].truncated and not result[1].truncated
     assert result[0].input_tokens > translator.max_positions
     assert result[0].text
@@ -167,7 +163,7 @@ def test_text_longer_than_the_model_limit_is_split_and_flagged(translator: Trans
 def test_n_best_hypotheses_are_ordered_and_bounded(translator: Translator) -> None:
     result = translator.translate_batch(
         ["The man plays with the dog."], TranslationOptions(beam_size=4, num_hypotheses=3)
-    )
+    ).results
     scores = [h.normalized_score for h in result[0].hypotheses]
     assert len(scores) == 3 and scores == sorted(scores, reverse=True)
     assert result[0].text == result[0].hypotheses[0].text
@@ -176,15 +172,19 @@ def test_n_best_hypotheses_are_ordered_and_bounded(translator: Translator) -> No
 
 def test_max_length_caps_the_output(translator: Translator) -> None:
     for beam in (1, 3):
-        results = translator.translate_batch(mixed_sentences(5), TranslationOptions(beam_size=beam, max_length=2))
+        results = translator.translate_batch(
+            mixed_sentences(5), TranslationOptions(beam_size=beam, max_length=2)
+        ).results
         assert all(r.output_tokens <= 1 for r in results)  # 2 tokens including EOS
 
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_alignments_are_consistent_and_free_when_off(translator: Translator, beam: int) -> None:
     texts = ["The red dog runs in the park.", "A girl sits. An old man plays!"]
-    with_alignment = translator.translate_batch(texts, TranslationOptions(beam_size=beam, return_alignments=True))
-    without = translator.translate_batch(texts, TranslationOptions(beam_size=beam))
+    with_alignment = translator.translate_batch(
+        texts, TranslationOptions(beam_size=beam, return_alignments=True)
+    ).results
+    without = translator.translate_batch(texts, TranslationOptions(beam_size=beam)).results
     assert [nbest(r) for r in with_alignment] == [nbest(r) for r in without]
     assert all(r.alignment is None for r in without)
     for r in with_alignment:
@@ -205,6 +205,27 @@ def test_alignments_are_consistent_and_free_when_off(translator: Translator, bea
 def test_invalid_options_fail_before_any_work(bad: dict) -> None:
     with pytest.raises(ValueError):
         TranslationOptions(**bad)
+
+
+def test_omitted_options_are_the_manifest_decoding_defaults(tiny_bundle: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["decoding"].update(beam_size=2, length_penalty=0.5)
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    translator = Translator(TranslatorConfig(model_dir=bundle, provider="cpu", warmup=False))
+    texts = mixed_sentences(8, seed=7)
+    explicit = TranslationOptions(beam_size=2, length_penalty=0.5, num_hypotheses=2)
+    assert nbest_all(translator, texts, TranslationOptions(num_hypotheses=2)) == nbest_all(translator, texts, explicit)
+    assert nbest_all(translator, texts, TranslationOptions(num_hypotheses=2)) != nbest_all(
+        translator, texts, TranslationOptions(beam_size=4, length_penalty=1.0, num_hypotheses=2)
+    )
+    with pytest.raises(ValueError, match="beam_size=2"):
+        translator.translate_batch(texts, TranslationOptions(num_hypotheses=3))
+
+
+def nbest_all(translator: Translator, texts: list[str], options: TranslationOptions) -> list:
+    return [nbest(r) for r in translator.translate_batch(texts, options).results]
 
 
 def test_bundle_problems_are_clear_errors(tiny_bundle: Path, tmp_path: Path) -> None:
@@ -264,7 +285,8 @@ def assert_same_as_reference(
     local.symlink_to(checkpoint)
     for beam, alpha in settings:
         ours = [
-            r.text for r in translator.translate_batch(texts, TranslationOptions(beam_size=beam, length_penalty=alpha))
+            r.text
+            for r in translator.translate_batch(texts, TranslationOptions(beam_size=beam, length_penalty=alpha)).results
         ]
         expected = reference_translations(local, texts, beam, alpha)
         mismatches = [(t, o, e) for t, o, e in zip(texts, ours, expected, strict=True) if o != e]

@@ -26,6 +26,7 @@ OK = {"text": "A dog runs.", "target_lang": "de"}
         {**OK, "beam_size": 17},
         {**OK, "beam_size": "many"},
         {**OK, "beam_size": 2, "num_hypotheses": 3},
+        {**OK, "num_hypotheses": 5},  # more than the model's default beam of 4
         {**OK, "num_hypotheses": 0},
         {**OK, "length_penalty": -1},
         {**OK, "max_length": 0},

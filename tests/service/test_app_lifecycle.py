@@ -30,7 +30,7 @@ def slow_loading_server(tiny_bundle: Path) -> Iterator[tuple[str, threading.Even
         return Translator(config)
 
     port = free_port()
-    app = create_app(Settings(model_dir=tiny_bundle, threads=1), translator_factory=load_when_released)
+    app = create_app(Settings(model_dir=tiny_bundle, threads=1), engine_factory=load_when_released)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.translator import BatchStats
+from engine.api import BatchStats, TranslatedBatch
 from service.batcher import Batcher, BatcherConfig
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
@@ -33,15 +33,14 @@ class FakeEngine:
     def count_tokens(self, text: str) -> int:
         return len(text.split()) + 1
 
-    def translate_batch(self, texts: list[str], options: Any, stats: BatchStats | None = None) -> list[str]:
+    def translate_batch(self, texts: list[str], options: Any) -> TranslatedBatch:
         self.batches.append((list(texts), options))
         self.entered.set()
         assert self._gate.wait(30), "test never released the engine"
         if "boom" in texts:
             raise RuntimeError("engine failure")
-        if stats is not None:
-            stats.sub_batches.append((len(texts), sum(map(self.count_tokens, texts))))
-        return [f"{t.upper()}/{options}" for t in texts]
+        stats = BatchStats(sub_batches=[(len(texts), sum(map(self.count_tokens, texts)))])
+        return TranslatedBatch([f"{t.upper()}/{options}" for t in texts], stats)
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -237,9 +236,9 @@ def test_with_concurrency_two_batches_run_at_once() -> None:
         both_inside = threading.Barrier(2, timeout=10)
 
         class TwoAtOnce(FakeEngine):
-            def translate_batch(self, texts: list[str], options: Any, stats: BatchStats | None = None) -> list[str]:
+            def translate_batch(self, texts: list[str], options: Any) -> TranslatedBatch:
                 both_inside.wait()  # raises BrokenBarrierError unless a second batch arrives meanwhile
-                return super().translate_batch(texts, options, stats)
+                return super().translate_batch(texts, options)
 
         engine = TwoAtOnce()
         batcher, _ = make(engine, max_batch_sentences=1, max_wait_s=0, concurrency=2)

@@ -10,16 +10,17 @@ service's own ``{"error": {"type", "message"}}`` shape.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from engine.translator import TranslationOptions
+from engine.api import TranslationOptions
 from service.errors import InvalidRequest
-from service.runtime import RuntimeDep, bearer_key
-from service.schemas import BEARER_AUTH, ErrorResponse, LibreLanguage, LibreTranslateRequest, json_body, validated
+from service.routes.common import RuntimeDep, bearer_key, error_responses, unless_disconnected
+from service.runtime import Runtime, TranslationJob
+from service.schemas import BEARER_AUTH, MAX_BEAM_SIZE, LanguageCode, TextOrTexts, json_body, validated
 
 router = APIRouter(tags=["LibreTranslate compatibility"])
 
@@ -27,24 +28,46 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanis
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+class LibreTranslateRequest(BaseModel):
+    """Its ``POST /translate`` body, sent as JSON or as a form; unknown fields are ignored as it does."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: TextOrTexts
+    source: LanguageCode = "auto"
+    target: LanguageCode
+    format: Literal["text"] = Field("text", description="Only plain text is supported.")
+    alternatives: int = Field(0, ge=0, le=MAX_BEAM_SIZE - 1)
+    api_key: str | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.q] if isinstance(self.q, str) else self.q
+
+
+class LibreLanguage(BaseModel):
+    code: str
+    name: str
+    targets: list[str]
+
+
 @router.post(
     "/translate",
     openapi_extra={**json_body(LibreTranslateRequest, *_FORM_TYPES), **BEARER_AUTH},
-    responses={status: {"model": ErrorResponse} for status in (401, 400, 413, 422, 429, 504)},
+    responses=error_responses(401, 400, 413, 422, 429, 504),
 )
 async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     """LibreTranslate's translate: ``{"translatedText": str | list[str], "alternatives"?, "detectedLanguage"?}``."""
     body = await _parse(request)
-    runtime.authorize(body.api_key or bearer_key(request))
-    texts = body.texts
-    runtime.check_size(texts)
     auto = body.source.lower() == "auto"
-    runtime.check_languages(None if auto else body.source, body.target)
-    options = TranslationOptions()
-    if body.alternatives:
-        n = body.alternatives + 1
-        options = replace(options, num_hypotheses=n, beam_size=max(options.beam_size, n))
-    results = await runtime.translate(request, texts, options)
+    job = TranslationJob(
+        texts=body.texts,
+        source_lang=None if auto else body.source,
+        target_lang=body.target,
+        options=_options(runtime, body.alternatives),
+        api_key=body.api_key or bearer_key(request),
+    )
+    results = await unless_disconnected(request, runtime.translate(job))
 
     single = isinstance(body.q, str)
     translated = [r.text for r in results]
@@ -54,7 +77,7 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
         response["alternatives"] = alternatives[0] if single else alternatives
     if auto:
         detected = {"confidence": 100.0, "language": runtime.loaded_info().source_language}
-        response["detectedLanguage"] = detected if single else [detected] * len(texts)
+        response["detectedLanguage"] = detected if single else [detected] * len(job.texts)
     return response
 
 
@@ -67,6 +90,14 @@ async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
         LibreLanguage(code=src, name=LANGUAGE_NAMES.get(src, src), targets=[tgt]),
         LibreLanguage(code=tgt, name=LANGUAGE_NAMES.get(tgt, tgt), targets=[]),
     ]
+
+
+def _options(runtime: Runtime, alternatives: int) -> TranslationOptions:
+    """The model's defaults; ``alternatives`` more hypotheses widen the beam to hold them."""
+    if not alternatives:
+        return TranslationOptions()
+    n = alternatives + 1
+    return TranslationOptions(beam_size=max(runtime.loaded_info().decoding.beam_size, n), num_hypotheses=n)
 
 
 async def _parse(request: Request) -> LibreTranslateRequest:

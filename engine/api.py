@@ -1,0 +1,126 @@
+"""The engine's public types: what a caller passes in, what comes back, and the ``Engine`` protocol.
+
+``engine.translator.Translator`` (in this process) and ``service.engine_process.EngineProcess``
+(in child processes) both implement ``Engine``; code above the engine depends on this module only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from engine.alignment import Alignment
+from engine.beam_search import SearchOptions
+from engine.bundle import DecodingDefaults
+
+__all__ = [
+    "Alignment",
+    "BatchStats",
+    "DecodingDefaults",
+    "Engine",
+    "Hypothesis",
+    "ModelInfo",
+    "TranslatedBatch",
+    "TranslationOptions",
+    "TranslationResult",
+]
+
+
+@dataclass(frozen=True)  # hashable: the batcher merges only equal options
+class TranslationOptions:
+    """How to translate. ``None`` means the model's default, from its manifest's ``decoding``."""
+
+    beam_size: int | None = None  # 1 = greedy
+    num_hypotheses: int = 1
+    length_penalty: float | None = None  # alpha in score / length ** alpha
+    max_length: int | None = None  # cap on generated tokens (EOS included); None: the model's length rule
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
+    return_alignments: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"max_length must be at least 1, got {self.max_length}")
+        # The search's own checks, on what is known before the model's defaults fill the rest in.
+        beam_size = max(1, self.num_hypotheses) if self.beam_size is None else self.beam_size
+        self._search_options(beam_size, 0.0 if self.length_penalty is None else self.length_penalty)
+
+    def resolved(self, defaults: DecodingDefaults) -> TranslationOptions:
+        """These options with the model's defaults in place of ``None``; ValueError if invalid."""
+        return replace(
+            self,
+            beam_size=defaults.beam_size if self.beam_size is None else self.beam_size,
+            length_penalty=defaults.length_penalty if self.length_penalty is None else self.length_penalty,
+        )
+
+    def search_options(self) -> SearchOptions:
+        if self.beam_size is None or self.length_penalty is None:
+            raise ValueError("options must be resolved against the model's defaults first")
+        return self._search_options(self.beam_size, self.length_penalty)
+
+    def _search_options(self, beam_size: int, length_penalty: float) -> SearchOptions:
+        return SearchOptions(
+            beam_size=beam_size,
+            num_hypotheses=self.num_hypotheses,
+            length_penalty=length_penalty,
+            min_length=self.min_length,
+            no_repeat_ngram_size=self.no_repeat_ngram_size,
+            return_attention=self.return_alignments,
+        )
+
+
+@dataclass
+class Hypothesis:
+    text: str
+    score: float  # sum of log-probabilities, EOS included
+    normalized_score: float  # score / length ** length_penalty, the ranking criterion
+
+
+@dataclass
+class TranslationResult:
+    text: str
+    hypotheses: list[Hypothesis]  # best first
+    alignment: Alignment | None = None  # of the best hypothesis, when asked for
+    truncated: bool = False  # a sentence was too long for the model and was translated in pieces
+    input_tokens: int = 0  # source pieces read by the encoder, EOS included
+    output_tokens: int = 0  # target pieces of the best hypothesis, EOS excluded
+
+
+@dataclass
+class BatchStats:
+    encode_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    sub_batches: list[tuple[int, int]] = field(default_factory=list)  # (sentences, padded source tokens)
+
+
+@dataclass
+class TranslatedBatch:
+    results: list[TranslationResult]  # one per input text, in input order
+    stats: BatchStats
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    version: str
+    source_language: str
+    target_language: str
+    variant: str
+    provider: str
+    quality: dict[str, Any]  # test set -> BLEU/chrF with signatures, of this variant
+    decoding: DecodingDefaults  # what ``None`` options mean for this model
+
+
+class Engine(Protocol):
+    """A loaded model that translates batches of texts; safe to call from several threads when
+    built for several streams."""
+
+    info: ModelInfo
+
+    def count_tokens(self, text: str) -> int:
+        """Source pieces of ``text`` as one sentence, EOS included (what batch limits count)."""
+        ...
+
+    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,61 @@
+"""What every route module shares: the runtime dependency, the API key, disconnect handling."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, Request
+from fastapi.security.utils import get_authorization_scheme_param
+
+from service.errors import ClientDisconnected
+from service.runtime import Runtime
+from service.schemas import ErrorResponse
+
+T = TypeVar("T")
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: these statuses answer with the service's error body."""
+    return {status: {"model": ErrorResponse} for status in statuses}
+
+
+# A coroutine because FastAPI runs plain-function dependencies in its thread pool: a thread hop
+# per dependency per request, on the path that carries the load.
+async def get_runtime(request: Request) -> Runtime:
+    """FastAPI dependency (also awaited directly by the translation routes): the app's runtime."""
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def bearer_key(request: Request) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` header, if any. Read directly rather than
+    through a FastAPI security dependency, whose machinery runs on every request."""
+    scheme, key = get_authorization_scheme_param(request.headers.get("authorization"))
+    return key if scheme.lower() == "bearer" and key else None
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await ``work``, cancelling it (which drops its queued texts) if the client disconnects."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        abandoned = not task.done()
+        if abandoned:
+            task.cancel()
+    if abandoned:
+        raise ClientDisconnected("client disconnected before the translation finished")
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read, so the next ASGI message is the disconnect (or the end of the response).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
