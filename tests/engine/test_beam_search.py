@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from search_helpers import ForceFirstToken, best_tokens
 
-from engine.beam_search import SearchOptions, search
+from engine.beam_search import Hypothesis, SearchOptions, search
 from engine.decoder import Step
 
 BOS, EOS = 2, 3
 A, B, C, D = 4, 5, 6, 7
 V = 8
 TINY = math.log(1e-6)  # every token not listed in a table
+
+Model = Callable[[int, tuple[int, ...]], np.ndarray]  # (sentence, prefix) -> log_probs (V,) or attention (S,)
+Table = dict[tuple[int, ...], dict[int, float]]  # prefix -> {token: probability}
 
 
 class TableDecoder:
@@ -26,7 +30,14 @@ class TableDecoder:
     number of rows of every step.
     """
 
-    def __init__(self, model, n_sentences: int, beams: int, attention=None, max_candidates: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        n_sentences: int,
+        beams: int,
+        attention: Model | None = None,
+        max_candidates: int | None = None,
+    ) -> None:
         self.model, self.attention = model, attention
         self.rows = [(s, ()) for s in range(n_sentences)]  # (sentence, prefix): one row each at first
         self.sentences = list(range(n_sentences))
@@ -52,7 +63,7 @@ class TableDecoder:
         assert [s for s, _ in self.rows] == [s for s in self.sentences for _ in range(self.beams)]
 
 
-def table_model(table: dict[tuple[int, ...], dict[int, float]]):
+def table_model(table: Table) -> Model:
     def model(_sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
         out = np.full(V, TINY)
         for token, p in table.get(prefix, {}).items():
@@ -62,7 +73,9 @@ def table_model(table: dict[tuple[int, ...], dict[int, float]]):
     return model
 
 
-def run(table, options: SearchOptions, max_length: int = 10, attention=None):
+def run(
+    table: Table, options: SearchOptions, max_length: int = 10, attention: Model | None = None
+) -> tuple[list[Hypothesis], TableDecoder]:
     decoder = TableDecoder(table_model(table), 1, options.beam_size, attention)
     return search(decoder, [max_length], options, bos_id=BOS, eos_id=EOS)[0], decoder
 
