@@ -33,7 +33,7 @@ import psutil
 
 from benchmarks.common import TEST_SRC, machine, markdown_table, read_lines, write_json
 from engine import TranslationOptions, Translator, TranslatorConfig
-from engine.beam_search import Step
+from engine.decoder import Step
 from engine.runner import DeviceDecoder, Encoded, HostDecoder, Runner
 
 
@@ -66,7 +66,7 @@ class CountingRunner:
 
 
 class CountingDecoder:
-    """A decoder state that counts the steps and rows it runs; implements ``beam_search.Decoder``."""
+    """A decoder state that counts the steps and rows it runs; implements ``engine.decoder.Decoder``."""
 
     def __init__(self, decoder: HostDecoder | DeviceDecoder, counts: Counts) -> None:
         self.decoder, self.counts = decoder, counts

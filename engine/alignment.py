@@ -2,7 +2,7 @@
 
 The search records, for every generated token, the cross-attention (over the padded source) of the
 manifest's alignment layer, heads averaged, at the step that chose the token, followed back through
-beam reordering (``beam_search.AttentionTrace``). From that (T+1, S) matrix, EOS row included:
+beam reordering (``engine.attention_trace.AttentionTrace``). From that (T+1, S) matrix, EOS row included:
 
 1. Subword matrix, target pieces x source pieces: the end-of-sentence row and column and the source
    padding are dropped, then each row is renormalized to sum to 1.

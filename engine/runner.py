@@ -2,7 +2,7 @@
 
 ``Runner`` owns the two sessions (provider and threads chosen by ``RunnerConfig``), runs the
 encoder once per batch, and hands out a decoder state per batch that implements
-``beam_search.Decoder``: ``step`` runs one decoder step and keeps the grown self-attention cache,
+``engine.decoder.Decoder``: ``step`` runs one decoder step and keeps the grown self-attention cache,
 ``select`` reorders it by beam origin and drops finished sentences.
 
 Two implementations of that state:
@@ -31,8 +31,8 @@ from typing import Literal
 import numpy as np
 import onnxruntime as ort
 
-from engine.beam_search import Step
 from engine.bundle import per_layer
+from engine.decoder import Step
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class Runner:
 
 
 class HostDecoder:
-    """Decoder state in host memory (the CPU provider); implements ``beam_search.Decoder``."""
+    """Decoder state in host memory (the CPU provider); implements ``engine.decoder.Decoder``."""
 
     def __init__(
         self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, *, attention: bool
@@ -190,7 +190,7 @@ def is_identity(rows: np.ndarray, n: int) -> bool:
 
 
 class DeviceDecoder:
-    """Decoder state kept in device memory as OrtValues; implements ``beam_search.Decoder``."""
+    """Decoder state kept in device memory as OrtValues; implements ``engine.decoder.Decoder``."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """Reference decoding in PyTorch: greedy and beam search over the model's incremental decoder.
 
-This is the specification the ONNX engine (service/beam_search.py) is checked against, written for
+This is the specification the ONNX engine (engine/beam_search.py) is checked against, written for
 clarity rather than speed. Both follow the same rules:
 
 - Scores are sums of log-probabilities. A finished hypothesis of n target tokens (EOS included) is

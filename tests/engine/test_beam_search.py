@@ -1,27 +1,25 @@
-"""Beam search and greedy decoding (service/beam_search.py) on hand-made step functions."""
+"""Beam search and greedy decoding (engine/beam_search.py) on hand-made step functions."""
 
 from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import pytest
+from search_helpers import ForceFirstToken, best_tokens
 
-from engine.beam_search import (
-    NEG_INF,
-    SearchOptions,
-    Step,
-    ban_repeated_ngrams,
-    candidates_from_top,
-    search,
-    top_candidates,
-)
+from engine.beam_search import Hypothesis, SearchOptions, search
+from engine.decoder import Step
 
 BOS, EOS = 2, 3
 A, B, C, D = 4, 5, 6, 7
 V = 8
 TINY = math.log(1e-6)  # every token not listed in a table
+
+Model = Callable[[int, tuple[int, ...]], np.ndarray]  # (sentence, prefix) -> log_probs (V,) or attention (S,)
+Table = dict[tuple[int, ...], dict[int, float]]  # prefix -> {token: probability}
 
 
 class TableDecoder:
@@ -32,7 +30,14 @@ class TableDecoder:
     number of rows of every step.
     """
 
-    def __init__(self, model, n_sentences: int, beams: int, attention=None, max_candidates: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        n_sentences: int,
+        beams: int,
+        attention: Model | None = None,
+        max_candidates: int | None = None,
+    ) -> None:
         self.model, self.attention = model, attention
         self.rows = [(s, ()) for s in range(n_sentences)]  # (sentence, prefix): one row each at first
         self.sentences = list(range(n_sentences))
@@ -58,7 +63,7 @@ class TableDecoder:
         assert [s for s, _ in self.rows] == [s for s in self.sentences for _ in range(self.beams)]
 
 
-def table_model(table: dict[tuple[int, ...], dict[int, float]]):
+def table_model(table: Table) -> Model:
     def model(_sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
         out = np.full(V, TINY)
         for token, p in table.get(prefix, {}).items():
@@ -68,7 +73,9 @@ def table_model(table: dict[tuple[int, ...], dict[int, float]]):
     return model
 
 
-def run(table, options: SearchOptions, max_length: int = 10, attention=None):
+def run(
+    table: Table, options: SearchOptions, max_length: int = 10, attention: Model | None = None
+) -> tuple[list[Hypothesis], TableDecoder]:
     decoder = TableDecoder(table_model(table), 1, options.beam_size, attention)
     return search(decoder, [max_length], options, bos_id=BOS, eos_id=EOS)[0], decoder
 
@@ -203,6 +210,31 @@ def test_search_over_each_rows_best_tokens_equals_search_over_all(beam: int, min
         assert sum(len(hyps) for hyps in top) > len(max_lengths)  # n-best lists, not just single answers
 
 
+@pytest.mark.parametrize("beam", [1, 4])
+def test_an_extra_rule_takes_effect_over_best_tokens_and_over_all(beam: int) -> None:
+    """A rule forcing the first token: every hypothesis starts with it at log-probability 0, unless
+    its sentence may generate only one token, where the forced EOS wins."""
+    max_lengths = [12, 3, 9, 15, 1, 7]
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam)
+    plain = search(TableDecoder(random_model, 6, beam), max_lengths, options, bos_id=BOS, eos_id=EOS)
+    assert any(h.tokens[:1] != [D] for hyps in plain for h in hyps), "D must not come first anyway"
+    results = []
+    for max_candidates in (None, 1):
+        decoder = TableDecoder(random_model, 6, beam, max_candidates=max_candidates)
+        rules = [ForceFirstToken(D)]
+        results.append(search(decoder, max_lengths, options, bos_id=BOS, eos_id=EOS, extra_rules=rules))
+    top, full = ([[(h.tokens, h.score) for h in hyps] for hyps in r] for r in results)
+    assert top == full
+    for s, hyps in enumerate(top):
+        for tokens, score in hyps:
+            assert tokens[:1] == ([] if max_lengths[s] == 1 else [D])
+            chosen = [*tokens, EOS]
+            expected = np.float32(0.0)  # a float32 sum, as the search adds; the forced D adds 0
+            for t in range(1 if tokens else 0, len(chosen)):
+                expected += np.float32(random_model(s, tuple(tokens[:t]))[chosen[t]])
+            assert score == float(expected)
+
+
 def test_full_log_probs_are_asked_for_only_when_the_search_reads_them() -> None:
     """The top path needs all V log-probabilities only at step 0 (to learn whether the decoder gives
     2K+1 candidates) and at a sentence's last step (the forced EOS's log-probability)."""
@@ -228,41 +260,6 @@ def test_no_repeat_ngram_size_blocks_repeats() -> None:
     blocked, _ = run(cycle, SearchOptions(beam_size=1, no_repeat_ngram_size=2), max_length=6)
     assert plain[0].tokens[:4] == [A, B, A, B]
     assert blocked[0].tokens[:3] == [A, B, A] and blocked[0].tokens[3] != B
-
-
-def test_ban_repeated_ngrams_marks_exactly_the_completing_tokens() -> None:
-    history = np.array([[4, 5, 4, 6, 4], [7, 7, 7, 7, 7]])
-    log_probs = np.zeros((2, V), dtype=np.float32)
-    ban_repeated_ngrams(log_probs, history, 2)
-    assert set(np.flatnonzero(log_probs[0] == NEG_INF)) == {5, 6}  # after 4 came 5 and 6
-    assert set(np.flatnonzero(log_probs[1] == NEG_INF)) == {7}
-
-
-def best_tokens(log_probs: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``count`` best, as the graph's TopK gives them: (values, ids) (B, K, count)."""
-    ids = np.argsort(-log_probs, axis=-1, kind="stable")[..., :count]
-    return np.take_along_axis(log_probs, ids, axis=-1), ids
-
-
-@pytest.mark.parametrize("vocab", [9, 300, 1001])
-@pytest.mark.parametrize("source", ["all log-probs", "best 2K+1 per row"])
-def test_candidates_equal_a_full_sort_with_ties_and_infinities(vocab: int, source: str) -> None:
-    rng = np.random.default_rng(vocab)
-    log_probs = rng.integers(-60, 0, size=(4, 4, vocab)).astype(np.float32) / 4  # many exact ties
-    log_probs[1, 2] = NEG_INF
-    log_probs[2, 1, :-1] = NEG_INF  # a forced row: one finite token, in the last group
-    # Sentence 3 is at its first step: only beam 0 is alive, so all 8 candidates come from one row.
-    scores = np.array([[0, -1, -2, NEG_INF], [0, 0, 0, 0], [-3, -1, 0, -2], [0, NEG_INF, NEG_INF, NEG_INF]])
-    scores = scores.astype(np.float32)
-    if source == "all log-probs":
-        cand = top_candidates(log_probs, scores, 8)
-    else:
-        cand = candidates_from_top(*best_tokens(log_probs, 9), scores, 8)
-    for b in range(4):
-        flat = (scores[b][:, None] + log_probs[b]).ravel()
-        expected = sorted(range(flat.size), key=lambda i: (-flat[i], i))[:8]
-        assert list(cand.beams[b] * vocab + cand.tokens[b]) == expected
-        np.testing.assert_array_equal(cand.scores[b], flat[expected])
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from search_helpers import ForceFirstToken
 
 from engine.beam_search import SearchOptions, search
 from engine.bundle import load_bundle
@@ -62,6 +63,21 @@ def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None
         assert [(h.tokens, h.score) for h in a] == [(h.tokens, h.score) for h in b]
         for ha, hb in zip(a, b, strict=True):
             np.testing.assert_array_equal(ha.attention, hb.attention)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_an_extra_rule_steers_the_search_over_the_onnx_decoder(runner: Runner, beam: int) -> None:
+    encoded = runner.encode(sources())
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam)
+
+    def run(rules: list[ForceFirstToken]) -> list[list[int]]:
+        decoder = HostDecoder(runner.decoder, encoded, runner.shape, attention=False)
+        results = search(decoder, [9, 2, 7], options, bos_id=2, eos_id=3, extra_rules=rules)
+        return [h.tokens for hyps in results for h in hyps]
+
+    first_tokens = {tokens[0] for tokens in run([]) if tokens}
+    token = min(set(range(4, runner.shape.vocab)) - first_tokens)
+    assert {tokens[0] for tokens in run([ForceFirstToken(token)])} == {token}
 
 
 def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:

@@ -1,0 +1,134 @@
+"""Rules on each step's continuations (min length, n-gram ban, forced EOS, and any a caller adds), in
+the manner of CTranslate2's logits processors.
+
+A rule edits the step's log-probabilities in place, in either of two forms: all of them, (B, K, V),
+or each row's best C tokens, (B, K, C) values and ids, which the search reads instead when every
+rule can work on them. Rules apply in order, each seeing what the ones before it left.
+
+Shape legend: B sentences still decoding, K beams, N = B*K rows, V vocabulary, C best tokens per
+row, T tokens generated so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+NEG_INF = np.float32(-np.inf)  # a banned continuation's log-probability
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a rule may read besides the log-probabilities it edits."""
+
+    step: int  # tokens generated so far, the same for every row
+    last_step: np.ndarray  # (B,) bool: sentences at their length cap
+    history: np.ndarray  # (N, T) int64: each row's generated tokens
+    eos_id: int
+    # (B', K) float32: the decoder's EOS log-probabilities for the last_step sentences, taken before
+    # any rule ran; None when no sentence is at its last step.
+    eos_log_probs: np.ndarray | None
+
+    @classmethod
+    def build(
+        cls, step: int, last_step: np.ndarray, history: np.ndarray, eos_id: int, log_probs: np.ndarray | None
+    ) -> StepContext:
+        """log_probs (B, K, V): the decoder's, before any rule; needed when a sentence is at its last step."""
+        eos_log_probs = log_probs[last_step, :, eos_id] if last_step.any() else None
+        return cls(step, last_step, history, eos_id, eos_log_probs)
+
+
+class Rule(Protocol):
+    # Whether apply_top can stand in for apply_full. The search reads one token more per row than
+    # a sentence's best continuations need (2K+1 for beam size K, 2 for greedy), so the rules
+    # together may ban at most one token of a row's list, unless they decide the row outright.
+    supports_top: ClassVar[bool]
+
+    def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
+        """Edit log_probs (B, K, V) in place."""
+        ...
+
+    def apply_top(self, top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
+        """Edit each row's best tokens, top_log_probs and top_ids (B, K, C), in place, keeping the
+        finite entries best first and lower id first among equals, which ``candidates_from_top``
+        relies on: ban an entry by setting it to -inf where it stands; to force a token, write it
+        first and set the rest to -inf."""
+        ...
+
+
+def apply_full(rules: Sequence[Rule], log_probs: np.ndarray, ctx: StepContext) -> None:
+    for rule in rules:
+        rule.apply_full(log_probs, ctx)
+
+
+def apply_top(rules: Sequence[Rule], top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
+    for rule in rules:
+        rule.apply_top(top_log_probs, top_ids, ctx)
+
+
+@dataclass(frozen=True)
+class MinLength:
+    """No EOS before ``min_length`` generated tokens."""
+
+    min_length: int
+    supports_top: ClassVar[bool] = True  # it bans one token
+
+    def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
+        if ctx.step < self.min_length:
+            log_probs[:, :, ctx.eos_id] = NEG_INF
+
+    def apply_top(self, top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
+        if ctx.step < self.min_length:
+            top_log_probs[top_ids == ctx.eos_id] = NEG_INF
+
+
+@dataclass(frozen=True)
+class NoRepeatNgram:
+    """No token that would repeat an n-gram already in its row's history."""
+
+    size: int
+    supports_top: ClassVar[bool] = False  # it may ban any number of a row's best tokens
+
+    def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
+        B, K, V = log_probs.shape
+        ban_repeated_ngrams(log_probs.reshape(B * K, V), ctx.history, self.size)
+
+    def apply_top(self, top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
+        raise NotImplementedError("the n-gram ban needs all log-probabilities")
+
+
+@dataclass(frozen=True)
+class ForcedEos:
+    """At a sentence's last step, EOS is its only continuation, with the log-probability the decoder
+    gave it (as in the reference) whatever the rules before it did; so it goes last."""
+
+    supports_top: ClassVar[bool] = True  # it decides the rows it touches
+
+    def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
+        if ctx.eos_log_probs is not None:
+            log_probs[ctx.last_step] = NEG_INF
+            log_probs[ctx.last_step, :, ctx.eos_id] = ctx.eos_log_probs
+
+    def apply_top(self, top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
+        if ctx.eos_log_probs is not None:
+            top_log_probs[ctx.last_step] = NEG_INF
+            top_log_probs[ctx.last_step, :, 0] = ctx.eos_log_probs
+            top_ids[ctx.last_step, :, 0] = ctx.eos_id
+
+
+def ban_repeated_ngrams(log_probs: np.ndarray, history: np.ndarray, n: int) -> None:
+    """Forbid, in place on log_probs (N, V), the tokens that would repeat an n-gram of history (N, T)."""
+    N, T = history.shape
+    if n < 1 or n - 1 > T:
+        return
+    if n == 1:
+        rows, cols = np.repeat(np.arange(N), T), history.ravel()
+    else:
+        prefixes = np.lib.stride_tricks.sliding_window_view(history, n - 1, axis=1)[:, : T - n + 1]  # (N, T-n+1, n-1)
+        matches = (prefixes == history[:, None, T - n + 1 :]).all(axis=2)  # earlier (n-1)-grams equal to the last one
+        rows, starts = np.nonzero(matches)
+        cols = history[rows, starts + n - 1]
+    log_probs[rows, cols] = NEG_INF
