@@ -61,8 +61,8 @@ class CountingRunner:
         self.counts.source_tokens += int((src_ids != self.pad_id).sum())
         return self.runner.encode(src_ids)
 
-    def start(self, encoded: Encoded, *, attention: bool) -> CountingDecoder:
-        return CountingDecoder(self.runner.start(encoded, attention=attention), self.counts)
+    def start(self, encoded: Encoded, *, alignments: bool) -> CountingDecoder:
+        return CountingDecoder(self.runner.start(encoded, alignments=alignments), self.counts)
 
 
 class CountingDecoder:

@@ -65,7 +65,7 @@ class TranslationOptions:
             length_penalty=length_penalty,
             min_length=self.min_length,
             no_repeat_ngram_size=self.no_repeat_ngram_size,
-            return_attention=self.return_alignments,
+            return_alignments=self.return_alignments,
         )
 
 

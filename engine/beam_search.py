@@ -40,7 +40,7 @@ class SearchOptions:
     length_penalty: float = 1.0
     min_length: int = 0
     no_repeat_ngram_size: int = 0
-    return_attention: bool = False
+    return_alignments: bool = False
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -91,7 +91,7 @@ class _SearchState:
         self.tokens = np.full(B * K, bos_id, dtype=np.int64)
         self.finished: list[list[Hypothesis]] = [[] for _ in range(B)]
         self.n_finished = np.zeros(B, dtype=np.int64)  # per live sentence
-        self.trace = AttentionTrace() if options.return_attention else None
+        self.trace = AttentionTrace() if options.return_alignments else None
 
     def finish(self, sentence: int, row: int, tokens: list[int], score: float) -> None:
         n = len(tokens) + 1

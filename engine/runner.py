@@ -137,25 +137,25 @@ class Runner:
         """src_ids (B, S) int64, padded with pad id 0."""
         return Encoded(dict(zip(self.source_names, self.encoder.run(None, {"src_ids": src_ids}), strict=True)))
 
-    def start(self, encoded: Encoded, *, attention: bool) -> HostDecoder | DeviceDecoder:
+    def start(self, encoded: Encoded, *, alignments: bool) -> HostDecoder | DeviceDecoder:
         """A fresh decoder state for the sentences of ``encoded``, one row each (the search's
         ``select`` makes the beams)."""
         if self.provider == "cuda":
             device = dict(device="cuda", device_id=self.device_id)
-            return DeviceDecoder(self.decoder, encoded, self.shape, attention=attention, **device)
-        return HostDecoder(self.decoder, encoded, self.shape, attention=attention)
+            return DeviceDecoder(self.decoder, encoded, self.shape, alignments=alignments, **device)
+        return HostDecoder(self.decoder, encoded, self.shape, alignments=alignments)
 
 
 class HostDecoder:
     """Decoder state in host memory (the CPU provider); implements ``engine.decoder.Decoder``."""
 
     def __init__(
-        self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, *, attention: bool
+        self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, *, alignments: bool
     ) -> None:
-        self.session, self.attention = session, attention
+        self.session, self.alignments = session, alignments
         self.cache_names = shape.names
         new_cache = [f"new_{name}" for name in self.cache_names]
-        self.outputs = ["top_log_probs", "top_ids", *new_cache] + (["alignment"] if attention else [])
+        self.outputs = ["top_log_probs", "top_ids", *new_cache] + (["alignment"] if alignments else [])
         self.cache = shape.empty(encoded.source["src_mask"].shape[0])
         self.source = encoded.source
         self.vocab = shape.vocab
@@ -166,7 +166,7 @@ class HostDecoder:
         log_probs = outputs.pop(0) if full else None
         top_log_probs, top_ids, *outputs = outputs
         self.cache = dict(zip(self.cache_names, outputs[: len(self.cache_names)], strict=True))  # (N, H, P+1, Dh)
-        return Step(log_probs, top_log_probs, top_ids, outputs[-1] if self.attention else None)
+        return Step(log_probs, top_log_probs, top_ids, outputs[-1] if self.alignments else None)
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         if not is_identity(rows, len(self.cache[self.cache_names[0]])):
@@ -198,12 +198,12 @@ class DeviceDecoder:
         encoded: Encoded,
         shape: DecoderShape,
         *,
-        attention: bool,
+        alignments: bool,
         device_id: int,
         device: str = "cuda",
     ) -> None:
         self.session, self.device, self.device_id = session, device, device_id
-        self.attention = attention
+        self.alignments = alignments
         self.gather = DeviceGather(session.get_providers(), device, device_id)
         self.cache_names = shape.names
         self.vocab = shape.vocab
@@ -221,8 +221,8 @@ class DeviceDecoder:
         for name, value in (self.cache | self.source).items():
             binding.bind_ortvalue_input(name, value)
         # Only what the search reads comes to the host; the grown cache stays on the device.
-        on_host = ["top_log_probs", "top_ids"] + (["alignment"] if self.attention else [])
-        on_device = [f"new_{name}" for name in self.cache_names] + ([] if self.attention else ["alignment"])
+        on_host = ["top_log_probs", "top_ids"] + (["alignment"] if self.alignments else [])
+        on_device = [f"new_{name}" for name in self.cache_names] + ([] if self.alignments else ["alignment"])
         (on_host if full else on_device).append("log_probs")
         for name in on_host:
             binding.bind_output(name, "cpu")

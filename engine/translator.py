@@ -202,7 +202,7 @@ class Translator:
         start = time.perf_counter()
         encoded = self.runner.encode(src)
         encoded_at = time.perf_counter()
-        decoder = self.runner.start(encoded, attention=options.return_alignments)
+        decoder = self.runner.start(encoded, alignments=options.return_alignments)
         max_lengths = [self._max_length(len(s.ids), options) for s in batch]
         search = options.search_options()
         results = beam_search.search(decoder, max_lengths, search, bos_id=specials.bos, eos_id=specials.eos)

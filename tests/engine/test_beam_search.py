@@ -164,7 +164,7 @@ def prefix_attention(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
 @pytest.mark.parametrize("beam", [1, 4])
 def test_attention_follows_each_hypothesis_through_beam_reordering(beam: int) -> None:
     decoder = TableDecoder(random_model, 4, beam, prefix_attention)
-    options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_attention=True)
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_alignments=True)
     results = search(decoder, [12, 5, 9, 12], options, bos_id=BOS, eos_id=EOS)
     for sentence, hyps in enumerate(results):
         for h in hyps:

@@ -54,9 +54,9 @@ def sources() -> np.ndarray:
 @pytest.mark.parametrize("beam", [1, 3])
 def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None:
     encoded = runner.encode(sources())
-    host = HostDecoder(runner.decoder, encoded, runner.shape, attention=True)
-    bound = DeviceDecoder(runner.decoder, encoded, runner.shape, attention=True, device_id=0, device="cpu")
-    options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_attention=True)
+    host = HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
+    bound = DeviceDecoder(runner.decoder, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_alignments=True)
     for_host = search(host, [9, 2, 7], options, bos_id=2, eos_id=3)
     for_bound = search(bound, [9, 2, 7], options, bos_id=2, eos_id=3)
     for a, b in zip(for_host, for_bound, strict=True):
@@ -71,7 +71,7 @@ def test_an_extra_rule_steers_the_search_over_the_onnx_decoder(runner: Runner, b
     options = SearchOptions(beam_size=beam, num_hypotheses=beam)
 
     def run(rules: list[ForceFirstToken]) -> list[list[int]]:
-        decoder = HostDecoder(runner.decoder, encoded, runner.shape, attention=False)
+        decoder = HostDecoder(runner.decoder, encoded, runner.shape, alignments=False)
         results = search(decoder, [9, 2, 7], options, bos_id=2, eos_id=3, extra_rules=rules)
         return [h.tokens for hyps in results for h in hyps]
 
@@ -82,7 +82,7 @@ def test_an_extra_rule_steers_the_search_over_the_onnx_decoder(runner: Runner, b
 
 def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:
     encoded = runner.encode(sources())
-    decoder = HostDecoder(runner.decoder, encoded, runner.shape, attention=False)
+    decoder = HostDecoder(runner.decoder, encoded, runner.shape, alignments=False)
     decoder.step(np.full(3, 2), 1)
     decoder.select(np.array([0, 0, 1, 1, 2, 2]), None)  # two beams per sentence
     decoder.step(np.array([5, 6, 7, 8, 9, 10]), 1)
@@ -109,8 +109,8 @@ def test_step_without_full_log_probs_leaves_them_out(runner: Runner, device: boo
 
     def start() -> HostDecoder | DeviceDecoder:
         if device:
-            return DeviceDecoder(runner.decoder, encoded, runner.shape, attention=True, device_id=0, device="cpu")
-        return HostDecoder(runner.decoder, encoded, runner.shape, attention=True)
+            return DeviceDecoder(runner.decoder, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
+        return HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
 
     full, lean = start(), start()
     for tokens in (np.full(3, 2), np.array([5, 6, 7])):

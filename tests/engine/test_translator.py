@@ -132,7 +132,7 @@ def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translat
         outputs = []
         for extra in (1, 2, 5, 64 - length):
             encoded = runner.encode(pad_batch([sentence, [5, 3]], 0)[:, : length + extra])
-            decoder = runner.start(encoded, attention=True)
+            decoder = runner.start(encoded, alignments=True)
             decoder.select(np.array([0, 0, 1, 1]), None)  # two rows per sentence
             steps = [decoder.step(np.array([2, 2, 2, 2]), 5), decoder.step(np.array([7, 8, 9, 10]), 5)]
             rows = [o[:2] for step in steps for o in (step.log_probs, step.top_log_probs, step.attention)]
