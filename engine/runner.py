@@ -48,8 +48,8 @@ class RunnerError(Exception):
 class RunnerConfig:
     provider: Provider = "auto"  # auto: CUDA when onnxruntime-gpu and a GPU are present, else CPU
     threads: int = 0  # intra-op threads; 0 = onnxruntime's default (one per physical core)
-    # Idle onnxruntime workers busy-wait for the next run by default. Between decoder steps the
-    # search runs in Python, and spinning workers took its cores: measured 25-35% slower on 2 cores.
+    # Idle onnxruntime workers busy-wait for the next run by default; between decoder steps the
+    # search runs in Python, and spinning workers would take the cores it needs.
     spin: bool = False
     device_id: int = 0
 

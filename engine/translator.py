@@ -57,10 +57,9 @@ class TranslatorConfig:
     # one per logical CPU, split between the streams), at most the CPUs a container may use.
     threads: int = 0
     # Sub-batches decoded concurrently, each running onnxruntime on threads // streams threads (its
-    # runs release the GIL). A decoder step is ~150 small kernels, which split poorly across
-    # threads: on 2 cores, 2 streams of 1 thread translate 1.4x faster than 1 stream of 2. A lone
-    # sentence gets one stream's threads, which on this model cost it no latency on 2 cores
-    # (benchmarks/RESULTS.md, section 2); with many cores per stream they would.
+    # runs release the GIL). A decoder step is many small kernels, which split poorly across
+    # threads, so independent streams use the cores better than one stream with all of them; a
+    # lone sentence gets only one stream's threads.
     streams: int = 1
     variant: str | None = None  # None: the manifest's default for the provider
     max_batch_sentences: int = 64
@@ -83,10 +82,9 @@ class TranslatorConfig:
 
 
 def auto_streams(provider: Provider) -> int:
-    """The streams ``MT_STREAMS=0`` means: 2 on a CPU with at least 2 usable cores, where 2 streams of
-    half the threads each served 1.4-1.6x the requests of one stream at 64 clients, with lower
-    latency even for a lone request (benchmarks/RESULTS.md, section 2); 1 on CUDA, where one
-    stream's larger batches suit the GPU, and on a single core."""
+    """The streams ``MT_STREAMS=0`` means: 2 on a CPU with at least 2 usable cores (more requests
+    served under load, see benchmarks/RESULTS.md); 1 on CUDA, where one stream's larger batches
+    suit the GPU, and on a single core."""
     if resolve_provider(provider) == "cuda":
         return 1
     return 2 if available_cpus() >= 2 else 1

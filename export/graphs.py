@@ -2,14 +2,14 @@
 
 The encoder wraps the model's own ``encode``/``cross_kv``. The step is ``export.decoder_step``:
 ``decode``'s computation for one new token over 2-D activations, with the model's own modules and
-weights, because the traced ``decode`` (any number of new tokens) made a graph of 340 nodes where
-this one has 145, 1.2-1.3x faster; the parity check compares it with ``decode``. Input/output names
+weights, because the traced ``decode`` (any number of new tokens) makes a graph of more than twice
+as many nodes, each a kernel launch per step; the parity check compares it with ``decode``. Input/output names
 and dynamic axes come from the signatures in ``engine.bundle``, the one definition of the contract
 the engine relies on.
 
 Exporter choice: the TorchScript-based ``torch.onnx.export(..., dynamo=False)``. The dynamo exporter
-of torch 2.13 also produces correct graphs with these dynamic shapes, but takes ~20x longer (tens of
-seconds per graph on this CPU against about one) and needs opset 18; the traced graphs are verified
+of torch 2.13 also produces correct graphs with these dynamic shapes, but is much slower to run
+and needs opset 18; the traced graphs are verified
 by the parity check, including batch, source and cache lengths other than the traced ones.
 
 Shapes: B sentences, N = B*K decoder rows, S source length, P cached positions, L decoder layers,

@@ -95,8 +95,7 @@ def one_torch_thread() -> Iterator[None]:
     """Run torch on one intra-op thread, restoring the setting afterwards.
 
     Step-by-step decoding of small batches is dominated by per-op overhead: a second thread saves
-    little, and on a busy machine its synchronisation costs ~10x in wall time (measured on the 3M
-    parameter model, 32 sentences: 15 s on one thread, 130 s on two while another job ran).
+    little, and on a busy machine waiting for it can multiply the wall time.
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
