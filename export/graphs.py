@@ -9,8 +9,8 @@ the engine relies on.
 
 Exporter choice: the TorchScript-based ``torch.onnx.export(..., dynamo=False)``. The dynamo exporter
 of torch 2.13 also produces correct graphs with these dynamic shapes, but is much slower to run
-and needs opset 18; the traced graphs are verified
-by the parity check, including batch, source and cache lengths other than the traced ones.
+and needs opset 18; the traced graphs are verified by the parity check, including batch, source
+and cache lengths other than the traced ones.
 
 Shapes: B sentences, N = B*K decoder rows, S source length, P cached positions, L decoder layers,
 H heads, Dh head size, V vocabulary. Keys/values are one tensor per layer (``cross_k_0`` ...), in
