@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_root import REPO
 
 from engine import translator as translator_module
 from engine.bundle import BundleError
@@ -22,7 +23,6 @@ from engine.translator import (
     pad_batch,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 SHIPPED = REPO / "models" / "en-de"
 WORDS = "a the man woman dog cat child girl boy red blue green big small old young runs sits plays on in park"
