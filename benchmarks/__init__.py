@@ -1,1 +1,2 @@
-"""Benchmarks: our engine against CTranslate2 and PyTorch, and a load test of the HTTP service."""
+"""The benchmarks: one entry point per question (``engine``, ``service``, ``composition``), each
+writing one result file, and ``run_all``, which runs them all; ``RESULTS.md`` reports the results."""

@@ -1,6 +1,6 @@
 """What the service's batches cost the engine: length-sorted batches against batches in arrival order.
 
-    python -m benchmarks.composition [--bundle DIR] [--batch 20 32] [--streams 2] [--rounds 3] [--json OUT]
+    python -m benchmarks.composition [--bundle DIR] [--batch 20 32] [--streams 2] [--rounds 5] [--out FILE]
 
 The offline engine sorts the whole test set by length before cutting it into batches; the service
 can only batch the requests that are waiting, in the order they came (at 64 clients with 2 streams,
@@ -14,7 +14,8 @@ can only batch the requests that are waiting, in the order they came (at 64 clie
 (median over rounds), and per sentence the CPU time of this process, the decoder steps (a batch runs
 as many as its longest translation needs), the decoder rows (one row: one beam of one sentence at
 one step, the work that grows with the batch), and the source padding (padded source tokens over
-real ones). Steps, rows and padding do not depend on the machine; times do.
+real ones). Steps, rows and padding do not depend on the machine; times do. The result file is
+``--out`` (default ``benchmarks/results/composition.json``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from benchmarks.common import TEST_SRC, machine, markdown_table, read_lines, write_json
+from benchmarks.common import BUNDLE, RESULTS, TEST_SRC, markdown_table, read_lines, start_run, write_report
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.decoder import Step
 from engine.runner import DeviceDecoder, Encoded, HostDecoder, Runner
@@ -163,44 +164,54 @@ def summary(policy: str, rounds: list[dict]) -> dict:
 
 def results_table(results: list[dict]) -> str:
     best = max(r["sentences_per_s"] for r in results)
-    header = ["batches", "sent/s", "x best", "CPU ms/sent", "steps/sent", "rows/sent", "rows/step", "source padding"]
+    header = ["batches", "sent/s", "× best", "CPU ms/sent", "steps/sent", "rows/sent", "rows/step", "source padding"]
     rows = [
         [r["policy"], f"{r['sentences_per_s']:.1f}", f"{r['sentences_per_s'] / best:.2f}",
          f"{r['cpu_ms_per_sentence']:.2f}", f"{r['steps_per_sentence']:.2f}", f"{r['rows_per_sentence']:.1f}",
-         f"{r['rows_per_step']:.1f}", f"{r['source_padding']:.2f}x"]
+         f"{r['rows_per_step']:.1f}", f"{r['source_padding']:.2f}×"]
         for r in results
     ]  # fmt: skip
     return markdown_table(header, rows)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bundle", type=Path, default=Path("models/en-de/bundle"))
+    parser.add_argument("--bundle", type=Path, default=BUNDLE)
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
     parser.add_argument("--variant", default=None, help="bundle variant (fp32, int8); default: the manifest's")
     parser.add_argument("--batch", nargs="+", type=int, default=[20, 32], help="batch sizes (each sorted and not)")
     parser.add_argument("--streams", type=int, default=2, help="single-thread translators decoding at once")
     parser.add_argument("--beam-size", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", type=Path, help="write the results here")
-    args = parser.parse_args(argv)
-    texts = read_lines(args.src, args.limit)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS / "composition.json", help="the result file")
+    return parser.parse_args(argv)
+
+
+def counting_translators(args: argparse.Namespace) -> tuple[list[Translator], list[CountingRunner]]:
+    """``--streams`` single-thread translators, each running through a counting runner."""
     config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=1, streams=1, variant=args.variant)
     translators = [Translator(config) for _ in range(args.streams)]
     runners = [CountingRunner(t.runner, t.manifest.special_tokens.pad) for t in translators]
     for translator, runner in zip(translators, runners, strict=True):
         translator.runner = runner
-    options = TranslationOptions(beam_size=args.beam_size)
+    return translators, runners
+
+
+def main(argv: list[str] | None = None) -> None:
+    start = start_run("benchmarks.composition", argv)
+    args = parse_args(start.argv)
+    texts = read_lines(args.src, args.limit)
+    translators, runners = counting_translators(args)
     try:
-        results = run_rounds(texts, translators, runners, args.batch, args.rounds, options)
+        results = run_rounds(
+            texts, translators, runners, args.batch, args.rounds, TranslationOptions(beam_size=args.beam_size)
+        )
     finally:
         for translator in translators:
             translator.close()
-    table = results_table(results)
-    print(table)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    write_json(args.json, {"machine": machine(), "settings": settings, "results": results, "table": table})
+    write_report(start, args.out, {"settings": settings, "results": results, "markdown": results_table(results)})
 
 
 if __name__ == "__main__":

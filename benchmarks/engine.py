@@ -1,6 +1,6 @@
-"""Engine benchmark: our engine against CTranslate2 and the PyTorch reference, same weights.
+"""Our engine against CTranslate2 and the PyTorch reference, same weights: ``python -m benchmarks.engine``.
 
-    python -m benchmarks.engine [--checkpoint CKPT] [--bundle DIR] [--rounds 3] [--json OUT]
+    python -m benchmarks.engine [--streams 1 2] [--systems ...] [--beams 1 4] [--rounds 3] [--out FILE]
 
 1. The checkpoint is converted to CTranslate2 (float32 and int8, ``benchmarks/ct2_convert.py``);
    the bundle must be the export of that same checkpoint.
@@ -10,14 +10,15 @@
    system on the whole test set at beam 1 and then beam 4, in a rotated order, so slow drifts of
    the machine (thermal, background load) spread over all systems alike.
 3. All systems get the same batch size (sentences, length-sorted), the same threads, split the
-   same way into ``--streams`` batches decoded in parallel (ours: ``streams``; CTranslate2:
-   ``inter_threads``; the PyTorch reference: one stream), the same decoding rules (length penalty
-   1, no minimum length) and plain text in, plain text out.
+   same way into S batches decoded in parallel for each S of ``--streams`` (ours: ``streams``;
+   CTranslate2: ``inter_threads``; the PyTorch reference runs one stream only), the same decoding
+   rules (length penalty 1, no minimum length) and plain text in, plain text out.
 4. Reported per system and beam: the median time over rounds as sentences/s and target tokens/s
    (target subwords of the output, EOS excluded, counted by one tokenizer for every system), each
    as a ratio to CTranslate2 at the same precision; the worker's peak RSS; cased sacreBLEU; and
    the share of translations identical to the PyTorch reference, plus, for float32 systems, the
-   share identical up to numerical ties (``benchmarks/agreement.py``).
+   share identical up to numerical ties (``benchmarks/agreement.py``). One table per stream count;
+   the result file is ``--out`` (default ``benchmarks/results/engine.json``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.common import TEST_REF, TEST_SRC, child_env, machine, markdown_table, read_lines, write_json
+from benchmarks.common import (
+    BUNDLE,
+    CHECKPOINT,
+    RESULTS,
+    RUNS,
+    TEST_REF,
+    TEST_SRC,
+    child_env,
+    markdown_table,
+    read_lines,
+    start_run,
+    streams_title,
+    write_report,
+)
 from benchmarks.ct2_convert import convert
 from benchmarks.systems import SYSTEMS
 from engine.tokenizer import Tokenizer, normalize_text
@@ -39,15 +53,16 @@ from model.evaluate import score_translations
 
 REFERENCE = "torch-cache"
 SLOW = ("torch-nocache",)
+MULTI_STREAM = ("ours", "ct2")  # the families that decode several batches at once
 
 
 class Worker:
     """One system in its own process, driven over stdin/stdout (protocol in ``benchmarks/systems.py``)."""
 
-    def __init__(self, name: str, args: argparse.Namespace, log_dir: Path) -> None:
+    def __init__(self, name: str, streams: int, args: argparse.Namespace) -> None:
         self.name = name
         cmd = [sys.executable, "-m", "benchmarks.systems", name, "--src", str(args.src)]
-        cmd += ["--threads", str(args.threads), "--streams", str(args.streams), "--batch-size", str(args.batch_size)]
+        cmd += ["--threads", str(args.threads), "--streams", str(streams), "--batch-size", str(args.batch_size)]
         caps = DecodingOptions()
         cmd += ["--max-length", str(args.max_length)]
         cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
@@ -58,7 +73,7 @@ class Worker:
             cmd += ["--ct2-dir", str(args.workdir / f"ct2-{precision}")]
         else:
             cmd += ["--checkpoint", str(args.checkpoint)]
-        self.log = log_dir / f"{name}.log"
+        self.log = args.workdir / f"{name}-streams{streams}.log"
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=child_env()
@@ -171,42 +186,48 @@ def table(results: dict) -> str:
     return markdown_table(header, rows)
 
 
-def benchmark(args: argparse.Namespace) -> dict:
-    texts, refs = read_lines(args.src, args.limit), read_lines(args.ref, args.limit)
+def prepare(args: argparse.Namespace, texts: list[str]) -> None:
+    """The CTranslate2 conversions and, for ``--limit``, the source file the workers read."""
     args.workdir.mkdir(parents=True, exist_ok=True)
     args.max_length = load_checkpoint(args.checkpoint)["model_config"]["max_positions"]
     for quantization in ("float32", "int8"):
         convert(args.checkpoint, args.workdir / f"ct2-{quantization}", quantization=quantization, force=True)
-    tokenizer = Tokenizer(args.workdir / "ct2-float32" / "spm.model")
     if args.limit:  # workers read the source file themselves: give them exactly these sentences
         args.src = args.workdir / "source.txt"
         args.src.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
 
-    workers = {name: Worker(name, args, args.workdir) for name in args.systems}
+
+def run_systems(names: list[str], streams: int, args: argparse.Namespace, n: int) -> dict:
+    """Start every system's worker, wait until all are warm, then time them alternately."""
+    workers = {name: Worker(name, streams, args) for name in names}
     try:
         for worker in workers.values():
             worker.receive()  # ready: loaded and warmed up
-        runs = run_schedule(workers, args, len(texts))
+        return run_schedule(workers, args, n)
     finally:
         for worker in workers.values():
             worker.close()
+
+
+def measure_streams(streams: int, texts: list[str], refs: list[str], args: argparse.Namespace) -> dict:
+    """All systems that can decode ``streams`` batches at once, compared at that setting."""
+    names = [name for name in args.systems if streams == 1 or SYSTEMS[name][0] in MULTI_STREAM]
+    runs = run_systems(names, streams, args, len(texts))
+    tokenizer = Tokenizer(args.workdir / "ct2-float32" / "spm.model")
     results = {key: summarize(value, refs, tokenizer) for key, value in runs.items() if value}
-    if REFERENCE in workers:
+    if REFERENCE in names:
         add_agreement(results, runs, texts, args, tokenizer)
     return {
-        "machine": machine(),
-        "settings": {"threads": args.threads, "streams": args.streams, "batch_size": args.batch_size,
-                     "rounds": args.rounds, "slow_rounds": args.slow_rounds, "slow_limit": args.slow_limit,
-                     "sentences": len(texts)},
+        "streams": streams,
         "results": [{"system": name, "beam_size": beam, **r} for (name, beam), r in results.items()],
         "table": table(results),
-    }  # fmt: skip
+    }
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", type=Path, default=Path("models/en-de/checkpoint.pt"))
-    parser.add_argument("--bundle", type=Path, default=Path("models/en-de/bundle"))
+    parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT)
+    parser.add_argument("--bundle", type=Path, default=BUNDLE, help="the export of --checkpoint")
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--ref", type=Path, default=TEST_REF)
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
@@ -215,30 +236,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
         "--streams",
+        nargs="+",
         type=int,
-        default=1,
-        help="batches decoded in parallel, sharing the threads (ours: streams; CTranslate2: inter_threads)",
+        default=[1, 2],
+        help="batches decoded in parallel, sharing the threads (ours: streams; CTranslate2: inter_threads);"
+        " one table each",
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slow-rounds", type=int, default=1, help=f"rounds for {', '.join(SLOW)}")
     parser.add_argument("--slow-limit", type=int, default=0, help=f"sentences for {', '.join(SLOW)} (0 = all)")
-    parser.add_argument("--workdir", type=Path, default=Path("runs/benchmarks/engine"))
-    parser.add_argument("--json", type=Path, help="write the results here")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+    parser.add_argument("--workdir", type=Path, default=RUNS / "engine", help="converted models and worker logs")
+    parser.add_argument("--out", type=Path, default=RESULTS / "engine.json", help="the result file")
+    args = parser.parse_args(argv)
     needed = [args.checkpoint, args.src, args.ref]
     if any(SYSTEMS[name][0] == "ours" for name in args.systems):
         needed.append(args.bundle)
     for path in needed:
         if not path.exists():
-            sys.exit(f"error: {path} not found")
-    report = benchmark(args)
-    write_json(args.json, report)
-    print(report["table"])
+            parser.error(f"{path} not found")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    start = start_run("benchmarks.engine", argv)
+    args = parse_args(start.argv)
+    texts, refs = read_lines(args.src, args.limit), read_lines(args.ref, args.limit)
+    prepare(args, texts)
+    settings = [measure_streams(streams, texts, refs, args) for streams in args.streams]
+    markdown = "\n\n".join(f"### {streams_title(s['streams'], args.threads)}\n\n{s['table']}" for s in settings)
+    options = {"threads": args.threads, "batch_size": args.batch_size, "rounds": args.rounds,
+               "slow_rounds": args.slow_rounds, "slow_limit": args.slow_limit, "sentences": len(texts)}  # fmt: skip
+    write_report(start, args.out, {"settings": options, "streams": settings, "markdown": markdown})
 
 
 if __name__ == "__main__":

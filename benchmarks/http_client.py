@@ -1,12 +1,12 @@
 """The load generator's HTTP clients: one connection each, requests one after another.
 
-Two kinds, chosen by ``benchmarks/load.py --client``:
+Two kinds, chosen by ``python -m benchmarks.service --client``:
 
 - ``raw``: HTTP/1.1 keep-alive over an asyncio stream. It writes the request in one piece and
   reads only what framing needs (the status line, ``Content-Length`` or chunked encoding, and
   ``Connection: close``). The clients share the 2 cores with the service under test, so every
   millisecond they spend is taken from it: against a trivial FastAPI endpoint on uvloop this client
-  costs 0.12-0.13 ms of CPU per request, ``httpx`` 1.6-2.0 ms (benchmarks/RESULTS.md, section 2).
+  costs 0.12-0.13 ms of CPU per request, ``httpx`` 1.6-2.0 ms (benchmarks/RESULTS.md, tried and dropped).
 - ``httpx``: ``httpx.AsyncClient``, the general-purpose client, for comparison.
 
 Both return the response's status code, or 0 when the request failed in transport (refused or

@@ -1,77 +1,75 @@
-"""Reproduce the suite behind ``benchmarks/RESULTS.md``: ``python -m benchmarks.run_all``.
+"""Every benchmark once, and the tables ``benchmarks/RESULTS.md`` quotes: ``python -m benchmarks.run_all``.
 
-Runs the engine benchmark twice (every system with its 2 threads in one stream, then our engine
-and CTranslate2 with 2 streams of 1 thread: ``STREAMS``), the load test twice (one stream of 2
-threads, then ``TWO_STREAMS``: 2 streams of 1 thread, what ``MT_STREAMS=0``, the default, picks on
-2 cores) and the plot, with the shipped checkpoint and bundle on test_2016_flickr, writing
-``benchmarks/results/*.json``, ``benchmarks/results/tables.md`` and ``benchmarks/load.png``. Extra
-arguments after ``--engine`` or ``--load`` go to that script (both runs), e.g. ``--engine --rounds
-1 --load --duration 10``. Takes about 25 minutes on a 2-core CPU; run it on an otherwise idle
-machine. The interleaved service/offline ratio (``benchmarks.ratio``) and the batch-composition
-benchmark (``benchmarks.composition``) run on their own.
+Runs each question's entry point with its defaults, each writing its result file:
+
+1. ``python -m benchmarks.engine``: ``benchmarks/results/engine.json``
+2. ``python -m benchmarks.service``: ``benchmarks/results/service.json`` (and ``service.png``, drawn here)
+3. ``python -m benchmarks.composition``: ``benchmarks/results/composition.json``
+
+then ``benchmarks/results/tables.md``: per question, where and how it was measured and its tables.
+About 30 minutes on 2 cores; run it on an otherwise idle machine. Arguments after ``--engine``,
+``--service`` or ``--composition`` go to that entry point (``--service --rounds 1``); ``--results DIR``
+writes all the files to DIR instead.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import engine, load, plot
-from benchmarks.common import machine
+from benchmarks import composition, engine, service
+from benchmarks.common import RESULTS, measured_line
+from benchmarks.plot import plot_service
 
-RESULTS = Path("benchmarks/results")
-STREAMS = ["--streams", "2", "--systems", "ours-fp32", "ours-int8", "ct2-float32", "ct2-int8"]
-TWO_STREAMS = ["--streams", "2"]
+# name -> (entry point, section title in tables.md and RESULTS.md)
+QUESTIONS: dict[str, tuple[Callable[[list[str]], None], str]] = {
+    "engine": (engine.main, "1. Engine: ours against CTranslate2 and PyTorch"),
+    "service": (service.main, "2. Service under load against the offline engine"),
+    "composition": (composition.main, "3. Batch composition: sorted against arrival-order batches"),
+}
 
 
-def split_args(argv: list[str]) -> dict[str, list[str]]:
-    groups: dict[str, list[str]] = {"--engine": [], "--load": []}
-    current = None
+def split_args(argv: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """run_all's own arguments, and each entry point's (those after ``--NAME``)."""
+    own: list[str] = []
+    groups: dict[str, list[str]] = {name: [] for name in QUESTIONS}
+    current = own
     for arg in argv:
-        if arg in groups:
-            current = arg
-        elif current is None:
-            sys.exit(f"error: {arg!r}: put script arguments after --engine or --load")
+        if arg.startswith("--") and arg[2:] in groups:
+            current = groups[arg[2:]]
         else:
-            groups[current].append(arg)
-    return groups
+            current.append(arg)
+    return own, groups
 
 
-def load_section(title: str, report: dict) -> str:
-    offline = report["offline"]
-    return (
-        f"## {title}\n\nOffline engine: {offline['throughput']:.1f} sentences/s "
-        f"({offline['sentences']} sentences in {offline['seconds']:.1f} s)\n\n{report['table']}\n"
-    )
-
-
-def tables_markdown(engine_report: dict, streams_report: dict, load_report: dict, two_streams_report: dict) -> str:
-    m = machine()
-    versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-    return (
-        f"Machine: {m['cpu']}, {m['cores']} cores; {m['platform']}\n\nVersions: {versions}\n\n"
-        + "".join(
-            f"## Engine (test_2016_flickr, {report['settings']})\n\n{report['table']}\n\n"
-            for report in (engine_report, streams_report)
-        )
-        + load_section("Service load test, 1 stream of 2 threads", load_report)
-        + "\n"
-        + load_section("Service load test, 2 streams of 1 thread (the default on 2 cores)", two_streams_report)
-    )
+def tables_markdown(reports: dict[str, dict]) -> str:
+    sections = [
+        f"## {QUESTIONS[name][1]}\n\n{measured_line(report['run'])}\n\n{report['markdown']}\n"
+        for name, report in reports.items()
+    ]
+    head = "# Benchmark tables\n\nWritten by `python -m benchmarks.run_all` from the result files next to this one.\n"
+    return "\n".join([head, *sections])
 
 
 def main(argv: list[str] | None = None) -> None:
-    groups = split_args(sys.argv[1:] if argv is None else argv)
-    paths = [RESULTS / name for name in ("engine.json", "engine_streams.json", "load.json", "load_streams.json")]
-    engine.main([*groups["--engine"], "--json", str(paths[0])])
-    engine.main([*groups["--engine"], *STREAMS, "--json", str(paths[1])])
-    load.main([*groups["--load"], "--json", str(paths[2])])
-    load.main([*groups["--load"], *TWO_STREAMS, "--json", str(paths[3])])
-    plot.main(["--load-json", str(paths[2]), str(paths[3]), "--out", "benchmarks/load.png"])
-    reports = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
-    (RESULTS / "tables.md").write_text(tables_markdown(*reports), encoding="utf-8")
-    print(f"wrote {RESULTS / 'tables.md'}")
+    own, groups = split_args(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=Path, help=f"where the files go (default {RESULTS})")
+    args = parser.parse_args(own)
+    results = args.results or RESULTS
+    reports = {}
+    for name, (entry_point, _) in QUESTIONS.items():
+        out = results / f"{name}.json"
+        # --out only where it is not the default: the command recorded in the file stays the plain one
+        entry_point([*groups[name], *(["--out", str(out)] if args.results else [])])
+        reports[name] = json.loads(out.read_text(encoding="utf-8"))
+    print(f"wrote {plot_service(reports['service'], results / 'service.png')}")
+    tables = results / "tables.md"
+    tables.write_text(tables_markdown(reports), encoding="utf-8")
+    print(f"wrote {tables}")
 
 
 if __name__ == "__main__":

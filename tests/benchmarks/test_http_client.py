@@ -14,7 +14,7 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
 from benchmarks.http_client import ClientKind, open_client
-from benchmarks.load import free_port
+from service.launcher import free_port
 
 
 def make_app() -> FastAPI:

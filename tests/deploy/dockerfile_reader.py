@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from fnmatch import translate
 from pathlib import Path
 
-from service_process import REPO_ROOT
+from repo_root import REPO
 
-DOCKERFILE = REPO_ROOT / "Dockerfile"
-DOCKERIGNORE = REPO_ROOT / ".dockerignore"
+DOCKERFILE = REPO / "Dockerfile"
+DOCKERIGNORE = REPO / ".dockerignore"
 _VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 import yaml
-from service_process import CONTAINER_PORT, REPO_ROOT
+from repo_root import REPO
+from service_process import CONTAINER_PORT
 
 from service.settings import Settings
 
-COMPOSE = REPO_ROOT / "docker-compose.yml"
-GPU_OVERRIDE = REPO_ROOT / "docker-compose.gpu.yml"
+COMPOSE = REPO / "docker-compose.yml"
+GPU_OVERRIDE = REPO / "docker-compose.gpu.yml"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -38,7 +39,7 @@ def bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
     for volume in service.get("volumes", []):
         host, container = volume.split(":")[:2]
         if host.startswith("."):
-            mounts[container] = (REPO_ROOT / host).resolve()
+            mounts[container] = (REPO / host).resolve()
     return mounts
 
 
@@ -60,7 +61,7 @@ def test_compose_files_follow_the_compose_specification(tmp_path: Path) -> None:
 
 def test_translator_runs_the_image_as_built() -> None:
     translator = load(COMPOSE)["services"]["translator"]
-    assert translator["build"]["context"] == "." and (REPO_ROOT / "Dockerfile").is_file()
+    assert translator["build"]["context"] == "." and (REPO / "Dockerfile").is_file()
     assert "command" not in translator and "entrypoint" not in translator, "the image's CMD is the tested command"
     assert "healthcheck" not in translator, "the image's HEALTHCHECK on /healthz applies"
     assert f"{CONTAINER_PORT}:{CONTAINER_PORT}" in translator["ports"]

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 from dockerfile_reader import DOCKERFILE, chain, copy_sources, dockerignored, global_arg, stages
-from service_process import CONTAINER_HOST, CONTAINER_PORT, REPO_ROOT, serve_command
+from repo_root import REPO
+from service_process import CONTAINER_HOST, CONTAINER_PORT
+
+from service.launcher import serve_command
 
 SKIP_DIRS = {".git", "runs", ".venv", "venv", "node_modules", ".pytest_cache", ".ruff_cache"}
 COMPILERS = ("gcc", "g++", "clang", "build-essential", "make", "cmake", "cuda-nvcc", "-dev")
@@ -21,8 +24,8 @@ CUDA_REQUIREMENT_ARGS = '--extra gpu --exclude onnxruntime --add "$CUDA_ONNXRUNT
 
 def dockerfiles() -> list[Path]:
     found = []
-    for path in REPO_ROOT.rglob("*"):
-        if SKIP_DIRS.intersection(path.relative_to(REPO_ROOT).parts) or not path.is_file():
+    for path in REPO.rglob("*"):
+        if SKIP_DIRS.intersection(path.relative_to(REPO).parts) or not path.is_file():
             continue
         if path.name == "Dockerfile" or path.name.startswith("Dockerfile.") or path.name.endswith(".Dockerfile"):
             found.append(path)
@@ -31,10 +34,8 @@ def dockerfiles() -> list[Path]:
 
 def image_requirements(*args: str) -> list[str]:
     """What the deps stage installs, computed by the very script and arguments the Dockerfile uses."""
-    script = REPO_ROOT / "scripts" / "pyproject_requirements.py"
-    out = subprocess.run(
-        [sys.executable, str(script), *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    )
+    script = REPO / "scripts" / "pyproject_requirements.py"
+    out = subprocess.run([sys.executable, str(script), *args], cwd=REPO, capture_output=True, text=True, check=True)
     return out.stdout.split()
 
 
@@ -45,7 +46,7 @@ def test_every_dockerfile_is_hadolint_clean() -> None:
     assert DOCKERFILE in files
     for path in files:
         result = subprocess.run([hadolint, "--no-color", str(path)], capture_output=True, text=True)
-        assert result.returncode == 0, f"hadolint {path.relative_to(REPO_ROOT)}:\n{result.stdout}{result.stderr}"
+        assert result.returncode == 0, f"hadolint {path.relative_to(REPO)}:\n{result.stdout}{result.stderr}"
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -115,8 +116,8 @@ def test_dependencies_are_installed_before_the_code_is_copied() -> None:
 def test_copied_sources_exist_and_are_not_dockerignored() -> None:
     sources = [s for stage in stages().values() for i in stage.all("COPY") for s in copy_sources(i)]
     for source in sources:
-        assert (REPO_ROOT / source).exists(), f"COPY {source}: not in the repository"
-        files = [source] if (REPO_ROOT / source).is_file() else _files_under(source)
+        assert (REPO / source).exists(), f"COPY {source}: not in the repository"
+        files = [source] if (REPO / source).is_file() else _files_under(source)
         assert files, f"COPY {source}: empty directory"
         for file in files:
             assert not dockerignored(file), f"COPY {source}: {file} is excluded by .dockerignore"
@@ -124,8 +125,8 @@ def test_copied_sources_exist_and_are_not_dockerignored() -> None:
 
 
 def _files_under(directory: str) -> list[str]:
-    files = (p for p in (REPO_ROOT / directory).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return [p.relative_to(REPO_ROOT).as_posix() for p in files]
+    files = (p for p in (REPO / directory).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return [p.relative_to(REPO).as_posix() for p in files]
 
 
 def test_image_holds_every_module_the_service_imports() -> None:
@@ -138,16 +139,16 @@ def test_image_holds_every_module_the_service_imports() -> None:
         "files = [getattr(m, '__file__', None) or '' for m in list(sys.modules.values())]\n"
         "print(json.dumps({'files': files, 'torch': 'torch' in sys.modules}))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout.splitlines()[-1])
     assert not loaded["torch"], "service/ must not import torch: the image has none"
     copied = [s for i in stages()["runtime"].all("COPY") for s in copy_sources(i)]
     for file in loaded["files"]:
         path = Path(file).resolve()
-        if not file or not path.is_relative_to(REPO_ROOT):
+        if not file or not path.is_relative_to(REPO):
             continue
-        relative = path.relative_to(REPO_ROOT).as_posix()
+        relative = path.relative_to(REPO).as_posix()
         assert any(relative == c or relative.startswith(c.rstrip("/") + "/") for c in copied), (
             f"the service imports {relative}, which the Dockerfile does not copy into the image"
         )

@@ -17,14 +17,15 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from promql import reads, substitute_grafana_variables
-from service_process import REPO_ROOT, running_service
+from repo_root import REPO
+from service_process import running_service
 
-GRAFANA_DIR = REPO_ROOT / "deploy" / "grafana"
+GRAFANA_DIR = REPO / "deploy" / "grafana"
 DASHBOARD = GRAFANA_DIR / "dashboards" / "mt-service.json"
 DATASOURCES = GRAFANA_DIR / "provisioning" / "datasources" / "prometheus.yml"
-ALERTS = REPO_ROOT / "deploy" / "prometheus" / "alerts.yml"
+ALERTS = REPO / "deploy" / "prometheus" / "alerts.yml"
 # The user-facing guides that list the metrics (the deployment guide may be merged into the README).
-GUIDES = (REPO_ROOT / "docs" / "deployment.md", REPO_ROOT / "README.md")
+GUIDES = (REPO / "docs" / "deployment.md", REPO / "README.md")
 # Added by Prometheus, not exported by the service.
 TARGET_LABELS = {"job", "instance"}
 PROMETHEUS_SERIES = {"up"}

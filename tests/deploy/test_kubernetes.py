@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 import yaml
 from dockerfile_reader import stages
-from service_process import CONTAINER_PORT, REPO_ROOT
+from repo_root import REPO
+from service_process import CONTAINER_PORT
 
 from service.settings import Settings
 
-K8S = REPO_ROOT / "deploy" / "k8s"
+K8S = REPO / "deploy" / "k8s"
 BASE = K8S / "base"
 VARIANTS = {"cpu": K8S / "overlays" / "cpu", "gpu": K8S / "overlays" / "gpu"}
 # The oldest Kubernetes release the manifests must work on, and the newest the validator knows.

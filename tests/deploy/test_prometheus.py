@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from service_process import REPO_ROOT
+from repo_root import REPO
 
-PROMETHEUS_DIR = REPO_ROOT / "deploy" / "prometheus"
+PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 
 
 def promtool() -> str:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import yaml
-from service_process import REPO_ROOT
+from repo_root import REPO
 
 from service.settings import Settings
 
@@ -15,9 +15,9 @@ _MT_NAME = re.compile(r"\bMT_[A-Z0-9_]*[A-Z0-9]\b")
 
 
 def files_naming_settings() -> list[Path]:
-    deploy = [p for p in (REPO_ROOT / "deploy").rglob("*") if p.suffix in {".yaml", ".yml", ".env", ".json"}]
+    deploy = [p for p in (REPO / "deploy").rglob("*") if p.suffix in {".yaml", ".yml", ".env", ".json"}]
     fixed = ["Dockerfile", "docker-compose.yml", "docker-compose.gpu.yml", "docs/deployment.md", "README.md"]
-    return [REPO_ROOT / name for name in fixed if (REPO_ROOT / name).exists()] + deploy
+    return [REPO / name for name in fixed if (REPO / name).exists()] + deploy
 
 
 def test_every_mt_variable_named_is_a_setting() -> None:
@@ -26,14 +26,14 @@ def test_every_mt_variable_named_is_a_setting() -> None:
     for path in files_naming_settings():
         names = set(_MT_NAME.findall(path.read_text(encoding="utf-8")))
         if names - settings:
-            unknown[path.relative_to(REPO_ROOT).as_posix()] = sorted(names - settings)
+            unknown[path.relative_to(REPO).as_posix()] = sorted(names - settings)
     assert not unknown, f"not settings of service/settings.py: {unknown}"
 
 
 def test_compose_passes_through_every_tunable_setting() -> None:
     """docker-compose.yml forwards every setting but those the image fixes (model, provider) and
     those the command line sets (host, port)."""
-    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text(encoding="utf-8"))
     forwarded = set(compose["services"]["translator"]["environment"])
     fixed = {"MT_HOST", "MT_PORT", "MT_MODEL_DIR", "MT_PROVIDER"}
     assert forwarded == {f"MT_{name.upper()}" for name in Settings.model_fields} - fixed

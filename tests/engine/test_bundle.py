@@ -13,10 +13,9 @@ from pathlib import Path
 
 import onnx
 import pytest
+from repo_root import REPO
 
 from engine.bundle import BundleError, load_bundle, sha256_file
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from repo_root import REPO
 
 
 def readme_example() -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_root import REPO
 
 from engine import translator as translator_module
 from engine.api import TranslationOptions
@@ -18,7 +19,6 @@ from engine.bundle import BundleError
 from engine.runner import RunnerError
 from engine.translator import Translator, TranslatorConfig, auto_streams, pad_batch
 
-REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 SHIPPED = REPO / "models" / "en-de"
 WORDS = "a the man woman dog cat child girl boy red blue green big small old young runs sits plays on in park"

@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_root import REPO
 
 from engine.bundle import load_bundle
 from export.__main__ import main
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:

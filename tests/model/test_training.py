@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from repo_root import REPO
 
 from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint
@@ -19,7 +20,6 @@ from model.config import load_config
 from model.data import ParallelData, make_batches
 from model.train import learning_rate, main
 
-REPO = Path(__file__).resolve().parents[2]
 STEP_LINE = re.compile(r"step (\d+) epoch \d+ loss ([\d.]+)")
 
 

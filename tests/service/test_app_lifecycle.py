@@ -12,11 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from live_server import REPO, assert_error, free_port
+from live_server import assert_error
+from repo_root import REPO
 
 from engine.translator import Translator, TranslatorConfig
 from service.__main__ import main
 from service.app import create_app
+from service.launcher import free_port
 from service.settings import Settings
 
 

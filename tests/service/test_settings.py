@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from repo_root import REPO
 
 from service.settings import DEFAULT_MODEL_DIR, Settings
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_serve_the_shipped_bundle_without_keys(monkeypatch: pytest.MonkeyPatch) -> None:

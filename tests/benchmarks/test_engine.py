@@ -1,0 +1,51 @@
+"""``python -m benchmarks.engine`` at tiny size (run by run_all, see conftest.py): every system at one
+stream, ours and CTranslate2 at two, agreement with the PyTorch reference, a table per setting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ctranslate2", reason="the bench extra (ctranslate2) is not installed")
+
+from benchmarks.engine import MULTI_STREAM, REFERENCE
+from benchmarks.systems import SYSTEMS
+
+BEAMS = (1, 4)
+
+
+def results_by_streams(tiny_results: Path) -> dict[int, dict[tuple[str, int], dict]]:
+    report = json.loads((tiny_results / "engine.json").read_text(encoding="utf-8"))
+    return {
+        setting["streams"]: {(r["system"], r["beam_size"]): r for r in setting["results"]}
+        for setting in report["streams"]
+    }
+
+
+def test_every_system_runs_alone_and_the_multi_stream_ones_with_two_streams(tiny_results: Path) -> None:
+    settings = results_by_streams(tiny_results)
+    assert set(settings) == {1, 2}
+    assert set(settings[1]) == {(name, beam) for name in SYSTEMS for beam in BEAMS}
+    multi_stream = {name for name, (family, _) in SYSTEMS.items() if family in MULTI_STREAM}
+    assert set(settings[2]) == {(name, beam) for name in multi_stream for beam in BEAMS}
+    for results in settings.values():
+        for r in results.values():
+            assert r["sentences"] == 6 and r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0
+            assert r["deterministic"]
+
+
+def test_outputs_are_compared_with_the_pytorch_reference(tiny_results: Path) -> None:
+    alone = results_by_streams(tiny_results)[1]
+    for (name, _), r in alone.items():
+        assert ("agreement" in r) == (name != REFERENCE)
+    # Same algorithm, same model: only the cost per step differs.
+    assert all(alone["torch-nocache", beam]["agreement"]["identical_rate"] == 1 for beam in BEAMS)
+
+
+def test_the_report_has_a_table_per_stream_setting(tiny_results: Path) -> None:
+    markdown = json.loads((tiny_results / "engine.json").read_text(encoding="utf-8"))["markdown"]
+    one, two = markdown.split("### 2 streams × 1 thread")
+    assert one.startswith("### 1 stream × 2 threads") and "| torch-nocache | 4 |" in one
+    assert "| ct2-float32 | 4 |" in two and "torch" not in two
