@@ -37,8 +37,10 @@ def tiny_results(
                "--concurrency", "1", "4", "--duration", "1", "--warmup", "0.2",
                "--workdir", str(root / "service")]  # fmt: skip
     composition = ["--bundle", bundle, "--src", src, "--limit", "24", "--batch", "6", "--rounds", "1"]
+    profile = ["--bundle", bundle, "--src", src, "--limit", "24", "--variants", "fp32", "--workdir", str(root / "prof")]
     with one_torch_thread():  # the engine benchmark's PyTorch agreement check runs in this process
         run_all.main(
             ["--results", str(results), "--engine", *engine, "--service", *service, "--composition", *composition]
+            + ["--profile", *profile]
         )
     return results

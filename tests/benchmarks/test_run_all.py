@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -16,6 +17,7 @@ from repo_root import REPO
 
 pytest.importorskip("ctranslate2", reason="the bench extra (ctranslate2) is not installed")
 
+from benchmarks import run_all
 from benchmarks.run_all import QUESTIONS, split_args
 
 VERSIONS = ("python", "numpy", "onnxruntime", "ctranslate2")
@@ -56,7 +58,22 @@ def test_the_service_figure_is_drawn(tiny_results: Path) -> None:
 def test_arguments_go_to_the_entry_point_they_follow() -> None:
     own, groups = split_args(["--results", "out", "--service", "--rounds", "1", "--engine", "--limit", "6"])
     assert own == ["--results", "out"]
-    assert groups == {"engine": ["--limit", "6"], "service": ["--rounds", "1"], "composition": []}
+    assert groups == {"engine": ["--limit", "6"], "service": ["--rounds", "1"], "composition": [], "profile": []}
+
+
+def test_only_reruns_the_named_questions_and_rebuilds_the_tables(
+    tiny_results: Path, tiny_bundle: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(tiny_results, results)
+    (results / "tables.md").unlink()
+    others = {name: (results / f"{name}.json").read_bytes() for name in QUESTIONS if name != "profile"}
+    profile = ["--bundle", str(tiny_bundle), "--src", str(tiny_corpus / "val.en"), "--limit", "8"]
+    run_all.main(["--results", str(results), "--only", "profile", "--profile", *profile, "--variants", "fp32"]
+                 + ["--workdir", str(tmp_path / "prof")])  # fmt: skip
+    assert {name: (results / f"{name}.json").read_bytes() for name in others} == others
+    rerun = report(results, "profile")["run"]["command"]
+    assert "--limit 8" in rerun and f"`{rerun}`" in (results / "tables.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("module", ["run_all", *QUESTIONS])
