@@ -4,9 +4,9 @@ One asyncio task forms batches; inference runs in worker threads (``concurrency`
 batch each, for an engine that decodes that many batches at once) so the event loop stays free to
 accept and answer requests. The policy:
 
-- A batch holds texts with *equal* ``TranslationOptions`` only, at most ``max_batch_sentences``
-  texts and ``max_batch_tokens`` source tokens (a single longer text still forms a batch of its
-  own): the oldest queued text and those closest to it in length.
+- A batch holds texts with *equal* ``TranslationOptions`` only, taken in arrival order, at most
+  ``max_batch_sentences`` texts and ``max_batch_tokens`` source tokens (a single longer text still
+  forms a batch of its own).
 - A batch starts as soon as it is full, or once its oldest text has waited ``max_wait_s``, and a
   worker is free; while all are busy, work simply accumulates, so batches grow with load.
 - Admission is bounded: a request whose texts would push the queue past ``max_queue_sentences`` is
@@ -156,18 +156,14 @@ class Batcher:
             pass
 
     def _head_batch(self) -> tuple[list[_Item], bool]:
-        """The items a batch started now would take, and whether a limit stopped it (it is full).
-
-        The oldest text always goes, so none waits forever; the rest are the texts with its options
-        closest to it in length, in arrival order among equals. A batch decodes until its longest
-        sentence ends, so texts of similar lengths keep every decoder step's rows busy.
-        """
-        head = self._queue[0]
-        candidates = [item for item in self._queue if item.job.options == head.job.options]
-        candidates.sort(key=lambda item: abs(item.tokens - head.tokens))  # stable: the head stays first
+        """The items a batch started now would take (the head's options, within both limits) and
+        whether that batch is full, i.e. a limit stopped it."""
+        head = self._queue[0].job.options
         batch: list[_Item] = []
         tokens = 0
-        for item in candidates:
+        for item in self._queue:
+            if item.job.options != head:
+                continue
             if batch and (
                 len(batch) >= self.config.max_batch_sentences or tokens + item.tokens > self.config.max_batch_tokens
             ):

@@ -135,25 +135,6 @@ def test_a_partial_batch_starts_after_max_wait() -> None:
     run(main)
 
 
-def test_a_batch_takes_the_oldest_text_and_those_closest_to_it_in_length() -> None:
-    async def main() -> None:
-        engine = FakeEngine(hold=True)
-        batcher, _ = make(engine, max_batch_sentences=2, max_wait_s=0)
-        first = asyncio.ensure_future(batcher.translate(["x"], "o", timeout_s=LONG))
-        await until(engine.entered.is_set)  # the engine is busy: the next texts queue up together
-        words = lambda n: " ".join(["w"] * n)
-        texts = [words(2), words(9), words(8), words(3), words(1)]  # arrival order
-        queued = asyncio.ensure_future(batcher.translate(texts, "o", timeout_s=LONG))
-        await until(lambda: batcher.queued_sentences == 5)
-        engine.release()
-        await first
-        assert await queued == [f"{t.upper()}/o" for t in texts]
-        assert [b for b, _ in engine.batches[1:]] == [[words(2), words(3)], [words(9), words(8)], [words(1)]]
-        await batcher.close()
-
-    run(main)
-
-
 def test_overload_is_refused_at_once_with_retry_after() -> None:
     async def main() -> None:
         engine = FakeEngine(hold=True)
