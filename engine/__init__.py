@@ -7,8 +7,8 @@ batch = translator.translate_batch(["A dog runs in the park."], TranslationOptio
 print(batch.results[0].text)
 """
 
+from engine.alignment import Alignment
 from engine.api import (
-    Alignment,
     BatchStats,
     Engine,
     Hypothesis,

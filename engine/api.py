@@ -1,7 +1,7 @@
 """The engine's public types: what a caller passes in, what comes back, and the ``Engine`` protocol.
 
 ``engine.translator.Translator`` (in this process) and ``service.engine_process.EngineProcess``
-(in child processes) both implement ``Engine``; code above the engine depends on this module only.
+(in child processes) both implement ``Engine``; the batcher, cache and routes depend on this module only.
 """
 
 from __future__ import annotations
@@ -12,18 +12,6 @@ from typing import Any, Protocol
 from engine.alignment import Alignment
 from engine.beam_search import SearchOptions
 from engine.bundle import DecodingDefaults
-
-__all__ = [
-    "Alignment",
-    "BatchStats",
-    "DecodingDefaults",
-    "Engine",
-    "Hypothesis",
-    "ModelInfo",
-    "TranslatedBatch",
-    "TranslationOptions",
-    "TranslationResult",
-]
 
 
 @dataclass(frozen=True)  # hashable: the batcher merges only equal options
