@@ -1,0 +1,84 @@
+"""``Runtime`` without HTTP: one call checks and translates a ``TranslationJob``; drain state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import TranslationOptions
+from service.errors import InvalidRequest, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
+from service.metrics import Metrics
+from service.runtime import Runtime, TranslationJob
+from service.settings import Settings
+
+
+def with_runtime(bundle: Path, test: Callable[[Runtime], Coroutine[Any, Any, None]], **settings: Any) -> None:
+    async def main() -> None:
+        config = Settings(model_dir=bundle, threads=1, streams=1, engine_process=False, **settings)
+        runtime = Runtime(config, Metrics())
+        with pytest.raises(Unavailable, match="loading"):
+            runtime.check_ready()
+        await runtime.load()
+        try:
+            await test(runtime)
+        finally:
+            await runtime.close()
+
+    asyncio.run(main())
+
+
+def test_one_call_checks_key_size_and_languages_then_translates(tiny_bundle: Path) -> None:
+    async def test(runtime: Runtime) -> None:
+        info = runtime.loaded_info()
+        job = TranslationJob(texts=["A dog runs."], target_lang=info.target_language, api_key="secret")
+        (result,) = await runtime.translate(job)
+        assert result.text
+        for bad, error in [
+            (TranslationJob(texts=["A dog."], target_lang=info.target_language), Unauthorized),
+            (TranslationJob(texts=["A dog."], target_lang=info.target_language, api_key="wrong"), Unauthorized),
+            (TranslationJob(texts=["a"] * 3, target_lang=info.target_language, api_key="secret"), PayloadTooLarge),
+            (TranslationJob(texts=["A dog."], target_lang="xx", api_key="secret"), UnsupportedLanguage),
+        ]:
+            with pytest.raises(error):
+                await runtime.translate(bad)
+
+    with_runtime(tiny_bundle, test, api_keys="secret", max_texts=2, max_queue_sentences=2)
+
+
+def test_omitted_options_are_the_models_defaults_and_share_the_cache(tiny_bundle: Path) -> None:
+    async def test(runtime: Runtime) -> None:
+        info = runtime.loaded_info()
+        explicit = TranslationOptions(beam_size=info.decoding.beam_size, length_penalty=info.decoding.length_penalty)
+        target = info.target_language
+        await runtime.translate(TranslationJob(texts=["A red dog."], target_lang=target, options=explicit))
+        hits = lambda: runtime.metrics.registry.get_sample_value("mt_cache_hits_total")
+        before = hits()
+        await runtime.translate(TranslationJob(texts=["A red dog."], target_lang=target))
+        assert hits() == before + 1
+        too_many = TranslationOptions(num_hypotheses=info.decoding.beam_size + 1)
+        with pytest.raises(InvalidRequest, match="num_hypotheses"):
+            await runtime.translate(TranslationJob(texts=["A dog."], target_lang=target, options=too_many))
+
+    with_runtime(tiny_bundle, test)
+
+
+def test_draining_turns_unready_and_refuses_new_requests(tiny_bundle: Path) -> None:
+    async def test(runtime: Runtime) -> None:
+        runtime.check_ready()
+        runtime.enter()
+        runtime.start_draining()
+        with pytest.raises(Unavailable, match="draining"):
+            runtime.check_ready()
+        with pytest.raises(Unavailable, match="shutting down"):
+            runtime.enter()
+        drained = asyncio.ensure_future(runtime.drain(timeout_s=30))
+        await asyncio.sleep(0)
+        assert not drained.done(), "one accepted request is still in flight"
+        runtime.leave()
+        assert await drained
+
+    with_runtime(tiny_bundle, test)
