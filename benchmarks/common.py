@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import os
@@ -170,6 +171,11 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def settings_record(args: argparse.Namespace) -> dict:
+    """An entry point's parsed arguments as JSON values, for its result file."""
+    return {name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()}
 
 
 def write_report(start: RunStart, out: Path, report: dict) -> None:

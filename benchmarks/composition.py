@@ -26,59 +26,22 @@ import random
 import statistics
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import psutil
 
-from benchmarks.common import BUNDLE, RESULTS, TEST_SRC, markdown_table, read_lines, start_run, write_report
+from benchmarks.common import (
+    BUNDLE,
+    RESULTS,
+    TEST_SRC,
+    markdown_table,
+    read_lines,
+    settings_record,
+    start_run,
+    write_report,
+)
+from benchmarks.metered import Meter, MeteredRunner
 from engine import TranslationOptions, Translator, TranslatorConfig
-from engine.decoder import Step
-from engine.runner import DeviceDecoder, Encoded, HostDecoder, Runner
-
-
-@dataclass
-class Counts:
-    steps: int = 0
-    rows: int = 0
-    source_tokens: int = 0
-    padded_source_tokens: int = 0
-
-    def add(self, other: Counts) -> None:
-        for name in vars(self):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-
-class CountingRunner:
-    """A ``Runner`` that counts what it is asked to compute; stands in for a translator's runner."""
-
-    def __init__(self, runner: Runner, pad_id: int) -> None:
-        self.runner, self.pad_id = runner, pad_id
-        self.counts = Counts()
-
-    def encode(self, src_ids: np.ndarray) -> Encoded:
-        self.counts.padded_source_tokens += src_ids.size
-        self.counts.source_tokens += int((src_ids != self.pad_id).sum())
-        return self.runner.encode(src_ids)
-
-    def start(self, encoded: Encoded, *, alignments: bool) -> CountingDecoder:
-        return CountingDecoder(self.runner.start(encoded, alignments=alignments), self.counts)
-
-
-class CountingDecoder:
-    """A decoder state that counts the steps and rows it runs; implements ``engine.decoder.Decoder``."""
-
-    def __init__(self, decoder: HostDecoder | DeviceDecoder, counts: Counts) -> None:
-        self.decoder, self.counts = decoder, counts
-
-    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
-        self.counts.steps += 1
-        self.counts.rows += len(tokens)
-        return self.decoder.step(tokens, candidates, full=full)
-
-    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
-        self.decoder.select(rows, sentences)
 
 
 def batches(texts: list[str], policy: str, size: int, translator: Translator) -> list[list[str]]:
@@ -114,34 +77,34 @@ def decode_all(work: list[list[str]], translators: list[Translator], options: Tr
 
 
 def measure(
-    work: list[list[str]], translators: list[Translator], runners: list[CountingRunner], options: TranslationOptions
+    work: list[list[str]], translators: list[Translator], runners: list[MeteredRunner], options: TranslationOptions
 ) -> dict:
-    """Decode ``work`` once; ``runners`` are the translators' counting runners."""
+    """Decode ``work`` once; ``runners`` are the translators' metered runners."""
     for runner in runners:
-        runner.counts = Counts()
+        runner.meter = Meter()
     process = psutil.Process()
     cpu_before, start = sum(process.cpu_times()[:2]), time.perf_counter()
     decode_all(work, translators, options)
     seconds = time.perf_counter() - start
     cpu = sum(process.cpu_times()[:2]) - cpu_before
-    counts = Counts()
+    total = Meter()
     for runner in runners:
-        counts.add(runner.counts)
+        total.add(runner.meter)
     n = sum(len(batch) for batch in work)
     return {
         "sentences_per_s": n / seconds,
         "cpu_ms_per_sentence": 1000 * cpu / n,
-        "steps_per_sentence": counts.steps / n,
-        "rows_per_sentence": counts.rows / n,
-        "rows_per_step": counts.rows / max(counts.steps, 1),
-        "source_padding": counts.padded_source_tokens / max(counts.source_tokens, 1),
+        "steps_per_sentence": total.steps / n,
+        "rows_per_sentence": total.rows / n,
+        "rows_per_step": total.rows / max(total.steps, 1),
+        "source_padding": total.padded_source_tokens / max(total.source_tokens, 1),
     }
 
 
 def run_rounds(
     texts: list[str],
     translators: list[Translator],
-    runners: list[CountingRunner],
+    runners: list[MeteredRunner],
     sizes: list[int],
     rounds: int,
     options: TranslationOptions,
@@ -188,11 +151,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def counting_translators(args: argparse.Namespace) -> tuple[list[Translator], list[CountingRunner]]:
-    """``--streams`` single-thread translators, each running through a counting runner."""
+def metered_translators(args: argparse.Namespace) -> tuple[list[Translator], list[MeteredRunner]]:
+    """``--streams`` single-thread translators, each running through a metered runner."""
     config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=1, streams=1, variant=args.variant)
     translators = [Translator(config) for _ in range(args.streams)]
-    runners = [CountingRunner(t.runner, t.manifest.special_tokens.pad) for t in translators]
+    runners = [MeteredRunner(t.runner, t.manifest.special_tokens.pad) for t in translators]
     for translator, runner in zip(translators, runners, strict=True):
         translator.runner = runner
     return translators, runners
@@ -202,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     start = start_run("benchmarks.composition", argv)
     args = parse_args(start.argv)
     texts = read_lines(args.src, args.limit)
-    translators, runners = counting_translators(args)
+    translators, runners = metered_translators(args)
     try:
         results = run_rounds(
             texts, translators, runners, args.batch, args.rounds, TranslationOptions(beam_size=args.beam_size)
@@ -210,8 +173,9 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for translator in translators:
             translator.close()
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    write_report(start, args.out, {"settings": settings, "results": results, "markdown": results_table(results)})
+    write_report(
+        start, args.out, {"settings": settings_record(args), "results": results, "markdown": results_table(results)}
+    )
 
 
 if __name__ == "__main__":

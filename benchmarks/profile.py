@@ -20,78 +20,44 @@ import argparse
 import collections
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
-import numpy as np
 import onnxruntime as ort
 
-from benchmarks.common import BUNDLE, RESULTS, RUNS, TEST_SRC, markdown_table, read_lines, start_run, write_report
+from benchmarks.common import (
+    BUNDLE,
+    RESULTS,
+    RUNS,
+    TEST_SRC,
+    markdown_table,
+    read_lines,
+    settings_record,
+    start_run,
+    write_report,
+)
+from benchmarks.metered import MeteredRunner
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.bundle import load_bundle
-from engine.decoder import Step
-from engine.runner import DeviceDecoder, Encoded, HostDecoder, Runner, session_options
+from engine.runner import session_options
 
 TOP_OPERATORS = 10
 TOP_NODES = 5
-T = TypeVar("T")
-
-
-@dataclass
-class Clock:
-    """Seconds spent in each part, summed over calls."""
-
-    seconds: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
-
-    def timed(self, part: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        start = time.perf_counter()
-        try:
-            return call(*args, **kwargs)
-        finally:
-            self.seconds[part] += time.perf_counter() - start
-
-
-class TimedRunner:
-    """A ``Runner`` that clocks its encoder runs and its decoder states' steps and reorderings."""
-
-    def __init__(self, runner: Runner, clock: Clock) -> None:
-        self.runner, self.clock = runner, clock
-
-    def encode(self, src_ids: np.ndarray) -> Encoded:
-        return self.clock.timed("encoder", self.runner.encode, src_ids)
-
-    def start(self, encoded: Encoded, *, alignments: bool) -> TimedDecoder:
-        return TimedDecoder(self.runner.start(encoded, alignments=alignments), self.clock)
-
-
-class TimedDecoder:
-    """Implements ``engine.decoder.Decoder`` around a real decoder state."""
-
-    def __init__(self, decoder: HostDecoder | DeviceDecoder, clock: Clock) -> None:
-        self.decoder, self.clock = decoder, clock
-
-    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
-        return self.clock.timed("decoder graph", self.decoder.step, tokens, candidates, full=full)
-
-    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
-        self.clock.timed("cache reordering", self.decoder.select, rows, sentences)
 
 
 def time_split(translator: Translator, texts: list[str], options: TranslationOptions) -> dict:
     """Sentences/s and the share of the wall time of each part, on a second pass: the first grows
     onnxruntime's memory arenas to the test set's shapes."""
     translator.translate_batch(texts, options)
-    runner, clock = translator.runner, Clock()
-    translator.runner = TimedRunner(runner, clock)
+    runner = translator.runner
+    metered = translator.runner = MeteredRunner(runner, translator.manifest.special_tokens.pad)
     try:
         start = time.perf_counter()
         translator.translate_batch(texts, options)
         wall = time.perf_counter() - start
     finally:
         translator.runner = runner
-    parts = {**clock.seconds, "search and text": wall - sum(clock.seconds.values())}
+    seconds = metered.meter.seconds
+    parts = {**seconds, "search and text": wall - sum(seconds.values())}
     return {"sentences_per_s": len(texts) / wall, "seconds": wall, "share": {k: v / wall for k, v in parts.items()}}
 
 
@@ -178,8 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     texts = read_lines(args.src, args.limit)
     results = [profile_variant(variant, texts, args) for variant in args.variants]
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    write_report(start, args.out, {"settings": settings, "results": results, "markdown": tables(results)})
+    report = {"settings": settings_record(args), "results": results, "markdown": tables(results)}
+    write_report(start, args.out, report)
 
 
 if __name__ == "__main__":

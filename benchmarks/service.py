@@ -34,6 +34,7 @@ from benchmarks.common import (
     CpuTimes,
     markdown_table,
     read_lines,
+    settings_record,
     start_run,
     streams_title,
     write_report,
@@ -195,8 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     for streams in args.streams:
         with closing(OfflineEngine(args, streams)) as offline:
             setups += [measure_setup(streams, batching, offline, texts, args) for batching in (True, False)]
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    write_report(start, args.out, {"settings": settings, "setups": setups, "markdown": markdown(setups, args.threads)})
+    write_report(
+        start,
+        args.out,
+        {"settings": settings_record(args), "setups": setups, "markdown": markdown(setups, args.threads)},
+    )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from engine.api import (
     TranslationOptions,
     TranslationResult,
 )
+from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, load_bundle
 from engine.cpus import available_cpus, default_threads
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
@@ -152,14 +153,16 @@ class Translator:
     def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
         """Translate ``texts`` with ``options`` (default: the model's); ValueError if invalid."""
         options = (options or TranslationOptions()).resolved(self.info.decoding)
+        search = options.search_options()
         stats = BatchStats()
         segmented = [self._segment(text) for text in texts]
         sentences = [self._sentence(i, s.text, s.truncated) for i, seg in enumerate(segmented) for s in seg.segments]
-        self._decode([s for s in sentences if len(s.ids) > 1], options, stats)  # [EOS] alone: nothing to say
+        # [EOS] alone: nothing to say
+        self._decode([s for s in sentences if len(s.ids) > 1], search, options.max_length, stats)
         by_text: list[list[_Sentence]] = [[] for _ in texts]
         for s in sentences:
             by_text[s.text_index].append(s)
-        results = [self._result(seg, parts, options) for seg, parts in zip(segmented, by_text, strict=True)]
+        results = [self._result(seg, parts, search) for seg, parts in zip(segmented, by_text, strict=True)]
         return TranslatedBatch(results, stats)
 
     def close(self) -> None:
@@ -180,29 +183,33 @@ class Translator:
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
         return _Sentence(text_index, ids, truncated)
 
-    def _decode(self, sentences: list[_Sentence], options: TranslationOptions, stats: BatchStats) -> None:
+    def _decode(
+        self, sentences: list[_Sentence], search: SearchOptions, max_length: int | None, stats: BatchStats
+    ) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time."""
         batches = self._sub_batches(sentences)
+        n = len(batches)
         timings = (
-            self.pool.map(self._decode_batch, batches, [options] * len(batches))
+            self.pool.map(self._decode_batch, batches, [search] * n, [max_length] * n)
             if self.pool
-            else (self._decode_batch(batch, options) for batch in batches)
+            else (self._decode_batch(batch, search, max_length) for batch in batches)
         )
         for batch, (padded_tokens, encode_seconds, decode_seconds) in zip(batches, timings, strict=True):
             stats.encode_seconds += encode_seconds
             stats.decode_seconds += decode_seconds
             stats.sub_batches.append((len(batch), padded_tokens))
 
-    def _decode_batch(self, batch: list[_Sentence], options: TranslationOptions) -> tuple[int, float, float]:
+    def _decode_batch(
+        self, batch: list[_Sentence], search: SearchOptions, max_length: int | None
+    ) -> tuple[int, float, float]:
         """Encode and search one sub-batch; returns its padded source tokens, encode and decode seconds."""
         specials = self.manifest.special_tokens
         src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
         start = time.perf_counter()
         encoded = self.runner.encode(src)
         encoded_at = time.perf_counter()
-        decoder = self.runner.start(encoded, alignments=options.return_alignments)
-        max_lengths = [self._max_length(len(s.ids), options) for s in batch]
-        search = options.search_options()
+        decoder = self.runner.start(encoded, alignments=search.return_alignments)
+        max_lengths = [self._max_length(len(s.ids), max_length) for s in batch]
         results = beam_search.search(decoder, max_lengths, search, bos_id=specials.bos, eos_id=specials.eos)
         for s, hyps in zip(batch, results, strict=True):
             s.hypotheses = hyps
@@ -222,13 +229,13 @@ class Translator:
                 batches.append([s])
         return batches
 
-    def _max_length(self, source_len: int, options: TranslationOptions) -> int:
-        """min(model limit, options.max_length, a * source length + b), source length counting EOS."""
+    def _max_length(self, source_len: int, cap: int | None) -> int:
+        """min(model limit, the request's cap, a * source length + b), source length counting EOS."""
         d = self.manifest.decoding
-        limit = min(self.max_positions, options.max_length or self.max_positions)
+        limit = min(self.max_positions, cap or self.max_positions)
         return max(1, min(limit, int(d.max_length_a * source_len + d.max_length_b)))
 
-    def _result(self, seg: SegmentedText, parts: list[_Sentence], options: TranslationOptions) -> TranslationResult:
+    def _result(self, seg: SegmentedText, parts: list[_Sentence], search: SearchOptions) -> TranslationResult:
         """Reassemble one text. Its hypothesis i joins every sentence's i-th best (or last) hypothesis."""
         n_best = max([1, *(len(p.hypotheses) for p in parts)])
         hypotheses = []
@@ -237,11 +244,11 @@ class Translator:
             score = sum(h.score for h in picks if h)
             length = sum(len(h.tokens) + 1 for h in picks if h)
             text = seg.join([self.tokenizer.decode(h.tokens) if h else "" for h in picks])
-            normalized = beam_search.normalized(score, length, options.length_penalty or 0.0) if length else 0.0
+            normalized = beam_search.normalized(score, length, search.length_penalty) if length else 0.0
             hypotheses.append(Hypothesis(text, score, normalized))
         best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
         alignment = None
-        if options.return_alignments:
+        if search.return_alignments:
             alignment = concat_alignments(
                 [
                     build_alignment(h.attention, p.ids[:-1], h.tokens, self.tokenizer)

@@ -158,9 +158,9 @@ class Runtime:
         through the batcher."""
         self._authorize(job.api_key)
         self._check_size(job.texts)
-        self._check_languages(job.source_lang, job.target_lang)
-        _, batcher, cache = self._loaded()
-        options = self._resolve(job.options)
+        engine, batcher, cache = self._loaded()
+        _check_languages(engine.info, job.source_lang, job.target_lang)
+        options = _resolve(job.options, engine.info)
         texts = job.texts
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
         results: list[TranslationResult | None] = [cache.get(text, options) for text in texts]
@@ -189,15 +189,6 @@ class Runtime:
         if not any([secrets.compare_digest(key.encode(), k.encode()) for k in keys]):
             raise Unauthorized("invalid API key")
 
-    def _check_languages(self, source: str | None, target: str) -> None:
-        info = self.loaded_info()
-        src_ok = source is None or source.lower() == info.source_language
-        if not src_ok or target.lower() != info.target_language:
-            raise UnsupportedLanguage(
-                f"unsupported language pair {source or info.source_language!r} -> {target!r}; "
-                f"this model translates {info.source_language!r} -> {info.target_language!r}"
-            )
-
     def _check_size(self, texts: Sequence[str]) -> None:
         s = self.settings
         if len(texts) > s.max_texts:
@@ -205,14 +196,24 @@ class Runtime:
         if (chars := sum(map(len, texts))) > s.max_chars:
             raise PayloadTooLarge(f"{chars} characters in one request; the limit is {s.max_chars}")
 
-    def _resolve(self, options: TranslationOptions) -> TranslationOptions:
-        """Options with the model's defaults filled in: equal requests share batches and cache entries."""
-        try:
-            return options.resolved(self.loaded_info().decoding)
-        except ValueError as e:
-            raise InvalidRequest(str(e)) from None
-
     def _loaded(self) -> tuple[Engine, Batcher, TranslationCache[TranslationResult]]:
         if self.engine is None or self.batcher is None or self.cache is None:
             raise Unavailable(self.load_error or "the model is still loading")
         return self.engine, self.batcher, self.cache
+
+
+def _resolve(options: TranslationOptions, info: ModelInfo) -> TranslationOptions:
+    """Options with the model's defaults filled in: equal requests share batches and cache entries."""
+    try:
+        return options.resolved(info.decoding)
+    except ValueError as e:
+        raise InvalidRequest(str(e)) from None
+
+
+def _check_languages(info: ModelInfo, source: str | None, target: str) -> None:
+    src_ok = source is None or source.lower() == info.source_language
+    if not src_ok or target.lower() != info.target_language:
+        raise UnsupportedLanguage(
+            f"unsupported language pair {source or info.source_language!r} -> {target!r}; "
+            f"this model translates {info.source_language!r} -> {info.target_language!r}"
+        )

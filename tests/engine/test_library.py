@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -19,8 +20,9 @@ def readme_example() -> str:
 def test_the_readme_example_translates_with_the_shipped_bundle() -> None:
     run = subprocess.run([sys.executable, "-c", readme_example()], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    first, hypotheses = run.stdout.split(" [", 1)
-    assert first.strip() and hypotheses.count("'") == 4, run.stdout  # the text, then a list of 2 hypotheses
+    text, hypotheses = run.stdout.strip().split(" [", 1)  # the translation, then its 2 hypotheses
+    best, second = ast.literal_eval("[" + hypotheses)
+    assert text and best == text and second, run.stdout
 
 
 def test_the_engine_imports_neither_torch_nor_the_http_service() -> None:
