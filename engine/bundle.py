@@ -1,6 +1,6 @@
 """The model bundle: loading and validating the directory that ``python -m export`` writes.
 
-A bundle is ``manifest.json`` + the sentencepiece model + the ONNX graphs (see docs/architecture.md).
+A bundle is ``manifest.json`` + the tokenizer files + the ONNX graphs (see docs/architecture.md).
 Loading checks, in order, that the manifest parses and has a schema version this code reads, that
 every file it names exists and has the recorded sha256, and that each graph's inputs and outputs
 have the expected names, element types and ranks, static dimensions that agree with the manifest,
@@ -22,7 +22,10 @@ from typing import Any, Literal
 import onnxruntime as ort
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-SCHEMA_VERSION = 2  # 2: per-layer cache and cross keys/values (1 stacked them), TopK outputs
+# 2: per-layer cache and cross keys/values (1 stacked them), TopK outputs.
+# 3: language lists with language tokens, tokenizer files per side, the forced-EOS convention; a
+#    version 2 manifest is read as the equivalent version 3 one.
+SCHEMA_VERSION = 3
 MANIFEST = "manifest.json"
 
 
@@ -102,8 +105,33 @@ class _Strict(BaseModel):
 class SpecialTokens(_Strict):
     pad: int = 0
     unk: int = 1
-    bos: int = 2
+    bos: int = 2  # the decoder's start token (MarianMT starts from pad, NLLB from eos)
     eos: int = 3
+
+
+class Language(_Strict):
+    code: str  # how requests and responses name it: ISO 639-1 where it has such a code ("de")
+    model_code: str | None = None  # the model's own name for it ("deu_Latn"), accepted as well
+    # Its language token(s): put before a source text in this language; forced, at log-probability
+    # 0, as the first generated tokens of a translation into it (NLLB's convention).
+    tokens: list[int] = Field(default_factory=list)
+
+
+class Languages(_Strict):
+    """Every source language is served into every target language other than itself."""
+
+    source: list[Language] = Field(min_length=1)
+    target: list[Language] = Field(min_length=1)
+
+
+class TokenizerSide(_Strict):
+    model: str  # sentencepiece model file that splits text into pieces (source) or joins them (target)
+    vocab: str | None = None  # JSON {piece: id}; None: the sentencepiece model's own ids
+
+
+class TokenizerFiles(_Strict):
+    source: TokenizerSide
+    target: TokenizerSide
 
 
 class Dimensions(_Strict):
@@ -147,6 +175,13 @@ class DecodingDefaults(_Strict):
     length_penalty: float = 1.0
     max_length_a: float = 1.5
     max_length_b: int = 10
+    max_length: int | None = Field(default=None, gt=0)  # cap on generated tokens, EOS included
+    # At a sentence's last allowed step: "model_score" forces EOS with the log-probability the model
+    # gives it (this project's models); "zero_score" forces it at log-probability 0 (transformers'
+    # forced_eos_token_id); "off" forces nothing, and the hypotheses alive end there (transformers
+    # without it).
+    forced_eos: Literal["model_score", "zero_score", "off"] = "model_score"
+    banned_ids: list[int] = Field(default_factory=list)  # never generated (the decoder graph masks them)
 
 
 class Parity(_Strict):
@@ -173,11 +208,10 @@ class Manifest(_Strict):
     schema_version: int
     name: str
     version: str
-    source_language: str
-    target_language: str
+    languages: Languages
     special_tokens: SpecialTokens
     dimensions: Dimensions
-    tokenizer: str
+    tokenizer: TokenizerFiles
     variants: dict[str, Variant] = Field(min_length=1)
     default_variant: DefaultVariant
     files: dict[str, str]
@@ -202,9 +236,6 @@ class Bundle:
     path: Path
     manifest: Manifest
 
-    @property
-    def tokenizer_path(self) -> Path:
-        return self.path / self.manifest.tokenizer
 
     def graph_paths(self, variant: str) -> tuple[Path, Path]:
         """(encoder, decoder) paths of ``variant``; BundleError if the bundle has no such variant."""
@@ -247,7 +278,9 @@ def read_manifest(root: Path) -> Manifest:
         raise BundleError(f"{path}: not valid JSON: {e}") from e
     # The version decides how to read the rest, so it is checked before the schema.
     version = raw.get("schema_version") if isinstance(raw, dict) else None
-    if version != SCHEMA_VERSION:
+    if version == 2:
+        raw = _upgrade_v2(raw)
+    elif version != SCHEMA_VERSION:
         raise BundleError(
             f"{path}: unknown schema_version {version!r}; this loader reads version {SCHEMA_VERSION} "
             "(re-export the checkpoint with python -m export)"
@@ -261,8 +294,23 @@ def read_manifest(root: Path) -> Manifest:
     return manifest
 
 
+def _upgrade_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    """A version 2 manifest (one language pair, one joint sentencepiece model) as version 3."""
+    raw = dict(raw, schema_version=SCHEMA_VERSION)
+    source, target = raw.pop("source_language", None), raw.pop("target_language", None)
+    raw["languages"] = {"source": [{"code": source}], "target": [{"code": target}]}
+    spm = raw.get("tokenizer")
+    raw["tokenizer"] = {"source": {"model": spm}, "target": {"model": spm}}
+    return raw
+
+
+def tokenizer_file_names(files: TokenizerFiles) -> set[str]:
+    return {name for side in (files.source, files.target) for name in (side.model, side.vocab) if name}
+
+
 def _check_consistency(path: Path, manifest: Manifest) -> None:
-    named = {manifest.tokenizer} | {f for v in manifest.variants.values() for f in (v.encoder, v.decoder)}
+    graphs = {f for v in manifest.variants.values() for f in (v.encoder, v.decoder)}
+    named = tokenizer_file_names(manifest.tokenizer) | graphs
     if unlisted := sorted(named - set(manifest.files)):
         raise BundleError(f"{path}: files {unlisted} are used but have no checksum in 'files'")
     for device, variant in manifest.default_variant.model_dump().items():
@@ -273,6 +321,11 @@ def _check_consistency(path: Path, manifest: Manifest) -> None:
         raise BundleError(f"{path}: dimensions: heads {d.heads} x d_head {d.d_head} != d_model {d.d_model}")
     if manifest.alignment.layer >= d.decoder_layers:
         raise BundleError(f"{path}: alignment layer {manifest.alignment.layer} >= decoder_layers {d.decoder_layers}")
+    for side in ("source", "target"):
+        languages = getattr(manifest.languages, side)
+        names = [n for lang in languages for n in (lang.code, lang.model_code) if n]
+        if len(names) != len(set(names)):
+            raise BundleError(f"{path}: languages.{side} names a language twice")
 
 
 def _check_files(root: Path, manifest: Manifest, *, verify_checksums: bool) -> None:
