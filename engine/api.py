@@ -11,13 +11,17 @@ from typing import Any, Protocol
 
 from engine.alignment import Alignment
 from engine.beam_search import SearchOptions
-from engine.bundle import DecodingDefaults
+from engine.bundle import DecodingDefaults, Languages
+from engine.languages import resolve_pair
 
 
 @dataclass(frozen=True)  # hashable: the batcher merges only equal options
 class TranslationOptions:
-    """How to translate. ``None`` means the model's default, from its manifest's ``decoding``."""
+    """What and how to translate. ``None`` means the model's default: its manifest's ``decoding``,
+    and for the languages, the model's only one on that side."""
 
+    source_language: str | None = None
+    target_language: str | None = None
     beam_size: int | None = None  # 1 = greedy
     num_hypotheses: int = 1
     length_penalty: float | None = None  # alpha in score / length ** alpha
@@ -33,10 +37,15 @@ class TranslationOptions:
         beam_size = max(1, self.num_hypotheses) if self.beam_size is None else self.beam_size
         self._search_options(beam_size, 0.0 if self.length_penalty is None else self.length_penalty)
 
-    def resolved(self, defaults: DecodingDefaults) -> TranslationOptions:
-        """These options with the model's defaults in place of ``None``; ValueError if invalid."""
+    def resolved(self, info: ModelInfo) -> TranslationOptions:
+        """These options with the model's defaults in place of ``None`` and languages by their
+        codes; ValueError if invalid (``engine.languages.UnsupportedLanguage`` for a language)."""
+        defaults = info.decoding
+        source, target = resolve_pair(info.languages, self.source_language, self.target_language)
         return replace(
             self,
+            source_language=source.code,
+            target_language=target.code,
             beam_size=defaults.beam_size if self.beam_size is None else self.beam_size,
             length_penalty=defaults.length_penalty if self.length_penalty is None else self.length_penalty,
         )
@@ -91,8 +100,7 @@ class TranslatedBatch:
 class ModelInfo:
     name: str
     version: str
-    source_language: str
-    target_language: str
+    languages: Languages
     variant: str
     provider: str
     quality: dict[str, Any]  # test set -> BLEU/chrF with signatures, of this variant

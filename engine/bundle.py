@@ -236,7 +236,6 @@ class Bundle:
     path: Path
     manifest: Manifest
 
-
     def graph_paths(self, variant: str) -> tuple[Path, Path]:
         """(encoder, decoder) paths of ``variant``; BundleError if the bundle has no such variant."""
         if variant not in self.manifest.variants:

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import beam_search
-from engine.alignment import build_alignment, concat_alignments
+from engine.alignment import Alignment, build_alignment, concat_alignments
 from engine.api import (
     BatchStats,
     Hypothesis,
@@ -39,11 +39,12 @@ from engine.api import (
     TranslationResult,
 )
 from engine.beam_search import SearchOptions
-from engine.bundle import Bundle, BundleError, load_bundle
+from engine.bundle import Bundle, BundleError, Language, load_bundle
 from engine.cpus import available_cpus, default_threads
+from engine.languages import resolve_pair
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.segmenter import SegmentedText, segment
-from engine.tokenizer import Tokenizer, normalize_text
+from engine.tokenizer import Tokenizer
 
 __all__ = ["Translator", "TranslatorConfig", "auto_streams"]
 
@@ -106,7 +107,7 @@ class Translator:
         self.config = config
         bundle = load_bundle(config.model_dir)
         manifest = bundle.manifest
-        self.tokenizer = Tokenizer(bundle.tokenizer_path)
+        self.tokenizer = Tokenizer.from_files(bundle.path, manifest.tokenizer, manifest.special_tokens)
         self._check_tokenizer(bundle)
         provider = resolve_provider(config.provider)
         variant = config.variant or getattr(manifest.default_variant, provider)
@@ -123,8 +124,7 @@ class Translator:
         self.info = ModelInfo(
             name=manifest.name,
             version=manifest.version,
-            source_language=manifest.source_language,
-            target_language=manifest.target_language,
+            languages=manifest.languages,
             variant=variant,
             provider=self.runner.provider,
             quality={k: q.model_dump() for k, q in manifest.variants[variant].quality.items()},
@@ -134,15 +134,9 @@ class Translator:
             self.translate_batch([WARMUP_TEXT])
 
     def _check_tokenizer(self, bundle: Bundle) -> None:
-        m = bundle.manifest
-        if self.tokenizer.vocab_size != m.dimensions.vocab_size:
-            raise BundleError(
-                f"{bundle.tokenizer_path}: {self.tokenizer.vocab_size} pieces, manifest says {m.dimensions.vocab_size}"
-            )
-        sp = self.tokenizer.sp
-        ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
-        if ids != m.special_tokens.model_dump():
-            raise BundleError(f"{bundle.tokenizer_path}: special ids {ids} differ from the manifest's")
+        expected, actual = bundle.manifest.dimensions.vocab_size, self.tokenizer.target_vocab_size
+        if actual != expected:
+            raise BundleError(f"{bundle.path}: the tokenizer has {actual} target ids, the manifest says {expected}")
 
     # -- public API -------------------------------------------------------------------------
 
@@ -152,17 +146,21 @@ class Translator:
 
     def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
         """Translate ``texts`` with ``options`` (default: the model's); ValueError if invalid."""
-        options = (options or TranslationOptions()).resolved(self.info.decoding)
+        options = (options or TranslationOptions()).resolved(self.info)
+        pair = _Pair(*resolve_pair(self.manifest.languages, options.source_language, options.target_language))
         search = options.search_options()
         stats = BatchStats()
-        segmented = [self._segment(text) for text in texts]
-        sentences = [self._sentence(i, s.text, s.truncated) for i, seg in enumerate(segmented) for s in seg.segments]
-        # [EOS] alone: nothing to say
-        self._decode([s for s in sentences if len(s.ids) > 1], search, options.max_length, stats)
+        segmented = [self._segment(text, pair) for text in texts]
+        sentences = [
+            self._sentence(i, s.text, s.truncated, pair) for i, seg in enumerate(segmented) for s in seg.segments
+        ]
+        # prefix and EOS alone: nothing to say
+        spoken = [s for s in sentences if len(s.ids) > len(pair.source.tokens) + 1]
+        self._decode(spoken, search, options.max_length, pair, stats)
         by_text: list[list[_Sentence]] = [[] for _ in texts]
         for s in sentences:
             by_text[s.text_index].append(s)
-        results = [self._result(seg, parts, search) for seg, parts in zip(segmented, by_text, strict=True)]
+        results = [self._result(seg, parts, search, pair) for seg, parts in zip(segmented, by_text, strict=True)]
         return TranslatedBatch(results, stats)
 
     def close(self) -> None:
@@ -173,26 +171,31 @@ class Translator:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _segment(self, text: str) -> SegmentedText:
-        count = lambda sentence: len(self.tokenizer.sp.encode(normalize_text(sentence)))
-        return segment(text, count_tokens=count, max_tokens=self.max_source_ids - 1)  # room for EOS
+    def _segment(self, text: str, pair: _Pair) -> SegmentedText:
+        room = self.max_source_ids - 1 - len(pair.source.tokens)  # for the language tokens and EOS
+        return segment(text, count_tokens=self.tokenizer.count, max_tokens=room)
 
-    def _sentence(self, text_index: int, text: str, truncated: bool) -> _Sentence:
-        ids = self.tokenizer.encode(text)
+    def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair) -> _Sentence:
+        ids = self.tokenizer.encode(text, prefix=pair.source.tokens)
         if len(ids) > self.max_source_ids:  # the segmenter's estimate was off: cut, keep EOS, and say so
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
         return _Sentence(text_index, ids, truncated)
 
     def _decode(
-        self, sentences: list[_Sentence], search: SearchOptions, max_length: int | None, stats: BatchStats
+        self,
+        sentences: list[_Sentence],
+        search: SearchOptions,
+        max_length: int | None,
+        pair: _Pair,
+        stats: BatchStats,
     ) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time."""
         batches = self._sub_batches(sentences)
         n = len(batches)
         timings = (
-            self.pool.map(self._decode_batch, batches, [search] * n, [max_length] * n)
+            self.pool.map(self._decode_batch, batches, [search] * n, [max_length] * n, [pair] * n)
             if self.pool
-            else (self._decode_batch(batch, search, max_length) for batch in batches)
+            else (self._decode_batch(batch, search, max_length, pair) for batch in batches)
         )
         for batch, (padded_tokens, encode_seconds, decode_seconds) in zip(batches, timings, strict=True):
             stats.encode_seconds += encode_seconds
@@ -200,7 +203,7 @@ class Translator:
             stats.sub_batches.append((len(batch), padded_tokens))
 
     def _decode_batch(
-        self, batch: list[_Sentence], search: SearchOptions, max_length: int | None
+        self, batch: list[_Sentence], search: SearchOptions, max_length: int | None, pair: _Pair
     ) -> tuple[int, float, float]:
         """Encode and search one sub-batch; returns its padded source tokens, encode and decode seconds."""
         specials = self.manifest.special_tokens
@@ -210,7 +213,15 @@ class Translator:
         encoded_at = time.perf_counter()
         decoder = self.runner.start(encoded, alignments=search.return_alignments)
         max_lengths = [self._max_length(len(s.ids), max_length) for s in batch]
-        results = beam_search.search(decoder, max_lengths, search, bos_id=specials.bos, eos_id=specials.eos)
+        results = beam_search.search(
+            decoder,
+            max_lengths,
+            search,
+            bos_id=specials.bos,
+            eos_id=specials.eos,
+            forced_eos=self.manifest.decoding.forced_eos,
+            prefixes=[pair.target.tokens] * len(batch),
+        )
         for s, hyps in zip(batch, results, strict=True):
             s.hypotheses = hyps
         return src.size, encoded_at - start, time.perf_counter() - encoded_at
@@ -230,31 +241,33 @@ class Translator:
         return batches
 
     def _max_length(self, source_len: int, cap: int | None) -> int:
-        """min(model limit, the request's cap, a * source length + b), source length counting EOS."""
+        """The request's cap as given, else a * source length + b (source length counting EOS)
+        within the model's own cap; never past the model's positions."""
         d = self.manifest.decoding
-        limit = min(self.max_positions, cap or self.max_positions)
-        return max(1, min(limit, int(d.max_length_a * source_len + d.max_length_b)))
+        wanted = cap or min(int(d.max_length_a * source_len + d.max_length_b), d.max_length or self.max_positions)
+        return max(1, min(self.max_positions, wanted))
 
-    def _result(self, seg: SegmentedText, parts: list[_Sentence], search: SearchOptions) -> TranslationResult:
-        """Reassemble one text. Its hypothesis i joins every sentence's i-th best (or last) hypothesis."""
+    def _result(
+        self, seg: SegmentedText, parts: list[_Sentence], search: SearchOptions, pair: _Pair
+    ) -> TranslationResult:
+        """Reassemble one text. Its hypothesis i joins every sentence's i-th best (or last) hypothesis.
+        The target language's forced tokens are generated (they count in scores and lengths) but
+        are not part of the translation."""
         n_best = max([1, *(len(p.hypotheses) for p in parts)])
+        words = len(pair.target.tokens)
         hypotheses = []
         for i in range(n_best):
             picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
             score = sum(h.score for h in picks if h)
-            length = sum(len(h.tokens) + 1 for h in picks if h)
-            text = seg.join([self.tokenizer.decode(h.tokens) if h else "" for h in picks])
+            length = sum(h.length for h in picks if h)
+            text = seg.join([self.tokenizer.decode(h.tokens[words:]) if h else "" for h in picks])
             normalized = beam_search.normalized(score, length, search.length_penalty) if length else 0.0
             hypotheses.append(Hypothesis(text, score, normalized))
         best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
         alignment = None
         if search.return_alignments:
             alignment = concat_alignments(
-                [
-                    build_alignment(h.attention, p.ids[:-1], h.tokens, self.tokenizer)
-                    for p, h in zip(parts, best, strict=True)
-                    if h is not None and h.attention is not None
-                ]
+                [self._alignment(p, h, pair) for p, h in zip(parts, best, strict=True) if h and h.attention is not None]
             )
         return TranslationResult(
             text=hypotheses[0].text,
@@ -262,8 +275,20 @@ class Translator:
             alignment=alignment,
             truncated=any(p.truncated for p in parts),
             input_tokens=sum(len(p.ids) for p in parts),
-            output_tokens=sum(len(h.tokens) for h in best if h),
+            output_tokens=sum(len(h.tokens) - words for h in best if h),
         )
+
+    def _alignment(self, sentence: _Sentence, best: beam_search.Hypothesis, pair: _Pair) -> Alignment:
+        """Between the words of the text and of the translation: language tokens and EOS left out."""
+        src, tgt = len(pair.source.tokens), len(pair.target.tokens)
+        assert best.attention is not None
+        return build_alignment(best.attention[tgt:, src:], sentence.ids[src:-1], best.tokens[tgt:], self.tokenizer)
+
+
+@dataclass(frozen=True)
+class _Pair:
+    source: Language
+    target: Language
 
 
 def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:

@@ -2,6 +2,11 @@
 
     python -m export --checkpoint models/en-de/checkpoint.pt --out models/en-de/bundle --int8 \\
         [--eval-data ../shared/data/multi30k] [--force]
+    python -m export --hf-model opus-mt-en-de --out models/opus-mt-en-de --int8 --source-lang en --target-lang de
+
+--hf-model converts a Hugging Face MarianMT (OPUS-MT) or M2M100/NLLB checkpoint directory (the
+save_pretrained layout); it needs transformers (pip install '.[import]'). A multilingual checkpoint
+records its languages; --source-lang/--target-lang then choose which to serve (comma-separated).
 
 Runs load -> validate -> export -> optimize -> quantize (--int8) -> parity check -> write bundle, and
 with --eval-data also measures BLEU/chrF of every variant on test_2016_flickr (recorded in the
@@ -25,7 +30,9 @@ def parse_args(argv: list[str] | None) -> ExportConfig:
     p = argparse.ArgumentParser(
         prog="python -m export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--checkpoint", required=True, type=Path, help="training checkpoint (.pt)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", type=Path, help="training checkpoint (.pt)")
+    source.add_argument("--hf-model", type=Path, help="Hugging Face checkpoint directory (MarianMT, M2M100/NLLB)")
     p.add_argument("--out", required=True, type=Path, help="bundle directory to write")
     p.add_argument("--int8", action="store_true", help="add the int8 (dynamic quantisation) variant")
     p.add_argument("--force", action="store_true", help="replace an existing bundle at --out")
@@ -33,8 +40,8 @@ def parse_args(argv: list[str] | None) -> ExportConfig:
     p.add_argument("--parity-data", type=Path, help="source sentences for the parity check, one per line")
     p.add_argument("--name", help="model name (default mt-SRC-TGT)")
     p.add_argument("--version", default="1.0.0", help="model version (default 1.0.0)")
-    p.add_argument("--source-lang", help="source language (default: from the checkpoint)")
-    p.add_argument("--target-lang", help="target language (default: from the checkpoint)")
+    p.add_argument("--source-lang", help="source language(s), comma-separated (default: from the checkpoint)")
+    p.add_argument("--target-lang", help="target language(s), comma-separated (default: from the checkpoint)")
     p.add_argument("--alignment-layer", type=int, help="decoder layer for alignments (default: second-to-last)")
     p.add_argument("--alignment-heads", type=int, default=0, help="average the first N heads (default 0 = all)")
     p.add_argument("--parity-sentences", type=int, default=64, help="sentences in the parity check (>= 50)")
@@ -43,6 +50,7 @@ def parse_args(argv: list[str] | None) -> ExportConfig:
     a = p.parse_args(argv)
     return ExportConfig(
         checkpoint=a.checkpoint,
+        hf_model=a.hf_model,
         out=a.out,
         int8=a.int8,
         force=a.force,
@@ -62,7 +70,9 @@ def parse_args(argv: list[str] | None) -> ExportConfig:
 
 def summary(result: ExportResult) -> str:
     m = result.manifest
-    lines = [f"bundle {result.out}: {m.name} {m.version} ({m.source_language}->{m.target_language})"]
+    sources, targets = ([lang.code for lang in side] for side in (m.languages.source, m.languages.target))
+    languages = f"{','.join(sources[:5])}{'...' if len(sources) > 5 else ''} -> {','.join(targets[:5])}"
+    lines = [f"bundle {result.out}: {m.name} {m.version} ({languages}{'...' if len(targets) > 5 else ''})"]
     lines += [f"  {name:<20} {size / 1e6:8.2f} MB" for name, size in sorted(result.sizes.items())]
     p = m.parity
     lines.append(

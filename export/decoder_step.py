@@ -23,9 +23,9 @@ Dh head size, D = H*Dh, V vocabulary.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.transformer import DecoderLayer, MultiHeadAttention, Transformer
@@ -37,13 +37,20 @@ class DecoderStep(nn.Module):
     cross-attention (N, S) of ``alignment_layer`` averaged over its first ``alignment_heads``
     heads (0 = all)."""
 
-    def __init__(self, model: Transformer, *, alignment_layer: int, alignment_heads: int) -> None:
+    def __init__(
+        self, model: Transformer, *, alignment_layer: int, alignment_heads: int, banned_ids: Sequence[int] = ()
+    ) -> None:
         super().__init__()
         self.model = model
         cfg = model.config
         self.layers, self.heads, self.d_head, self.d_model = cfg.n_decoder_layers, cfg.n_heads, cfg.d_head, cfg.d_model
         self.alignment_layer = alignment_layer % self.layers
         self.alignment_heads = alignment_heads or self.heads
+        # Added after the log-softmax, as transformers' bad_words_ids are: the other tokens keep the
+        # log-probabilities the model gives them.
+        ban = torch.zeros(cfg.output_vocab_size)
+        ban[list(banned_ids)] = float("-inf")
+        self.register_buffer("ban", ban if banned_ids else None, persistent=False)
 
     def forward(self, tokens: Tensor, *caches_and_source: Tensor) -> tuple[Tensor, ...]:
         L = self.layers
@@ -51,7 +58,7 @@ class DecoderStep(nn.Module):
         src_mask = caches_and_source[4 * L]
         model = self.model
         position = self_k[0].shape[2]  # P: the new token's position
-        x = model.tgt_embed(tokens.reshape(-1)) * math.sqrt(self.d_model) + model.positions[position]  # (N, D)
+        x = model.tgt_embed(tokens.reshape(-1)) * model.embed_scale + model.positions[position]  # (N, D)
         src_bias = torch.where(src_mask, 0.0, float("-inf"))[:, None, None, :]  # (B, 1, 1, S)
         # One (B, K, H, Dh) shape for every layer's cross-attention queries, so that onnxruntime
         # computes it once (common subexpression elimination) instead of once per layer.
@@ -65,7 +72,12 @@ class DecoderStep(nn.Module):
             new_v.append(v)
             if i == self.alignment_layer:
                 alignment = weights[:, : self.alignment_heads].mean(dim=1)  # (B, K, S)
-        log_probs = (model.decoder_norm(x) @ model.output_proj.weight.T).log_softmax(dim=-1)  # (N, V)
+        logits = model.decoder_norm(x) @ model.output_proj.weight.T  # (N, V)
+        if model.final_logits_bias is not None:
+            logits = logits + model.final_logits_bias
+        log_probs = logits.log_softmax(dim=-1)
+        if self.ban is not None:
+            log_probs = log_probs + self.ban
         return log_probs, *new_k, *new_v, alignment.reshape(x.shape[0], -1)
 
     def _layer(
@@ -96,7 +108,7 @@ class DecoderStep(nn.Module):
         out, weights = self._cross_attention(layer.cross_attn, h, cross_k, cross_v, src_bias, beams_shape)
         x = layer.cross_res.add(x, out)
         ffn = layer.ffn
-        hidden = F.relu(_linear(layer.ffn_res.normed_input(x), ffn.fc1))  # (N, D_ff)
+        hidden = ffn.activation(_linear(layer.ffn_res.normed_input(x), ffn.fc1))  # (N, D_ff)
         x = layer.ffn_res.add(x, _linear(hidden, ffn.fc2))
         return x, k, v, weights
 

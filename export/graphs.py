@@ -20,6 +20,7 @@ the order of ``engine.bundle``'s signatures: all keys, then all values.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
@@ -65,7 +66,7 @@ def _example_inputs(model: Transformer) -> tuple[Tensor, ...]:
     src[1, -2:] = cfg.pad_id
     with torch.no_grad():
         source_side = EncoderGraph(model)(src)
-    tokens = torch.randint(4, cfg.vocab_size, (N, 1), generator=gen)
+    tokens = torch.randint(4, cfg.output_vocab_size, (N, 1), generator=gen)
     caches = [torch.randn(N, H, P, Dh, generator=gen) for _ in range(2 * L)]
     return src, tokens, *caches, *source_side
 
@@ -89,14 +90,17 @@ def _export(module: nn.Module, args: tuple[Tensor, ...], path: Path, inputs: tup
 
 
 def export_graphs(
-    model: Transformer, out_dir: Path, *, alignment_layer: int, alignment_heads: int
+    model: Transformer, out_dir: Path, *, alignment_layer: int, alignment_heads: int, banned_ids: Sequence[int] = ()
 ) -> tuple[Path, Path]:
-    """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` into ``out_dir``."""
+    """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` into ``out_dir``; the step never
+    chooses ``banned_ids`` (their log-probabilities are -inf)."""
     # The wrappers must be in eval mode too: the exporter restores each wrapper's mode afterwards,
     # and a wrapper in training mode would switch the wrapped model (its dropout) back on.
     model.eval()
     encoder = EncoderGraph(model).eval()
-    decoder = DecoderStep(model, alignment_layer=alignment_layer, alignment_heads=alignment_heads).eval()
+    decoder = DecoderStep(
+        model, alignment_layer=alignment_layer, alignment_heads=alignment_heads, banned_ids=banned_ids
+    ).eval()
     src, *decoder_args = _example_inputs(model)
     encoder_path, decoder_path = out_dir / "encoder.onnx", out_dir / "decoder.onnx"
     layers = model.config.n_decoder_layers

@@ -20,16 +20,14 @@ import torch
 from engine.bundle import (
     SCHEMA_VERSION,
     AlignmentInfo,
-    DecodingDefaults,
     DefaultVariant,
     Dimensions,
     ExportInfo,
     Manifest,
     Parity,
-    SpecialTokens,
     Variant,
+    tokenizer_file_names,
 )
-from engine.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from export import ExportError
 from export.bundle_writer import checksums, commit, prepare_output, write_manifest
 from export.graphs import OPSET, export_graphs
@@ -39,13 +37,11 @@ from export.quantize import optimize, quantize
 from export.samples import SAMPLE_SENTENCES
 from export.source import Source, load_source
 from model.data import read_lines
-from model.decoding import DecodingOptions
 from model.transformer import count_parameters
 
 log = logging.getLogger("export")
 
 MIN_PARITY_SENTENCES = 50
-SPM_FILE = "spm.model"
 GRAPH_FILES = {"fp32": ("encoder.onnx", "decoder.onnx"), "int8": ("encoder.int8.onnx", "decoder.int8.onnx")}
 # int8 is approximate, so it has no tolerance; these only catch a broken graph.
 INT8_MAX_LOGSUMEXP = 1e-3
@@ -53,15 +49,17 @@ INT8_MAX_LOGSUMEXP = 1e-3
 
 @dataclass(frozen=True)
 class ExportConfig:
-    checkpoint: Path
+    checkpoint: Path | None  # a training checkpoint (.pt), or
     out: Path
+    hf_model: Path | None = None  # a Hugging Face checkpoint directory
     int8: bool = False
     force: bool = False
     eval_data: Path | None = None  # directory with {val,test_2016_flickr}.{src,tgt}
     parity_data: Path | None = None  # source sentences, one per line
     name: str | None = None  # default mt-{src}-{tgt}
     version: str = "1.0.0"
-    source_language: str | None = None  # default: from the checkpoint's training config
+    # Default: from the checkpoint. Comma-separated: the languages of a multilingual model to serve.
+    source_language: str | None = None
     target_language: str | None = None
     alignment_layer: int | None = None  # default: the second-to-last decoder layer
     alignment_heads: int = 0  # average the first N heads; 0 = all
@@ -74,6 +72,8 @@ class ExportConfig:
     min_int8_speedup: float = 1.1
 
     def __post_init__(self) -> None:
+        if (self.checkpoint is None) == (self.hf_model is None):
+            raise ExportError("give either a training checkpoint or a Hugging Face checkpoint directory")
         if self.parity_sentences < MIN_PARITY_SENTENCES:
             raise ExportError(f"parity needs at least {MIN_PARITY_SENTENCES} sentences, got {self.parity_sentences}")
         if not self.parity_tolerance > 0:
@@ -103,24 +103,23 @@ def export_bundle(config: ExportConfig) -> ExportResult:
 
 def _run(config: ExportConfig, staging: Path) -> ExportResult:
     # 1) load and validate the checkpoint (the tokenizer lands in the bundle as it is checked)
-    source = load_source(
-        config.checkpoint,
-        staging / SPM_FILE,
-        source_language=config.source_language,
-        target_language=config.target_language,
-    )
+    source = _load(config, staging)
     alignment_layer = _alignment_layer(config, source)
     parity_ids = _parity_sources(config, source)
     test_set = None
     if config.eval_data is not None:
-        test_set = TestSet.load(config.eval_data, source.source_language, source.target_language)
-    log.info("loaded %s: %d parameters", config.checkpoint, count_parameters(source.model))
+        test_set = TestSet.load(config.eval_data, *(lang.code for lang in source.pair))
+    log.info("loaded %s: %d parameters", config.checkpoint or config.hf_model, count_parameters(source.model))
 
     # 2) export, 3) optimise, 4) quantise
     variants = ["fp32", "int8"] if config.int8 else ["fp32"]
     with tempfile.TemporaryDirectory() as raw_dir:
         raw = export_graphs(
-            source.model, Path(raw_dir), alignment_layer=alignment_layer, alignment_heads=config.alignment_heads
+            source.model,
+            Path(raw_dir),
+            alignment_layer=alignment_layer,
+            alignment_heads=config.alignment_heads,
+            banned_ids=source.decoding.banned_ids,
         )
         for raw_graph, name in zip(raw, GRAPH_FILES["fp32"], strict=True):
             optimize(raw_graph, staging / name)
@@ -144,6 +143,25 @@ def _run(config: ExportConfig, staging: Path) -> ExportResult:
     return ExportResult(config.out, manifest, reports, sizes)
 
 
+def _load(config: ExportConfig, staging: Path) -> Source:
+    if config.checkpoint is not None:
+        return load_source(
+            config.checkpoint,
+            staging,
+            source_language=config.source_language,
+            target_language=config.target_language,
+        )
+    from export.hf_import import LanguageChoice, load_hf_source  # imports transformers
+
+    assert config.hf_model is not None
+    choice = LanguageChoice(_codes(config.source_language), _codes(config.target_language))
+    return load_hf_source(config.hf_model, staging, choice)
+
+
+def _codes(value: str | None) -> list[str] | None:
+    return [code.strip() for code in value.split(",") if code.strip()] if value else None
+
+
 def _alignment_layer(config: ExportConfig, source: Source) -> int:
     layers, heads = source.model.config.n_decoder_layers, source.model.config.n_heads
     layer = max(0, layers - 2) if config.alignment_layer is None else config.alignment_layer
@@ -159,7 +177,7 @@ def _parity_sources(config: ExportConfig, source: Source) -> list[list[int]]:
     if config.parity_data is not None:
         path: Path | None = config.parity_data
     elif config.eval_data is not None:
-        path = config.eval_data / f"val.{source.source_language}"
+        path = config.eval_data / f"val.{source.pair[0].code}"
     else:
         path = None
     if path is not None and not path.is_file():
@@ -169,16 +187,22 @@ def _parity_sources(config: ExportConfig, source: Source) -> list[list[int]]:
         raise ExportError(
             f"parity needs at least {MIN_PARITY_SENTENCES} sentences, {path or 'built-ins'} has {len(texts)}"
         )
-    return source.tokenizer.encode_batch(texts)
+    return source.tokenizer.encode_batch(texts, prefix=source.pair[0].tokens)
 
 
 def _parity(
     source: Source, staging: Path, variant: str, ids: list[list[int]], alignment_layer: int, config: ExportConfig
 ) -> ParityReport:
     encoder, decoder = (staging / name for name in GRAPH_FILES[variant])
-    greedy = OnnxGreedy(encoder, decoder, eos_id=EOS_ID, pad_id=PAD_ID, bos_id=BOS_ID)
+    specials = source.special_tokens
+    greedy = OnnxGreedy(encoder, decoder, eos_id=specials.eos, pad_id=specials.pad, bos_id=specials.bos)
     report = check_parity(
-        source.model, greedy, ids, alignment_layer=alignment_layer, alignment_heads=config.alignment_heads
+        source.model,
+        greedy,
+        ids,
+        alignment_layer=alignment_layer,
+        alignment_heads=config.alignment_heads,
+        banned_ids=source.decoding.banned_ids,
     )
     log.info(
         "parity %s: %d sentences, %d positions, max |dlogp| %.2e (cached step vs PyTorch), %.2e (vs full recompute)",
@@ -230,36 +254,30 @@ def _manifest(
     alignment_layer: int,
     reports: dict[str, ParityReport],
 ) -> Manifest:
-    cfg, decoding = source.model.config, DecodingOptions()
+    cfg = source.model.config
     heads = "mean of all" if config.alignment_heads == 0 else f"mean of the first {config.alignment_heads}"
-    files = [SPM_FILE] + [name for v in variants for name in GRAPH_FILES[v]]
+    files = sorted(tokenizer_file_names(source.tokenizer_files)) + [n for v in variants for n in GRAPH_FILES[v]]
     return Manifest(
         schema_version=SCHEMA_VERSION,
-        name=config.name or f"mt-{source.source_language}-{source.target_language}",
+        name=config.name or source.name,
         version=config.version,
-        source_language=source.source_language,
-        target_language=source.target_language,
-        special_tokens=SpecialTokens(pad=PAD_ID, unk=UNK_ID, bos=BOS_ID, eos=EOS_ID),
+        languages=source.languages,
+        special_tokens=source.special_tokens,
         dimensions=Dimensions(
             encoder_layers=cfg.n_encoder_layers,
             decoder_layers=cfg.n_decoder_layers,
             heads=cfg.n_heads,
             d_model=cfg.d_model,
             d_head=cfg.d_head,
-            vocab_size=cfg.vocab_size,
+            vocab_size=cfg.output_vocab_size,
             max_positions=cfg.max_positions,
         ),
-        tokenizer=SPM_FILE,
+        tokenizer=source.tokenizer_files,
         variants={v: Variant(encoder=GRAPH_FILES[v][0], decoder=GRAPH_FILES[v][1]) for v in variants},
         default_variant=DefaultVariant(cpu="fp32", cuda="fp32"),
         files=checksums(staging, files),
         alignment=AlignmentInfo(layer=alignment_layer, heads=heads),
-        decoding=DecodingDefaults(
-            beam_size=decoding.beam_size,
-            length_penalty=decoding.length_penalty,
-            max_length_a=decoding.max_length_a,
-            max_length_b=decoding.max_length_b,
-        ),
+        decoding=source.decoding,
         parity=_parity_summary(config, reports),
         export=ExportInfo(
             created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

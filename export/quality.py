@@ -21,6 +21,8 @@ TEST_SET = "test_2016_flickr"
 @dataclass(frozen=True)
 class TestSet:
     name: str
+    source_language: str
+    target_language: str
     sources: list[str]
     references: list[str]
 
@@ -33,7 +35,7 @@ class TestSet:
         sources, references = read_lines(src), read_lines(ref)
         if len(sources) != len(references) or not sources:
             raise ExportError(f"{src} and {ref}: {len(sources)} vs {len(references)} lines; need equal, non-zero")
-        return cls(name, sources, references)
+        return cls(name, source_language, target_language, sources, references)
 
 
 def measure(bundle_dir: Path, variant: str, test_set: TestSet, *, beam_size: int) -> Quality:
@@ -44,7 +46,10 @@ def measure(bundle_dir: Path, variant: str, test_set: TestSet, *, beam_size: int
     translator = Translator(TranslatorConfig(model_dir=bundle_dir, provider="cpu", variant=variant))
     try:
         start = time.perf_counter()
-        results = translator.translate_batch(test_set.sources, TranslationOptions(beam_size=beam_size)).results
+        options = TranslationOptions(
+            source_language=test_set.source_language, target_language=test_set.target_language, beam_size=beam_size
+        )
+        results = translator.translate_batch(test_set.sources, options).results
         seconds = time.perf_counter() - start
     finally:
         translator.close()

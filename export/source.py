@@ -1,4 +1,5 @@
-"""The source of an export: a training checkpoint, loaded and validated before any work is done."""
+"""The source of an export, loaded and validated before any work is done: a training checkpoint
+here, a Hugging Face checkpoint in ``export.hf_import``; both give the pipeline a ``Source``."""
 
 from __future__ import annotations
 
@@ -7,28 +8,46 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.bundle import sha256_file
+from engine.bundle import (
+    DecodingDefaults,
+    Language,
+    Languages,
+    SpecialTokens,
+    TokenizerFiles,
+    TokenizerSide,
+    sha256_file,
+)
 from engine.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from export import ExportError
 from model.checkpoint import load_checkpoint, model_from_checkpoint
+from model.decoding import DecodingOptions
 from model.transformer import Transformer
 
 REQUIRED_KEYS = ("model", "model_config", "spm_model", "spm_sha256")
+SPM_FILE = "spm.model"
 
 
 @dataclass
 class Source:
     model: Transformer
-    spm_model: bytes
-    tokenizer: Tokenizer
-    sha256: str  # of the checkpoint file
-    source_language: str
-    target_language: str
+    tokenizer: Tokenizer  # over tokenizer_files, already written to the bundle's staging directory
+    tokenizer_files: TokenizerFiles
+    special_tokens: SpecialTokens
+    languages: Languages
+    decoding: DecodingDefaults
+    sha256: str  # of the checkpoint's weights file
+    name: str  # the bundle's default name
+
+    @property
+    def pair(self) -> tuple[Language, Language]:
+        """The first source and target languages: the pair parity and quality checks translate."""
+        source = self.languages.source[0]
+        return source, next((t for t in self.languages.target if t.code != source.code), self.languages.target[0])
 
 
-def load_source(path: Path, spm_path: Path, *, source_language: str | None, target_language: str | None) -> Source:
+def load_source(path: Path, staging: Path, *, source_language: str | None, target_language: str | None) -> Source:
     """Load ``path`` and check that weights, config and tokenizer belong together; the tokenizer is
-    written to ``spm_path``."""
+    written to ``staging``."""
     if not path.is_file():
         raise ExportError(f"{path}: checkpoint not found")
     try:
@@ -41,14 +60,30 @@ def load_source(path: Path, spm_path: Path, *, source_language: str | None, targ
         model = model_from_checkpoint(state)
     except (TypeError, ValueError, RuntimeError) as e:
         raise ExportError(f"{path}: the stored model config and weights do not fit together: {e}") from e
-    tokenizer = _tokenizer(path, state, spm_path)
+    tokenizer = _tokenizer(path, state, staging / SPM_FILE)
     cfg = model.config
     if tokenizer.vocab_size != cfg.vocab_size:
         raise ExportError(f"{path}: tokenizer has {tokenizer.vocab_size} pieces, model vocabulary {cfg.vocab_size}")
     if (cfg.pad_id, cfg.bos_id, cfg.eos_id) != (PAD_ID, BOS_ID, EOS_ID) or tokenizer.sp.unk_id() != UNK_ID:
         raise ExportError(f"{path}: special token ids differ from pad={PAD_ID} unk={UNK_ID} bos={BOS_ID} eos={EOS_ID}")
     src_lang, tgt_lang = _languages(path, state, source_language, target_language)
-    return Source(model, state["spm_model"], tokenizer, sha256_file(path), src_lang, tgt_lang)
+    side = TokenizerSide(model=SPM_FILE)
+    decoding = DecodingOptions()
+    return Source(
+        model=model,
+        tokenizer=tokenizer,
+        tokenizer_files=TokenizerFiles(source=side, target=side),
+        special_tokens=SpecialTokens(pad=PAD_ID, unk=UNK_ID, bos=BOS_ID, eos=EOS_ID),
+        languages=Languages(source=[Language(code=src_lang)], target=[Language(code=tgt_lang)]),
+        decoding=DecodingDefaults(
+            beam_size=decoding.beam_size,
+            length_penalty=decoding.length_penalty,
+            max_length_a=decoding.max_length_a,
+            max_length_b=decoding.max_length_b,
+        ),
+        sha256=sha256_file(path),
+        name=f"mt-{src_lang}-{tgt_lang}",
+    )
 
 
 def _tokenizer(path: Path, state: dict[str, Any], spm_path: Path) -> Tokenizer:

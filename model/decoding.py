@@ -50,7 +50,7 @@ def beam_search(model: Transformer, src: Tensor, options: DecodingOptions) -> li
     """src (B, S) padded ids -> the n-best hypotheses of each sentence, best first."""
     model.eval()
     cfg = model.config
-    B, K, V = src.size(0), options.beam_size, cfg.vocab_size
+    B, K, V = src.size(0), options.beam_size, cfg.output_vocab_size
     memory, src_mask = model.encode(src)
     cross_k, cross_v = model.cross_kv(memory)  # per layer (B, H, S, Dh), shared by the K beams of a sentence
     src_lens = src_mask.sum(dim=1).tolist()

@@ -13,6 +13,9 @@ with the three entry points the rest of the project uses:
 Deviations from the paper, all configurable: pre-norm residual blocks by default (``pre_norm``;
 LayerNorm before each sub-layer plus a final LayerNorm, which trains stably without a long warm-up
 on small data); one joint vocabulary with tied source/target embeddings and output projection.
+The other options describe the pretrained families ``export.hf_import`` converts: MarianMT
+(post-norm, SiLU, positions as sine half then cosine half, a final logits bias) and M2M100/NLLB
+(pre-norm, fairseq's positions, which start after the padding id).
 
 Shape legend: B sentences, K beams per sentence, N = B*K decoder rows, S source length, T target
 length (new positions), P cached positions, D d_model, H heads, Dh = D/H, L decoder layers,
@@ -22,9 +25,11 @@ V vocabulary.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -43,9 +48,15 @@ class ModelConfig:
     activation_dropout: float = 0.0
     max_positions: int = 256
     pre_norm: bool = True
-    tie_embeddings: bool = True
+    tie_embeddings: bool = True  # one embedding table for source and target
+    tie_output: bool | None = None  # the output projection is the target embedding table; None: tie_embeddings
+    target_vocab_size: int | None = None  # None: source and target share ``vocab_size`` ids
+    scale_embeddings: bool = True  # token embeddings times sqrt(d_model)
+    positions: Literal["interleaved", "halves", "fairseq"] = "interleaved"  # see sinusoidal_positions
+    activation: Literal["relu", "gelu", "silu"] = "relu"
+    final_logits_bias: bool = False  # a learned (V,) bias on the output logits
     pad_id: int = 0
-    bos_id: int = 2
+    bos_id: int = 2  # the decoder's start token
     eos_id: int = 3
 
     def __post_init__(self) -> None:
@@ -53,10 +64,16 @@ class ModelConfig:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.tie_embeddings and self.target_vocab_size not in (None, self.vocab_size):
+            raise ValueError("tied source and target embeddings need one vocabulary")
 
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def output_vocab_size(self) -> int:
+        return self.target_vocab_size or self.vocab_size
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -127,15 +144,19 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(self.merge_heads(out.view(N, H, Tq, Dh))), weights.view(N, H, Tq, Tk)
 
 
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+
+
 class FeedForward(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, config.d_ff)
         self.fc2 = nn.Linear(config.d_ff, config.d_model)
+        self.activation = ACTIVATIONS[config.activation]
         self.dropout = nn.Dropout(config.activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+        return self.fc2(self.dropout(self.activation(self.fc1(x))))
 
 
 class Residual(nn.Module):
@@ -207,36 +228,52 @@ class DecoderLayer(nn.Module):
         return x, k, v, cross_weights
 
 
-def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D))."""
-    position = torch.arange(max_positions, dtype=torch.float32)[:, None]
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    pe = torch.zeros(max_positions, d_model)
+def sinusoidal_positions(config: ModelConfig) -> Tensor:
+    """The (max_positions, D) table of position encodings, in one of three conventions:
+
+    - "interleaved" (the paper): PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(...);
+    - "halves" (MarianMT): the same angles, all sines first, then all cosines; computed in float64
+      as transformers does, so that the table is bitwise the checkpoint's;
+    - "fairseq" (M2M100/NLLB): sines then cosines of pos / 10000^(i/(D/2-1)), with positions
+      counted from pad_id + 1, computed in float32 as fairseq and transformers do.
+    """
+    P, D = config.max_positions, config.d_model
+    if config.positions == "fairseq":
+        inv_freq = torch.exp(torch.arange(D // 2, dtype=torch.float32) * -(math.log(10000.0) / (D // 2 - 1)))
+        angles = (torch.arange(P, dtype=torch.float32) + config.pad_id + 1)[:, None] * inv_freq  # (P, D/2)
+        return torch.cat([angles.sin(), angles.cos()], dim=1)
+    if config.positions == "halves":
+        angles = np.arange(P)[:, None] / np.power(10000.0, 2 * np.arange(D // 2) / D)  # (P, D/2) float64
+        return torch.from_numpy(np.concatenate([np.sin(angles), np.cos(angles)], axis=1)).float()
+    position = torch.arange(P, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(torch.arange(0, D, 2, dtype=torch.float32) * (-math.log(10000.0) / D))
+    pe = torch.zeros(P, D)
     pe[:, 0::2] = torch.sin(position * inv_freq)
     pe[:, 1::2] = torch.cos(position * inv_freq)
-    return pe  # (max_positions, D)
+    return pe
 
 
 class Transformer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
+        V = config.output_vocab_size
         self.src_embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
         self.tgt_embed = (
-            self.src_embed
-            if config.tie_embeddings
-            else nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+            self.src_embed if config.tie_embeddings else nn.Embedding(V, config.d_model, padding_idx=config.pad_id)
         )
-        self.register_buffer("positions", sinusoidal_positions(config.max_positions, config.d_model), persistent=False)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embeddings else 1.0
+        self.register_buffer("positions", sinusoidal_positions(config), persistent=False)
         self.embed_dropout = nn.Dropout(config.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         # Pre-norm leaves the residual stream un-normalised: one LayerNorm closes each stack.
         self.encoder_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
-        self.output_proj = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.output_proj = nn.Linear(config.d_model, V, bias=False)
+        self.final_logits_bias = nn.Parameter(torch.zeros(V)) if config.final_logits_bias else None
         self._init_weights()
-        if config.tie_embeddings:
+        if config.tie_embeddings if config.tie_output is None else config.tie_output:
             self.output_proj.weight = self.tgt_embed.weight
 
     def _init_weights(self) -> None:
@@ -249,9 +286,9 @@ class Transformer(nn.Module):
                 embed.weight[self.config.pad_id].zero_()
 
     def embed(self, embedding: nn.Embedding, ids: Tensor, offset: Tensor | int) -> Tensor:
-        """Token embedding * sqrt(D) plus the sinusoidal encodings of positions offset..offset+T-1."""
+        """Token embedding (* sqrt(D)) plus the sinusoidal encodings of positions offset..offset+T-1."""
         positions = torch.arange(ids.size(1), device=ids.device) + offset  # (T,)
-        x = embedding(ids) * math.sqrt(self.config.d_model) + self.positions[positions]  # (B, T, D)
+        x = embedding(ids) * self.embed_scale + self.positions[positions]  # (B, T, D)
         return self.embed_dropout(x)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
@@ -313,11 +350,16 @@ class Transformer(nn.Module):
             new_k.append(k)
             new_v.append(v)
             cross_weights.append(w)
-        logits = self.output_proj(self.decoder_norm(x))  # (N, T, V)
+        logits = self.logits(self.decoder_norm(x))  # (N, T, V)
         heads = cross_weights[alignment_layer]  # (N, H, T, S)
         if alignment_heads:
             heads = heads[:, :alignment_heads]
         return logits, new_k, new_v, heads.mean(dim=1)
+
+    def logits(self, x: Tensor) -> Tensor:
+        """The output projection of normalised decoder states (..., D) -> (..., V)."""
+        logits = self.output_proj(x)
+        return logits if self.final_logits_bias is None else logits + self.final_logits_bias
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced training pass: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""

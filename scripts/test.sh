@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python -m pip install -q --disable-pip-version-check -e ".[train,dev,bench]"
+python -m pip install -q --disable-pip-version-check -e ".[train,import,dev,bench]"
 
 # promtool checks /metrics and the Prometheus config; the tests that need it skip visibly without it.
 if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

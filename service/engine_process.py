@@ -46,9 +46,8 @@ class EngineProcess:
     def __init__(self, config: TranslatorConfig, *, nice: int = 0) -> None:
         self.config = config
         # The children load and check the whole bundle; the parent needs only its tokenizer.
-        self.tokenizer = Tokenizer(
-            load_bundle(config.model_dir, verify_checksums=False, check_graphs=False).tokenizer_path
-        )
+        bundle = load_bundle(config.model_dir, verify_checksums=False, check_graphs=False)
+        self.tokenizer = Tokenizer.from_files(bundle.path, bundle.manifest.tokenizer, bundle.manifest.special_tokens)
         child_config = replace(config, streams=1, threads=config.threads_per_stream)
         self._children: list[_Child] = []
         try:

@@ -15,8 +15,9 @@ import functools
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from engine import languages
 from engine.api import Engine, ModelInfo, TranslationOptions, TranslationResult
 from engine.translator import Translator, TranslatorConfig, auto_streams
 from service.batcher import Batcher, BatcherConfig
@@ -37,7 +38,7 @@ class TranslationJob:
 
     texts: Sequence[str]
     target_lang: str
-    source_lang: str | None = None  # None: the model's source language
+    source_lang: str | None = None  # None: the model's only source language
     options: TranslationOptions = field(default_factory=TranslationOptions)
     api_key: str | None = None
     timeout_s: float | None = None  # capped at MT_REQUEST_TIMEOUT_S
@@ -159,8 +160,8 @@ class Runtime:
         self._authorize(job.api_key)
         self._check_size(job.texts)
         engine, batcher, cache = self._loaded()
-        _check_languages(engine.info, job.source_lang, job.target_lang)
-        options = _resolve(job.options, engine.info)
+        asked = replace(job.options, source_language=job.source_lang, target_language=job.target_lang)
+        options = _resolve(asked, engine.info)
         texts = job.texts
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
         results: list[TranslationResult | None] = [cache.get(text, options) for text in texts]
@@ -203,17 +204,11 @@ class Runtime:
 
 
 def _resolve(options: TranslationOptions, info: ModelInfo) -> TranslationOptions:
-    """Options with the model's defaults filled in: equal requests share batches and cache entries."""
+    """Options with the model's defaults and language codes filled in: equal requests share
+    batches and cache entries."""
     try:
-        return options.resolved(info.decoding)
+        return options.resolved(info)
+    except languages.UnsupportedLanguage as e:
+        raise UnsupportedLanguage(str(e)) from None
     except ValueError as e:
         raise InvalidRequest(str(e)) from None
-
-
-def _check_languages(info: ModelInfo, source: str | None, target: str) -> None:
-    src_ok = source is None or source.lower() == info.source_language
-    if not src_ok or target.lower() != info.target_language:
-        raise UnsupportedLanguage(
-            f"unsupported language pair {source or info.source_language!r} -> {target!r}; "
-            f"this model translates {info.source_language!r} -> {info.target_language!r}"
-        )

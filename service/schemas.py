@@ -136,12 +136,19 @@ class TranslateResponse(BaseModel):
     translations: list[TranslationOut]
 
 
+class LanguageOut(BaseModel):
+    code: str = Field(description="the code requests use, ISO 639-1 where the language has one")
+    model_code: str | None = Field(default=None, description="the model's own code, accepted as well")
+
+
 class ModelOut(BaseModel):
     id: str
     name: str
     version: str
-    source_language: str
-    target_language: str
+    source_languages: list[LanguageOut] = Field(
+        description="every source language is translated into every target language other than itself"
+    )
+    target_languages: list[LanguageOut]
     variant: str
     provider: str
     quality: dict[str, Any]

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from engine.api import TranslationOptions
+from engine.languages import pairs
 from service.errors import InvalidRequest
 from service.routes.common import RuntimeDep, bearer_key, error_responses, unless_disconnected
 from service.runtime import Runtime, TranslationJob
@@ -76,7 +77,8 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
         alternatives = [[h.text for h in r.hypotheses[1:]] for r in results]
         response["alternatives"] = alternatives[0] if single else alternatives
     if auto:
-        detected = {"confidence": 100.0, "language": runtime.loaded_info().source_language}
+        # Until language identification: "auto" resolves only for a model with one source language.
+        detected = {"confidence": 100.0, "language": runtime.loaded_info().languages.source[0].code}
         response["detectedLanguage"] = detected if single else [detected] * len(job.texts)
     return response
 
@@ -84,12 +86,11 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
 @router.get("/languages", response_model=list[LibreLanguage])
 async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
     """The languages and, for each, the languages it can be translated into."""
-    info = runtime.loaded_info()
-    src, tgt = info.source_language, info.target_language
-    return [
-        LibreLanguage(code=src, name=LANGUAGE_NAMES.get(src, src), targets=[tgt]),
-        LibreLanguage(code=tgt, name=LANGUAGE_NAMES.get(tgt, tgt), targets=[]),
-    ]
+    served = runtime.loaded_info().languages
+    targets: dict[str, list[str]] = {lang.code: [] for lang in served.source + served.target}
+    for source, target in pairs(served):
+        targets[source].append(target)
+    return [LibreLanguage(code=code, name=LANGUAGE_NAMES.get(code, code), targets=t) for code, t in targets.items()]
 
 
 def _options(runtime: Runtime, alternatives: int) -> TranslationOptions:

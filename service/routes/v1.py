@@ -8,6 +8,7 @@ from service.routes.common import RuntimeDep, bearer_key, error_responses, get_r
 from service.runtime import TranslationJob
 from service.schemas import (
     BEARER_AUTH,
+    LanguageOut,
     ModelOut,
     ModelsResponse,
     TranslateRequest,
@@ -58,8 +59,8 @@ async def models(runtime: RuntimeDep) -> ModelsResponse:
                 id=runtime.model_id,
                 name=info.name,
                 version=info.version,
-                source_language=info.source_language,
-                target_language=info.target_language,
+                source_languages=[LanguageOut(code=x.code, model_code=x.model_code) for x in info.languages.source],
+                target_languages=[LanguageOut(code=x.code, model_code=x.model_code) for x in info.languages.target],
                 variant=info.variant,
                 provider=info.provider,
                 quality=info.quality,

@@ -41,8 +41,8 @@ def edit_graph(bundle: Path, name: str, edit: Callable[[onnx.ModelProto], None])
 def test_valid_bundle_loads(tiny_bundle: Path):
     bundle = load_bundle(tiny_bundle)
     m = bundle.manifest
-    assert m.schema_version == 2 and set(m.variants) == {"fp32", "int8"}
-    assert bundle.tokenizer_path.is_file()
+    assert m.schema_version == 3 and set(m.variants) == {"fp32", "int8"}
+    assert (bundle.path / m.tokenizer.source.model).is_file()
     assert all(p.is_file() for p in bundle.graph_paths("int8"))
     assert m.dimensions.heads * m.dimensions.d_head == m.dimensions.d_model
 
@@ -73,7 +73,7 @@ def fix_batch_axis(graph: onnx.ModelProto) -> None:
         (lambda b: (b / "decoder.int8.onnx").unlink(), "decoder.int8.onnx: missing"),
         (lambda b: (b / "manifest.json").unlink(), "manifest.json: missing"),
         (lambda b: (b / "spm.model").write_bytes(b"tampered"), "spm.model: sha256 mismatch"),
-        (lambda b: edit_manifest(b, lambda m: m.update(schema_version=3)), "unknown schema_version 3"),
+        (lambda b: edit_manifest(b, lambda m: m.update(schema_version=4)), "unknown schema_version 4"),
         (lambda b: edit_manifest(b, lambda m: m.update(schema_version=1)), "re-export"),
         (lambda b: edit_manifest(b, lambda m: m.pop("dimensions")), "invalid manifest: dimensions: Field required"),
         (lambda b: edit_manifest(b, lambda m: m.update(colour="red")), "colour: Extra inputs are not permitted"),

@@ -32,7 +32,8 @@ def alignment_layer(tiny_bundle: Path) -> int:
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tiny_bundle: Path) -> Tokenizer:
-    return Tokenizer(load_bundle(tiny_bundle, check_graphs=False).tokenizer_path)
+    bundle = load_bundle(tiny_bundle, check_graphs=False)
+    return Tokenizer.from_files(bundle.path, bundle.manifest.tokenizer, bundle.manifest.special_tokens)
 
 
 def greedy_for(bundle_dir: Path, variant: str) -> OnnxGreedy:

@@ -42,7 +42,7 @@ def evaluated_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: 
 
 def test_cli_writes_a_valid_bundle_with_quality(evaluated_bundle: Path):
     manifest = load_bundle(evaluated_bundle).manifest
-    assert (manifest.name, manifest.version, manifest.source_language) == ("mt-en-de", "0.1.0", "en")
+    assert (manifest.name, manifest.version, manifest.languages.source[0].code) == ("mt-en-de", "0.1.0", "en")
     assert set(manifest.variants) == {"fp32", "int8"}
     assert manifest.parity.max_abs_logprob_diff <= 1e-4 and manifest.parity.sentences == 64
     scores = {name: v.quality["test_2016_flickr"] for name, v in manifest.variants.items()}

@@ -49,7 +49,7 @@ def test_masked_keys_get_exactly_zero_weight_and_all_masked_rows_no_nan() -> Non
 
 
 def test_sinusoidal_positions_follow_the_paper() -> None:
-    pe = sinusoidal_positions(10, 8)
+    pe = sinusoidal_positions(ModelConfig(vocab_size=8, d_model=8, n_heads=2, max_positions=10))
     pos, i = 7, 1
     assert pe[pos, 2 * i].item() == pytest.approx(math.sin(pos / 10000 ** (2 * i / 8)), abs=1e-6)
     assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos / 10000 ** (2 * i / 8)), abs=1e-6)
@@ -130,6 +130,9 @@ def test_tied_embeddings_share_one_matrix() -> None:
     assert model.output_proj.weight is model.src_embed.weight is model.tgt_embed.weight
     untied = build_model(ModelConfig(**{**CONFIG.to_dict(), "tie_embeddings": False}))
     assert untied.output_proj.weight is not untied.tgt_embed.weight
+    assert untied.src_embed.weight is not untied.tgt_embed.weight
+    separate = build_model(ModelConfig(**{**CONFIG.to_dict(), "tie_embeddings": False, "tie_output": True}))
+    assert separate.output_proj.weight is separate.tgt_embed.weight is not separate.src_embed.weight
 
 
 def test_config_rejects_heads_that_do_not_divide_d_model() -> None:

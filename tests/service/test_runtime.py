@@ -34,13 +34,13 @@ def with_runtime(bundle: Path, test: Callable[[Runtime], Coroutine[Any, Any, Non
 def test_one_call_checks_key_size_and_languages_then_translates(tiny_bundle: Path) -> None:
     async def test(runtime: Runtime) -> None:
         info = runtime.loaded_info()
-        job = TranslationJob(texts=["A dog runs."], target_lang=info.target_language, api_key="secret")
+        job = TranslationJob(texts=["A dog runs."], target_lang=info.languages.target[0].code, api_key="secret")
         (result,) = await runtime.translate(job)
         assert result.text
         for bad, error in [
-            (TranslationJob(texts=["A dog."], target_lang=info.target_language), Unauthorized),
-            (TranslationJob(texts=["A dog."], target_lang=info.target_language, api_key="wrong"), Unauthorized),
-            (TranslationJob(texts=["a"] * 3, target_lang=info.target_language, api_key="secret"), PayloadTooLarge),
+            (TranslationJob(texts=["A dog."], target_lang=info.languages.target[0].code), Unauthorized),
+            (TranslationJob(texts=["A dog."], target_lang=info.languages.target[0].code, api_key="wrong"), Unauthorized),
+            (TranslationJob(texts=["a"] * 3, target_lang=info.languages.target[0].code, api_key="secret"), PayloadTooLarge),
             (TranslationJob(texts=["A dog."], target_lang="xx", api_key="secret"), UnsupportedLanguage),
         ]:
             with pytest.raises(error):
@@ -53,7 +53,7 @@ def test_omitted_options_are_the_models_defaults_and_share_the_cache(tiny_bundle
     async def test(runtime: Runtime) -> None:
         info = runtime.loaded_info()
         explicit = TranslationOptions(beam_size=info.decoding.beam_size, length_penalty=info.decoding.length_penalty)
-        target = info.target_language
+        target = info.languages.target[0].code
         await runtime.translate(TranslationJob(texts=["A red dog."], target_lang=target, options=explicit))
         hits = lambda: runtime.metrics.registry.get_sample_value("mt_cache_hits_total")
         before = hits()
