@@ -8,9 +8,14 @@ translations from the same log-probabilities:
 - Each step takes the 2K best (beam, token) continuations of a sentence (``engine.candidates``);
   an EOS among the first K finishes that hypothesis, the first K non-EOS continuations become the
   next beams. Greedy decoding takes each row's best token instead, without ranking candidates.
-- A sentence is finished once it has K finished hypotheses, or after the step at which EOS was
-  forced (``max_length - 1``). EOS is forbidden before ``min_length`` generated tokens
-  (``engine.rules``; ``no_repeat_ngram_size`` is an addition of the engine, off at 0).
+- A sentence is finished once it has K finished hypotheses, or after its last allowed step
+  (``max_length - 1``), where EOS is forced or, with ``forced_eos="off"``, each of the first K
+  continuations ends its hypothesis as it is, EOS or not. EOS is forbidden before ``min_length``
+  generated tokens (``engine.rules``; ``no_repeat_ngram_size`` is an addition of the engine, off at 0).
+
+With ``forced_eos`` "zero_score" or "off" and ``prefixes`` as the forced_bos_token_id, it also
+decides as transformers' ``generate(num_beams=K, early_stopping=True)`` does (num_beams=1 being
+its greedy search); the test suite compares them.
 
 The search reads each row's best 2K+1 tokens (greedy: 2), which the decoder's graph ranks, rather
 than all V log-probabilities, unless a rule needs them all. Finished sentences leave the batch at
@@ -24,13 +29,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 
 from engine.attention_trace import AttentionTrace
 from engine.candidates import candidates_from_top, top_candidates
 from engine.decoder import Decoder, Step
-from engine.rules import NEG_INF, ForcedEos, MinLength, NoRepeatNgram, Rule, StepContext, apply_full, apply_top
+from engine.rules import (
+    NEG_INF,
+    ForcedEos,
+    ForcedEosMode,
+    ForcedPrefix,
+    MinLength,
+    NoRepeatNgram,
+    Rule,
+    StepContext,
+    apply_full,
+    apply_top,
+)
 
 
 @dataclass(frozen=True)
@@ -56,33 +73,60 @@ class SearchOptions:
 @dataclass
 class Hypothesis:
     tokens: list[int]  # generated ids, EOS excluded
-    score: float  # sum of log-probabilities, EOS included
-    normalized_score: float  # score / (len(tokens) + 1) ** length_penalty
-    attention: np.ndarray | None = None  # (len(tokens) + 1, S): cross-attention when each token and EOS was chosen
+    score: float  # sum of log-probabilities, EOS's included
+    normalized_score: float  # score / length ** length_penalty
+    attention: np.ndarray | None = None  # (length, S): cross-attention when each token (EOS included) was chosen
+    # False when the hypothesis reached its length cap without EOS (forced_eos="off")
+    eos: bool = True
+
+    @property
+    def length(self) -> int:
+        """Generated tokens, EOS included: what the length penalty counts."""
+        return len(self.tokens) + self.eos
 
 
 def normalized(score: float, length: int, length_penalty: float) -> float:
     return score / length**length_penalty
 
 
-def default_rules(options: SearchOptions, extra: Sequence[Rule] = ()) -> list[Rule]:
-    """The rules ``options`` ask for, then ``extra``, then the forced EOS, which overrides them all."""
+def default_rules(
+    options: SearchOptions,
+    extra: Sequence[Rule] = (),
+    *,
+    prefixes: Sequence[Sequence[int]] | None = None,
+    forced_eos: ForcedEosMode = "model_score",
+) -> list[Rule]:
+    """The rules ``options`` ask for, then ``extra``, then the forced prefixes, which override those,
+    then the forced EOS, which overrides them all (as transformers orders its logits processors)."""
     rules: list[Rule] = []
     if options.min_length:
         rules.append(MinLength(options.min_length))
     if options.no_repeat_ngram_size:
         rules.append(NoRepeatNgram(options.no_repeat_ngram_size))
-    return [*rules, *extra, ForcedEos()]
+    rules.extend(extra)
+    if prefixes is not None and any(prefixes):
+        rules.append(ForcedPrefix(tuple(tuple(int(t) for t in p) for p in prefixes)))
+    if forced_eos != "off":
+        rules.append(ForcedEos(zero_score=forced_eos == "zero_score"))
+    return rules
 
 
 class _SearchState:
     """What the search keeps between steps, for the B sentences still alive."""
 
     def __init__(
-        self, max_lengths: np.ndarray, options: SearchOptions, rules: Sequence[Rule], *, bos_id: int, eos_id: int
+        self,
+        max_lengths: np.ndarray,
+        options: SearchOptions,
+        rules: Sequence[Rule],
+        forced_eos: ForcedEosMode,
+        *,
+        bos_id: int,
+        eos_id: int,
     ) -> None:
         B, K = len(max_lengths), options.beam_size
         self.options, self.rules, self.eos_id = options, rules, eos_id
+        self.forced_eos = forced_eos
         self.alive = np.arange(B)  # original index of each live sentence
         self.max_lengths = max_lengths
         self.scores = np.full((B, K), NEG_INF, dtype=np.float32)
@@ -93,21 +137,28 @@ class _SearchState:
         self.n_finished = np.zeros(B, dtype=np.int64)  # per live sentence
         self.trace = AttentionTrace() if options.return_alignments else None
 
-    def finish(self, sentence: int, row: int, tokens: list[int], score: float) -> None:
-        n = len(tokens) + 1
+    def finish(self, sentence: int, row: int, token: int, score: float) -> None:
+        """Row ``row`` of live sentence ``sentence`` ends with ``token``: EOS, or at the length cap any."""
+        eos = token == self.eos_id
+        tokens = self.history[row].tolist() if eos else [*self.history[row].tolist(), token]
         attention = self.trace.path(row) if self.trace is not None else None
         self.n_finished[sentence] += 1
+        n = len(tokens) + eos
         self.finished[int(self.alive[sentence])].append(
-            Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention)
+            Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention, eos)
         )
 
     def plan(self, step: int, use_top: bool) -> tuple[np.ndarray, bool]:
-        """(B,) bool: the sentences at their last step, where EOS is forced; and whether the search
-        reads all V log-probabilities at ``step``: always without the top path; with it, at step 0
-        (which tells whether the decoder has enough candidates: not if V is that small) and at a
-        sentence's last step (the forced EOS's log-probability)."""
+        """(B,) bool: the sentences at their last step; and whether the search reads all V
+        log-probabilities at ``step``: always without the top path; with it, at step 0 (which tells
+        whether the decoder has enough candidates: not if V is that small) and at a sentence's last
+        step if EOS is forced at the decoder's log-probability for it."""
         last_step = self.max_lengths - 1 == step
-        return last_step, not use_top or step == 0 or bool(last_step.any())
+        reads_eos = self.forced_eos == "model_score" and bool(last_step.any())
+        return last_step, not use_top or step == 0 or reads_eos
+
+    def context(self, step: int, last_step: np.ndarray, log_probs: np.ndarray | None) -> StepContext:
+        return StepContext.build(step, last_step, self.history, self.eos_id, log_probs, self.alive)
 
     def record(self, step_out: Step) -> None:
         if self.trace is not None:
@@ -145,14 +196,27 @@ def search(
     bos_id: int,
     eos_id: int,
     extra_rules: Sequence[Rule] = (),
+    prefixes: Sequence[Sequence[int]] | None = None,
+    forced_eos: ForcedEosMode = "model_score",
 ) -> list[list[Hypothesis]]:
     """Decode B sentences; max_lengths (B,) caps each one's generated tokens, EOS included.
-    ``extra_rules`` apply after those of ``options``, before the forced EOS (``default_rules``).
+    ``extra_rules`` apply after those of ``options``, before the forced prefixes and EOS
+    (``default_rules``).
+
+    ``prefixes`` (B,), each possibly empty: sentence b's first generated tokens, forced at
+    log-probability 0. They count as generated tokens (length penalty, max_lengths) and begin its
+    hypotheses' tokens, unless the forced EOS comes first (max_lengths[b] <= len(prefixes[b])).
+    ``forced_eos``: what a sentence's last allowed step does (``engine.rules.ForcedEosMode``).
 
     Returns the ``num_hypotheses`` best hypotheses of each sentence, best first.
     """
-    rules = default_rules(options, extra_rules)
-    state = _SearchState(np.asarray(max_lengths, dtype=np.int64), options, rules, bos_id=bos_id, eos_id=eos_id)
+    if forced_eos not in get_args(ForcedEosMode):
+        raise ValueError(f"forced_eos must be one of {get_args(ForcedEosMode)}, got {forced_eos!r}")
+    max_lengths = np.asarray(max_lengths, dtype=np.int64)
+    if prefixes is not None and len(prefixes) != len(max_lengths):
+        raise ValueError(f"{len(prefixes)} prefixes for {len(max_lengths)} sentences")
+    rules = default_rules(options, extra_rules, prefixes=prefixes, forced_eos=forced_eos)
+    state = _SearchState(max_lengths, options, rules, forced_eos, bos_id=bos_id, eos_id=eos_id)
     run = _greedy_steps if options.beam_size == 1 else _beam_steps
     run(decoder, state)
     return finalize(state.finished, options.num_hypotheses)
@@ -164,7 +228,7 @@ def finalize(finished: list[list[Hypothesis]], num_hypotheses: int) -> list[list
 
 
 def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -> np.ndarray:
-    """(B,) bool: K finished hypotheses, or EOS was forced this step."""
+    """(B,) bool: K finished hypotheses, or the sentence's last step."""
     return (n_finished >= beam_size) | last_step
 
 
@@ -178,7 +242,7 @@ def _greedy_steps(decoder: Decoder, state: _SearchState) -> None:
         B = len(state.alive)
         state.record(out)
         all_log_probs = None if out.log_probs is None else out.log_probs[:, None]  # (B, 1, V)
-        ctx = StepContext.build(step, last_step, state.history, state.eos_id, all_log_probs)
+        ctx = state.context(step, last_step, all_log_probs)
         if use_top:
             top_log_probs, top_ids = out.top_log_probs[:, None], out.top_ids[:, None]  # (B, 1, 2)
             apply_top(state.rules, top_log_probs, top_ids, ctx)
@@ -191,9 +255,10 @@ def _greedy_steps(decoder: Decoder, state: _SearchState) -> None:
             best = log_probs.argmax(axis=1)  # (B,)
             best_log_probs = log_probs[np.arange(B), best]
         scores = state.scores[:, 0] + best_log_probs  # (B,) float32, as the reference sums
-        ended = best == state.eos_id
+        # With the forced EOS, the last step's best is EOS; without it, the best ends the hypothesis anyway.
+        ended = (best == state.eos_id) | last_step
         for b in np.flatnonzero(ended):
-            state.finish(b, b, state.history[b].tolist(), float(scores[b]))
+            state.finish(b, b, int(best[b]), float(scores[b]))
         keep = ~ended
         if not keep.any():
             return
@@ -216,7 +281,7 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
         B = len(state.alive)
         log_probs = out.log_probs.reshape(B, K, -1) if full else None  # (B, K, V)
         state.record(out)
-        ctx = StepContext.build(step, last_step, state.history, state.eos_id, log_probs)
+        ctx = state.context(step, last_step, log_probs)
         if use_top:
             top_log_probs, top_ids = out.top_log_probs.reshape(B, K, -1), out.top_ids.reshape(B, K, -1)
             apply_top(state.rules, top_log_probs, top_ids, ctx)
@@ -226,11 +291,12 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
             cand = top_candidates(log_probs, state.scores, 2 * K)  # (B, 2K)
         is_eos = cand.tokens == state.eos_id
 
-        # 1) An EOS among the first K candidates finishes a hypothesis (Python work only per event).
-        ends = is_eos[:, :K] & (cand.scores[:, :K] > NEG_INF)
+        # 1) An EOS among the first K candidates finishes a hypothesis (Python work only per event), and
+        # so does any of them at the last step: the forced EOS, or whatever the token is without it.
+        ends = (is_eos[:, :K] | last_step[:, None]) & (cand.scores[:, :K] > NEG_INF)
         for b, rank in zip(*np.nonzero(ends), strict=True):
             row = b * K + int(cand.beams[b, rank])
-            state.finish(b, row, state.history[row].tolist(), float(cand.scores[b, rank]))
+            state.finish(b, row, int(cand.tokens[b, rank]), float(cand.scores[b, rank]))
         keep = ~is_finished(state.n_finished, K, last_step)
         if not keep.any():
             return

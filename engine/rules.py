@@ -1,5 +1,6 @@
-"""Rules on each step's continuations (min length, n-gram ban, forced EOS, and any a caller adds), in
-the manner of CTranslate2's logits processors.
+"""Rules on each step's continuations (min length, n-gram ban, forced prefix, forced EOS, and any a
+caller adds), in the manner of CTranslate2's and transformers' logits processors (which transformers
+applies to the log-probabilities, as these do).
 
 A rule edits the step's log-probabilities in place, in either of two forms: all of them, (B, K, V),
 or each row's best C tokens, (B, K, C) values and ids, which the search reads instead when every
@@ -12,12 +13,17 @@ row, T tokens generated so far.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 
 NEG_INF = np.float32(-np.inf)  # a banned continuation's log-probability
+
+# What a sentence's last allowed step does: force EOS with the decoder's log-probability for it (this
+# project's models), force it at log-probability 0 (transformers' forced_eos_token_id), or force
+# nothing, leaving the hypotheses to end there as they are (transformers without it).
+ForcedEosMode = Literal["model_score", "zero_score", "off"]
 
 
 @dataclass(frozen=True)
@@ -29,16 +35,24 @@ class StepContext:
     history: np.ndarray  # (N, T) int64: each row's generated tokens
     eos_id: int
     # (B', K) float32: the decoder's EOS log-probabilities for the last_step sentences, taken before
-    # any rule ran; None when no sentence is at its last step.
+    # any rule ran; None when no sentence is at its last step or the search did not read them.
     eos_log_probs: np.ndarray | None
+    alive: np.ndarray  # (B,) int64: each live sentence's index in the batch the search started with
 
     @classmethod
     def build(
-        cls, step: int, last_step: np.ndarray, history: np.ndarray, eos_id: int, log_probs: np.ndarray | None
+        cls,
+        step: int,
+        last_step: np.ndarray,
+        history: np.ndarray,
+        eos_id: int,
+        log_probs: np.ndarray | None,
+        alive: np.ndarray,
     ) -> StepContext:
-        """log_probs (B, K, V): the decoder's, before any rule; needed when a sentence is at its last step."""
-        eos_log_probs = log_probs[last_step, :, eos_id] if last_step.any() else None
-        return cls(step, last_step, history, eos_id, eos_log_probs)
+        """log_probs (B, K, V): the decoder's, before any rule; the forced EOS at the model's score
+        needs them when a sentence is at its last step."""
+        eos_log_probs = log_probs[last_step, :, eos_id] if log_probs is not None and last_step.any() else None
+        return cls(step, last_step, history, eos_id, eos_log_probs, alive)
 
 
 class Rule(Protocol):
@@ -101,21 +115,71 @@ class NoRepeatNgram:
 
 
 @dataclass(frozen=True)
-class ForcedEos:
-    """At a sentence's last step, EOS is its only continuation, with the log-probability the decoder
-    gave it (as in the reference) whatever the rules before it did; so it goes last."""
+class ForcedPrefix:
+    """Sentence b's first len(prefixes[b]) generated tokens are prefixes[b], each at log-probability 0
+    whatever the rules before it did, as transformers' forced_bos_token_id does (a target-language
+    token). ``prefixes`` is indexed by the sentences' original positions (``StepContext.alive``)."""
 
+    prefixes: tuple[tuple[int, ...], ...]
     supports_top: ClassVar[bool] = True  # it decides the rows it touches
+    _tokens: np.ndarray = field(init=False, repr=False, compare=False)  # (B0, P) int64, prefixes padded
+    _lengths: np.ndarray = field(init=False, repr=False, compare=False)  # (B0,) int64
+
+    def __post_init__(self) -> None:
+        lengths = np.array([len(p) for p in self.prefixes], dtype=np.int64)
+        tokens = np.zeros((len(self.prefixes), int(lengths.max(initial=0))), dtype=np.int64)
+        for b, prefix in enumerate(self.prefixes):
+            tokens[b, : len(prefix)] = prefix
+        object.__setattr__(self, "_tokens", tokens)
+        object.__setattr__(self, "_lengths", lengths)
+
+    def forced(self, ctx: StepContext) -> tuple[np.ndarray, np.ndarray]:
+        """The live sentences still in their prefix at this step, (B',) indices, and their tokens (B',)."""
+        if ctx.step >= self._tokens.shape[1]:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        sentences = np.flatnonzero(self._lengths[ctx.alive] > ctx.step)
+        return sentences, self._tokens[ctx.alive[sentences], ctx.step]
 
     def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
-        if ctx.eos_log_probs is not None:
-            log_probs[ctx.last_step] = NEG_INF
-            log_probs[ctx.last_step, :, ctx.eos_id] = ctx.eos_log_probs
+        sentences, tokens = self.forced(ctx)
+        log_probs[sentences] = NEG_INF
+        log_probs[sentences, :, tokens] = 0.0
 
     def apply_top(self, top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
-        if ctx.eos_log_probs is not None:
+        sentences, tokens = self.forced(ctx)
+        top_log_probs[sentences] = NEG_INF
+        top_log_probs[sentences, :, 0] = 0.0
+        top_ids[sentences, :, 0] = tokens[:, None]
+
+
+@dataclass(frozen=True)
+class ForcedEos:
+    """At a sentence's last step, EOS is its only continuation whatever the rules before it did; so it
+    goes last. It keeps the log-probability the decoder gave it (as in the reference), which the
+    search must then read (``StepContext.eos_log_probs``), or, with ``zero_score``, gets 0 (as
+    transformers' forced_eos_token_id gives it)."""
+
+    zero_score: bool = False
+    supports_top: ClassVar[bool] = True  # it decides the rows it touches
+
+    def eos_scores(self, ctx: StepContext) -> np.ndarray | np.float32:
+        if self.zero_score:
+            return np.float32(0.0)
+        if ctx.eos_log_probs is None:
+            raise ValueError("the forced EOS at the model's score needs the decoder's EOS log-probabilities")
+        return ctx.eos_log_probs
+
+    def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
+        if ctx.last_step.any():
+            scores = self.eos_scores(ctx)
+            log_probs[ctx.last_step] = NEG_INF
+            log_probs[ctx.last_step, :, ctx.eos_id] = scores
+
+    def apply_top(self, top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
+        if ctx.last_step.any():
+            scores = self.eos_scores(ctx)
             top_log_probs[ctx.last_step] = NEG_INF
-            top_log_probs[ctx.last_step, :, 0] = ctx.eos_log_probs
+            top_log_probs[ctx.last_step, :, 0] = scores
             top_ids[ctx.last_step, :, 0] = ctx.eos_id
 
 

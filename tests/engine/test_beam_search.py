@@ -12,6 +12,7 @@ from search_helpers import ForceFirstToken, best_tokens
 
 from engine.beam_search import Hypothesis, SearchOptions, search
 from engine.decoder import Step
+from engine.rules import ForcedEosMode
 
 BOS, EOS = 2, 3
 A, B, C, D = 4, 5, 6, 7
@@ -74,10 +75,14 @@ def table_model(table: Table) -> Model:
 
 
 def run(
-    table: Table, options: SearchOptions, max_length: int = 10, attention: Model | None = None
+    table: Table,
+    options: SearchOptions,
+    max_length: int = 10,
+    attention: Model | None = None,
+    forced_eos: ForcedEosMode = "model_score",
 ) -> tuple[list[Hypothesis], TableDecoder]:
     decoder = TableDecoder(table_model(table), 1, options.beam_size, attention)
-    return search(decoder, [max_length], options, bos_id=BOS, eos_id=EOS)[0], decoder
+    return search(decoder, [max_length], options, bos_id=BOS, eos_id=EOS, forced_eos=forced_eos)[0], decoder
 
 
 # Greedy takes A (0.55) then EOS: 0.55 * 0.36 = 0.198. Beam search finds B EOS: 0.45 * 0.9 = 0.405.
@@ -134,6 +139,33 @@ def test_max_length_forces_eos_at_the_last_step() -> None:
         assert hyps[0].score == pytest.approx(2 * math.log(0.9) + TINY, abs=1e-4)  # EOS keeps its own log-prob
 
 
+LOOP = {(): {A: 0.9}, (A,): {A: 0.9}, (A, A): {A: 0.9}, (A, A, A): {A: 0.9}}
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_forced_eos_at_zero_score_adds_nothing_to_the_score(beam: int) -> None:
+    hyps, _ = run(LOOP, SearchOptions(beam_size=beam, length_penalty=0.5), max_length=3, forced_eos="zero_score")
+    assert (hyps[0].tokens, hyps[0].eos, hyps[0].length) == ([A, A], True, 3)
+    assert hyps[0].score == float(np.float32(math.log(0.9)) * 2)
+    assert hyps[0].normalized_score == hyps[0].score / 3**0.5
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_without_forced_eos_the_best_continuations_end_as_they_are_at_the_cap(beam: int) -> None:
+    """Each of the first K continuations of the last step ends a hypothesis, its token kept and
+    counted by the length penalty; one that is EOS ends as any EOS does."""
+    table = {**LOOP, (A, A): {A: 0.5, EOS: 0.3, B: 0.15}}
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, length_penalty=0.5)
+    hyps, decoder = run(table, options, max_length=3, forced_eos="off")
+    assert len(decoder.rows_per_step) == 3
+    assert (hyps[0].tokens, hyps[0].eos, hyps[0].length) == ([A, A, A], False, 3)
+    assert hyps[0].score == pytest.approx(2 * math.log(0.9) + math.log(0.5), abs=1e-5)
+    assert hyps[0].normalized_score == hyps[0].score / 3**0.5
+    if beam == 3:
+        assert [(h.tokens, h.eos) for h in hyps] == [([A, A, A], False), ([A, A], True), ([A, A, B], False)]
+        assert all(h.length == 3 for h in hyps)
+
+
 def test_eos_finishes_and_finished_sentences_leave_the_batch() -> None:
     longest = {(): {A: 0.9, B: 0.1}, (B,): {EOS: 0.9}, (A,): {B: 0.9}, (A, B): {C: 0.9}, (A, B, C): {EOS: 0.9}}
     tables = [GREEDY_TRAP, SHORT_VS_LONG, longest]
@@ -161,27 +193,40 @@ def prefix_attention(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
     return rng.random(5).astype(np.float32)
 
 
+@pytest.mark.parametrize("forced_eos", ["model_score", "off"])
 @pytest.mark.parametrize("beam", [1, 4])
-def test_attention_follows_each_hypothesis_through_beam_reordering(beam: int) -> None:
+def test_attention_follows_each_hypothesis_through_beam_reordering(beam: int, forced_eos: ForcedEosMode) -> None:
+    """One row per generated token, EOS's only where there is one."""
     decoder = TableDecoder(random_model, 4, beam, prefix_attention)
     options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_alignments=True)
-    results = search(decoder, [12, 5, 9, 12], options, bos_id=BOS, eos_id=EOS)
+    results = search(decoder, [12, 5, 9, 12], options, bos_id=BOS, eos_id=EOS, forced_eos=forced_eos)
     for sentence, hyps in enumerate(results):
         for h in hyps:
-            expected = [prefix_attention(sentence, tuple(h.tokens[:t])) for t in range(len(h.tokens) + 1)]
+            expected = [prefix_attention(sentence, tuple(h.tokens[:t])) for t in range(h.length)]
             np.testing.assert_array_equal(h.attention, np.stack(expected))
+    assert any(not h.eos for hyps in results for h in hyps) == (forced_eos == "off")
 
 
+# Sentence b's forced first tokens: sentences leave the batch around those still being forced.
+PREFIXES = [(D,), (C, D, A), (), (C, D, A), (B,), (D, A)]
+
+
+@pytest.mark.parametrize("prefixes", [None, PREFIXES])
+@pytest.mark.parametrize("forced_eos", ["model_score", "zero_score", "off"])
 @pytest.mark.parametrize("beam", [1, 3, 5])
-def test_each_sentence_gets_the_same_result_alone_or_in_a_batch(beam: int) -> None:
+def test_each_sentence_gets_the_same_result_alone_or_in_a_batch(
+    beam: int, forced_eos: ForcedEosMode, prefixes: list[tuple[int, ...]] | None
+) -> None:
     max_lengths = [12, 3, 9, 15, 1, 7]
     options = SearchOptions(beam_size=beam, num_hypotheses=beam, length_penalty=0.6)
-    batched = search(TableDecoder(random_model, 6, beam), max_lengths, options, bos_id=BOS, eos_id=EOS)
+    kwargs = dict(bos_id=BOS, eos_id=EOS, forced_eos=forced_eos)
+    batched = search(TableDecoder(random_model, 6, beam), max_lengths, options, prefixes=prefixes, **kwargs)
     for s, expected in enumerate(batched):
         model = lambda _s, p, s=s: random_model(s, p)
-        alone = search(TableDecoder(model, 1, beam), [max_lengths[s]], options, bos_id=BOS, eos_id=EOS)[0]
-        assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in expected]
-        assert all(len(h.tokens) < max_lengths[s] for h in expected)
+        prefix = None if prefixes is None else [prefixes[s]]
+        alone = search(TableDecoder(model, 1, beam), [max_lengths[s]], options, prefixes=prefix, **kwargs)[0]
+        assert [(h.tokens, h.score, h.eos) for h in alone] == [(h.tokens, h.score, h.eos) for h in expected]
+        assert all(h.length <= max_lengths[s] for h in expected)
 
 
 def tied_model(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
@@ -193,18 +238,23 @@ def tied_model(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
     return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
 
 
+@pytest.mark.parametrize("prefixes", [None, PREFIXES])
+@pytest.mark.parametrize("forced_eos", ["model_score", "zero_score", "off"])
 @pytest.mark.parametrize(("beam", "min_length"), [(1, 0), (1, 3), (2, 0), (4, 0), (4, 3), (6, 5)])
-def test_search_over_each_rows_best_tokens_equals_search_over_all(beam: int, min_length: int) -> None:
+def test_search_over_each_rows_best_tokens_equals_search_over_all(
+    beam: int, min_length: int, forced_eos: ForcedEosMode, prefixes: list[tuple[int, ...]] | None
+) -> None:
     """The search reads each row's 2K+1 best tokens (greedy: 2); a decoder that offers fewer makes
-    it scan all V log-probabilities. Both give the same hypotheses, ties, min-length and forced EOS
-    included."""
+    it scan all V log-probabilities. Both give the same hypotheses, ties, min-length, forced prefixes
+    and forced EOS included."""
     max_lengths = [12, 3, 9, 15, 1, 7]
     options = SearchOptions(beam_size=beam, num_hypotheses=beam, min_length=min_length)
     results = []
     for max_candidates in (None, 1):
         decoder = TableDecoder(tied_model, 6, beam, max_candidates=max_candidates)
-        results.append(search(decoder, max_lengths, options, bos_id=BOS, eos_id=EOS))
-    top, full = ([[(h.tokens, h.score) for h in hyps] for hyps in r] for r in results)
+        kwargs = dict(prefixes=prefixes, forced_eos=forced_eos)
+        results.append(search(decoder, max_lengths, options, bos_id=BOS, eos_id=EOS, **kwargs))
+    top, full = ([[(h.tokens, h.score, h.eos) for h in hyps] for hyps in r] for r in results)
     assert top == full
     if beam > 1:
         assert sum(len(hyps) for hyps in top) > len(max_lengths)  # n-best lists, not just single answers
@@ -235,13 +285,50 @@ def test_an_extra_rule_takes_effect_over_best_tokens_and_over_all(beam: int) -> 
             assert score == float(expected)
 
 
+def forced_score(sentence: int, tokens: list[int], prefix: tuple[int, ...], eos: bool) -> float:
+    """The float32 sum the search makes of random_model's log-probabilities, the forced prefix adding 0
+    (an EOS forced in its stead keeps its own)."""
+    chosen = [*tokens, EOS] if eos else tokens
+    total = np.float32(0.0)
+    for t in range(min(len(prefix), len(tokens)), len(chosen)):
+        total += np.float32(random_model(sentence, tuple(tokens[:t]))[chosen[t]])
+    return float(total)
+
+
+@pytest.mark.parametrize("forced_eos", ["model_score", "off"])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_prefixes_are_forced_per_sentence_and_count_as_generated_tokens(beam: int, forced_eos: ForcedEosMode) -> None:
+    """Each hypothesis of sentence b starts with prefixes[b], which adds 0 to its score and counts in
+    its length; where the length cap comes first, the forced EOS wins, or without it the prefix ends
+    the hypothesis there."""
+    max_lengths = [12, 3, 9, 15, 1, 7]
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, length_penalty=1.0)
+    decoder = TableDecoder(random_model, 6, beam)
+    results = search(decoder, max_lengths, options, bos_id=BOS, eos_id=EOS, prefixes=PREFIXES, forced_eos=forced_eos)
+    capped = {1: ([C, D], True) if forced_eos == "model_score" else ([C, D, A], False)}
+    capped[4] = ([], True) if forced_eos == "model_score" else ([B], False)
+    for s, hyps in enumerate(results):
+        for h in hyps:
+            if s in capped:
+                assert (h.tokens, h.eos) == capped[s]
+            else:
+                assert tuple(h.tokens[: len(PREFIXES[s])]) == PREFIXES[s]
+            assert h.score == forced_score(s, h.tokens, PREFIXES[s], h.eos)
+            assert h.normalized_score == h.score / h.length
+    assert [len(hyps) for hyps in results] == [beam, 1, beam, beam, 1, beam], "one row alive while forced to the cap"
+
+
 def test_full_log_probs_are_asked_for_only_when_the_search_reads_them() -> None:
     """The top path needs all V log-probabilities only at step 0 (to learn whether the decoder gives
-    2K+1 candidates) and at a sentence's last step (the forced EOS's log-probability)."""
+    2K+1 candidates) and at a sentence's last step if EOS is forced at its own log-probability."""
     never_ends = table_model({})  # EOS is as unlikely as any other token: every sentence runs to its cap
     decoder = TableDecoder(never_ends, 3, 2)
     search(decoder, [3, 6, 6], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS)
     assert decoder.full_steps == [True, False, True, False, False, True]
+    for forced_eos in ("zero_score", "off"):
+        decoder = TableDecoder(never_ends, 3, 2)
+        search(decoder, [3, 6, 6], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS, forced_eos=forced_eos)
+        assert decoder.full_steps == [True, False, False, False, False, False]
     fewer = TableDecoder(never_ends, 3, 2, max_candidates=1)
     search(fewer, [3, 6, 6], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS)
     assert fewer.full_steps == [True] * 6, "with too few candidates every step reads all log-probabilities"
@@ -276,6 +363,14 @@ def test_no_repeat_ngram_size_blocks_repeats() -> None:
 def test_invalid_options_are_rejected_with_a_message(bad: dict) -> None:
     with pytest.raises(ValueError, match=r"\w+"):
         SearchOptions(**bad)
+
+
+def test_invalid_search_arguments_are_rejected_with_a_message() -> None:
+    decoder = TableDecoder(random_model, 2, 2)
+    with pytest.raises(ValueError, match="forced_eos"):
+        search(decoder, [5, 5], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS, forced_eos="always")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="1 prefixes for 2 sentences"):
+        search(decoder, [5, 5], SearchOptions(beam_size=2), bos_id=BOS, eos_id=EOS, prefixes=[[A]])
 
 
 def test_no_sentences_gives_no_results() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from search_helpers import ForceFirstToken, best_tokens
@@ -11,6 +13,7 @@ from engine.candidates import Candidates, candidates_from_top, top_candidates
 from engine.rules import (
     NEG_INF,
     ForcedEos,
+    ForcedPrefix,
     MinLength,
     NoRepeatNgram,
     Rule,
@@ -41,10 +44,13 @@ def beam_scores(beams: int) -> np.ndarray:
     return scores
 
 
-def context(log_probs: np.ndarray, step: int, last_step: list[bool] | None = None) -> StepContext:
+def context(
+    log_probs: np.ndarray, step: int, last_step: list[bool] | None = None, alive: list[int] | None = None
+) -> StepContext:
     B, K, _ = log_probs.shape
     history = np.zeros((B * K, step), dtype=np.int64)
-    return StepContext.build(step, np.array(last_step or [False] * B), history, EOS, log_probs)
+    live = np.arange(B) if alive is None else np.array(alive)
+    return StepContext.build(step, np.array(last_step or [False] * B), history, EOS, log_probs, live)
 
 
 def candidates_both_ways(
@@ -96,6 +102,45 @@ def test_forced_eos_keeps_the_decoders_eos_log_prob_in_both_forms(beams: int, be
 
 
 @pytest.mark.parametrize(("beams", "best", "count"), SHAPES)
+def test_forced_eos_at_zero_score_needs_no_log_probs_in_both_forms(beams: int, best: int, count: int) -> None:
+    log_probs = step_log_probs(beams, seed=1)
+    last_step = [True, False, False, True, False]
+    ctx = replace(context(log_probs, 2, last_step), eos_log_probs=None)  # as the top path leaves it
+    edited, cand = candidates_both_ways([MinLength(5), ForcedEos(zero_score=True)], log_probs, ctx, best, count)
+    forced = np.array(last_step)
+    assert (edited[forced, :, EOS] == 0).all()
+    assert (np.delete(edited[forced], EOS, axis=2) == NEG_INF).all()
+    finite = cand.scores[forced] > NEG_INF
+    assert (cand.tokens[forced][finite] == EOS).all()
+    np.testing.assert_array_equal(cand.scores[forced][:, :beams], beam_scores(beams)[forced])  # EOS adds 0
+    with pytest.raises(ValueError, match="EOS log-probabilities"):
+        ForcedEos().apply_full(log_probs.copy(), ctx)
+
+
+@pytest.mark.parametrize(("beams", "best", "count"), SHAPES)
+def test_forced_prefix_follows_the_live_sentences_in_both_forms(beams: int, best: int, count: int) -> None:
+    """8 sentences, 5 still alive: at step 1 those whose prefix is longer than 1 get its second token,
+    at log-probability 0, whatever rules before it banned; the others keep their continuations."""
+    prefixes = ((10, 11), (), (12,), (13, 14, 15), (16, 17), (18,), (), (19, 20))
+    alive = [0, 2, 3, 5, 7]
+    rule = ForcedPrefix(prefixes)
+    log_probs = step_log_probs(beams, seed=3)
+    rules: list[Rule] = [MinLength(9), rule]
+    edited, cand = candidates_both_ways(rules, log_probs, context(log_probs, 1, alive=alive), best, count)
+    forced, tokens = np.array([True, False, True, False, True]), np.array([11, 14, 20])
+    assert (cand.tokens[forced, 0] == tokens).all()
+    np.testing.assert_array_equal(cand.scores[forced, 0], beam_scores(beams)[forced, 0])
+    np.testing.assert_array_equal(edited[forced, :, tokens], 0.0)
+    assert (edited[forced] > NEG_INF).sum() == forced.sum() * beams
+    np.testing.assert_array_equal(np.delete(edited[~forced], EOS, axis=2), np.delete(log_probs[~forced], EOS, axis=2))
+    edited, cand = candidates_both_ways([rule], log_probs, context(log_probs, 2, alive=alive), best, count)
+    assert (cand.tokens[2, 0], cand.scores[2, 0]) == (15, beam_scores(beams)[2, 0])
+    np.testing.assert_array_equal(np.delete(edited, 2, axis=0), np.delete(log_probs, 2, axis=0))
+    edited, _ = candidates_both_ways([rule], log_probs, context(log_probs, 3, alive=alive), best, count)
+    np.testing.assert_array_equal(edited, log_probs)
+
+
+@pytest.mark.parametrize(("beams", "best", "count"), SHAPES)
 def test_a_forced_token_replaces_every_continuation_in_both_forms(beams: int, best: int, count: int) -> None:
     log_probs = step_log_probs(beams, seed=2)
     token = int(log_probs[0, 0].argmin())  # the least likely: nothing else would pick it
@@ -109,7 +154,7 @@ def test_a_forced_token_replaces_every_continuation_in_both_forms(beams: int, be
 def test_no_repeat_ngram_bans_per_row_and_only_on_all_log_probs() -> None:
     history = np.array([[4, 5, 4], [6, 6, 6], [7, 8, 9], [5, 4, 5]])  # rows of 2 sentences x 2 beams
     log_probs = np.zeros((2, 2, 10), dtype=np.float32)
-    rule, ctx = NoRepeatNgram(2), StepContext(3, np.zeros(2, dtype=bool), history, EOS, None)
+    rule, ctx = NoRepeatNgram(2), StepContext(3, np.zeros(2, dtype=bool), history, EOS, None, np.arange(2))
     rule.apply_full(log_probs, ctx)
     banned = [set(np.flatnonzero(row == NEG_INF)) for row in log_probs.reshape(4, 10)]
     assert banned == [{5}, {6}, set(), {4}]
@@ -126,8 +171,11 @@ def test_ban_repeated_ngrams_marks_exactly_the_completing_tokens() -> None:
     assert set(np.flatnonzero(log_probs[1] == NEG_INF)) == {7}
 
 
-def test_default_rules_follow_the_options_and_end_with_the_forced_eos() -> None:
+def test_default_rules_follow_the_options_and_end_with_the_forced_prefixes_and_eos() -> None:
     extra = ForceFirstToken(7)
     assert default_rules(SearchOptions()) == [ForcedEos()]
     options = SearchOptions(min_length=2, no_repeat_ngram_size=3)
     assert default_rules(options, [extra]) == [MinLength(2), NoRepeatNgram(3), extra, ForcedEos()]
+    assert default_rules(SearchOptions(), forced_eos="off", prefixes=[(), ()]) == []
+    rules = default_rules(options, [extra], prefixes=[[5, 6], []], forced_eos="zero_score")
+    assert rules == [MinLength(2), NoRepeatNgram(3), extra, ForcedPrefix(((5, 6), ())), ForcedEos(zero_score=True)]

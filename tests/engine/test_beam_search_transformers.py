@@ -1,0 +1,233 @@
+"""The search against transformers' own ``generate()``, both driving one stand-in model.
+
+The stand-in's next-token logits are a pseudo-random function of the whole sequence so far (decoder
+prompt included), so transformers' generate can run it without a cache, and a ``Decoder`` over the
+same function gives the search the very log-probabilities transformers computes (the same
+``torch.log_softmax`` over the same float32 logits). Each sentence's prompt is a token of its own,
+never generated, which the stand-in reads as the sentence: transformers counts it as its decoder
+prompt (as an encoder-decoder's decoder start token), not as a generated token.
+
+Transformers' beam search runs with ``early_stopping=True``; ``num_beams=1`` is its greedy search.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from engine.beam_search import Hypothesis, SearchOptions, search
+from engine.decoder import Step
+from engine.rules import ForcedEosMode
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+from transformers import GenerationConfig, GenerationMixin, LogitsProcessor, PreTrainedModel  # noqa: E402
+from transformers.generation.logits_process import ForcedEOSTokenLogitsProcessor, LogitsProcessorList  # noqa: E402
+from transformers.modeling_outputs import CausalLMOutput  # noqa: E402
+
+try:
+    from transformers import PreTrainedConfig
+except ImportError:  # transformers < 5
+    from transformers import PretrainedConfig as PreTrainedConfig
+
+V = 40
+UNK, PAD, EOS = 0, 1, 2  # PAD is not 0: transformers fills finished rows with `pad or eos`
+PROMPTS = range(3, 11)  # sentence s's decoder prompt: PROMPTS[s], never generated
+LANGS = (37, 38, 39)  # tokens a prefix forces, as target-language tags would be
+UNREACHABLE = -1e4  # logit of the tokens never generated
+# transformers' beams other than the first start at -1e9 (ours at -inf); where fewer than K real
+# continuations exist (all but one forced), they end as hypotheses scored about -1e9.
+PLACEHOLDER = -1e8
+
+
+def logits(sequence: tuple[int, ...]) -> np.ndarray:
+    """(V,) float32: peaked, EOS likelier with length, so that some sentences end early."""
+    rng = np.random.default_rng(zlib.crc32(repr(sequence).encode()))
+    out = rng.normal(0, 2.5, V).astype(np.float32)
+    eos = out[EOS] + np.float32(0.9 * len(sequence) - 4)
+    out[: PROMPTS.stop] = UNREACHABLE
+    out[EOS] = eos
+    return out
+
+
+def log_softmax(sequences: Sequence[tuple[int, ...]]) -> np.ndarray:
+    """(N, V) float32, as transformers computes them from the stand-in's logits."""
+    return torch.log_softmax(torch.from_numpy(np.stack([logits(s) for s in sequences])), dim=-1).numpy()
+
+
+class StandIn(PreTrainedModel, GenerationMixin):
+    """A causal LM for transformers whose logits are ``logits(row)``."""
+
+    config_class = PreTrainedConfig
+
+    def __init__(self) -> None:
+        super().__init__(PreTrainedConfig(vocab_size=V))
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # generate() reads the device off a parameter
+
+    def forward(self, input_ids: torch.Tensor, **_: object) -> CausalLMOutput:
+        rows = [tuple(r) for r in input_ids.tolist()]
+        return CausalLMOutput(logits=torch.from_numpy(np.stack([logits(r) for r in rows]))[:, None, :])
+
+
+class StandInDecoder:
+    """The search's Decoder over the stand-in: row n continues sentence s's sequence (prompt first)."""
+
+    def __init__(self, sentences: int) -> None:
+        self.rows = [(PROMPTS[s],) for s in range(sentences)]
+        self.started = False
+
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
+        if self.started:
+            self.rows = [(*r, int(t)) for r, t in zip(self.rows, tokens, strict=True)]
+        self.started = True
+        log_probs = log_softmax(self.rows)
+        ids = np.argsort(-log_probs, axis=1, kind="stable")[:, :candidates]
+        return Step(log_probs if full else None, np.take_along_axis(log_probs, ids, axis=1), ids, None)
+
+    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
+        self.rows = [self.rows[r] for r in rows]
+
+
+@dataclass(frozen=True)
+class Case:
+    beam: int
+    forced_eos: ForcedEosMode
+    length_penalty: float = 1.0
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
+
+
+class ForcedTokens(LogitsProcessor):
+    """Forces ``tokens`` as the first generated ones, as ForcedBOSTokenLogitsProcessor forces one."""
+
+    def __init__(self, tokens: Sequence[int]) -> None:
+        self.tokens = tokens
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        t = input_ids.shape[-1] - 1  # tokens generated so far, after the one-token prompt
+        if t >= len(self.tokens):
+            return scores
+        forced = torch.full_like(scores, -float("inf"))
+        forced[:, self.tokens[t]] = 0
+        return forced
+
+
+def generate(
+    sentence: int, case: Case, max_new_tokens: int, prefix: Sequence[int]
+) -> list[tuple[list[int], bool, float]]:
+    """transformers' n-best for one sentence: (tokens without EOS, ended with EOS, sequence score)."""
+    beam_flags = dict(early_stopping=True, length_penalty=case.length_penalty) if case.beam > 1 else {}
+    config = GenerationConfig(
+        **beam_flags,
+        num_beams=case.beam,
+        num_return_sequences=case.beam,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=case.min_length,
+        no_repeat_ngram_size=case.no_repeat_ngram_size,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        do_sample=False,
+        use_cache=False,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+    processors = LogitsProcessorList()
+    if len(prefix) == 1:  # what NLLB does for the target language: transformers' own processor
+        config.forced_bos_token_id = prefix[0]
+    elif prefix:
+        processors.append(ForcedTokens(prefix))
+    if case.forced_eos == "zero_score":
+        if len(prefix) > 1:  # after the prefix processor, as the search orders its rules
+            processors.append(ForcedEOSTokenLogitsProcessor(max_new_tokens + 1, EOS))
+        else:
+            config.forced_eos_token_id = EOS
+    out = StandIn().generate(torch.tensor([[PROMPTS[sentence]]]), generation_config=config, logits_processor=processors)
+    scores = out.sequences_scores.tolist() if case.beam > 1 else [0.0]
+    results = []
+    for row, score in zip(out.sequences.tolist(), scores, strict=True):
+        generated = row[1:]
+        eos = EOS in generated
+        tokens = generated[: generated.index(EOS)] if eos else [t for t in generated if t != PAD]
+        if score > PLACEHOLDER:
+            results.append((tokens, eos, score))
+    return results
+
+
+def ours(hyps: list[Hypothesis], case: Case) -> list[tuple[list[int], bool, float]]:
+    """As ``generate`` gives them: transformers ranks float32 scores divided by a float32 length term."""
+    lp = case.length_penalty
+    return [(h.tokens, h.eos, float(np.float32(h.score) / np.float32(h.length**lp))) for h in hyps]
+
+
+def run_search(case: Case, max_lengths: list[int], prefixes: list[tuple[int, ...]]) -> list[list[Hypothesis]]:
+    options = SearchOptions(
+        beam_size=case.beam,
+        num_hypotheses=case.beam,
+        length_penalty=case.length_penalty,
+        min_length=case.min_length,
+        no_repeat_ngram_size=case.no_repeat_ngram_size,
+    )
+    decoder = StandInDecoder(len(max_lengths))
+    return search(
+        decoder, max_lengths, options, bos_id=PROMPTS[0], eos_id=EOS, prefixes=prefixes, forced_eos=case.forced_eos
+    )
+
+
+def compare(case: Case, max_lengths: list[int], prefixes: list[tuple[int, ...]]) -> list[list[Hypothesis]]:
+    """Runs the search on the whole batch and transformers on each sentence alone; returns the search's."""
+    results = run_search(case, max_lengths, prefixes)
+    for s, hyps in enumerate(results):
+        expected = generate(s, case, max_lengths[s], prefixes[s])
+        got = ours(hyps, case)
+        assert [(t, e) for t, e, _ in got] == [(t, e) for t, e, _ in expected], f"sentence {s}"
+        if case.beam > 1:  # greedy generate gives no sequence scores
+            assert [score for *_, score in got] == [score for *_, score in expected], f"sentence {s}"
+    return results
+
+
+MAX_LENGTHS = [9, 1, 4, 12, 2, 7, 10, 6]
+PREFIXES = [(LANGS[0],), (LANGS[1],), (), (LANGS[2],), (LANGS[0],), (LANGS[1],), (), (LANGS[0],)]
+
+
+@pytest.mark.parametrize("forced_eos", ["zero_score", "off"])
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6, 1.0, 1.4])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_search_equals_transformers_generate(beam: int, length_penalty: float, forced_eos: ForcedEosMode) -> None:
+    """A batch with a different target-language token per sentence (and none), some sentences ending
+    before their cap and some reaching it: every n-best list as transformers gives it, in order, with
+    the same float32 scores."""
+    results = compare(Case(beam, forced_eos, length_penalty), MAX_LENGTHS, PREFIXES)
+    hyps = [h for r in results for h in r]
+    assert any(h.length < n for r, n in zip(results, MAX_LENGTHS, strict=True) for h in r), "none ended early"
+    assert any(h.length == n for r, n in zip(results, MAX_LENGTHS, strict=True) for h in r), "none reached its cap"
+    assert all(h.eos for h in hyps) == (forced_eos == "zero_score")
+
+
+@pytest.mark.filterwarnings("ignore:Unfeasible length constraints")  # min_length above some caps, on purpose
+@pytest.mark.parametrize(("min_length", "no_repeat_ngram_size"), [(6, 0), (0, 1)])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_min_length_and_no_repeat_ngram_equal_transformers(
+    beam: int, min_length: int, no_repeat_ngram_size: int
+) -> None:
+    """min_length as transformers' min_new_tokens (its min_length counts the decoder prompt too); the
+    n-gram ban sees the forced prefix, as transformers' sees all of the sequence."""
+    changed = []
+    for forced_eos in ("zero_score", "off"):
+        results = compare(Case(beam, forced_eos, 0.8, min_length, no_repeat_ngram_size), MAX_LENGTHS, PREFIXES)
+        plain = run_search(Case(beam, forced_eos, 0.8), MAX_LENGTHS, PREFIXES)
+        changed.append([[h.tokens for h in r] for r in results] != [[h.tokens for h in r] for r in plain])
+    assert any(changed), "the option must change some hypothesis for the comparison to mean anything"
+
+
+@pytest.mark.parametrize("forced_eos", ["zero_score", "off"])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_longer_prefixes_equal_transformers_forcing_them_one_step_at_a_time(
+    beam: int, forced_eos: ForcedEosMode
+) -> None:
+    prefixes = [(LANGS[0], 20, 21), (), (LANGS[1], 25), (LANGS[2], 30, 12, 13), (LANGS[0], 20, 21), (LANGS[1],)]
+    results = compare(Case(beam, forced_eos, 1.0), [9, 5, 2, 12, 3, 7], prefixes)
+    assert results[3][0].tokens[:4] == [LANGS[2], 30, 12, 13]
