@@ -40,7 +40,11 @@ class Alignment:
 class PieceCodec(Protocol):
     """What alignments need from the tokenizer (``engine.tokenizer.Tokenizer`` is one)."""
 
-    def pieces(self, ids: Sequence[int]) -> list[str]: ...
+    def source_pieces(self, ids: Sequence[int]) -> list[str]: ...
+
+    def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
+
+    def decode_source(self, ids: Sequence[int]) -> str: ...
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
@@ -84,7 +88,7 @@ def build_alignment(
     attention: np.ndarray, source_ids: Sequence[int], target_ids: Sequence[int], codec: PieceCodec
 ) -> Alignment:
     """attention (>= T+1, >= S+1) of one hypothesis; source/target ids without EOS or padding."""
-    source_pieces, target_pieces = codec.pieces(source_ids), codec.pieces(target_ids)
+    source_pieces, target_pieces = codec.source_pieces(source_ids), codec.target_pieces(target_ids)
     weights = subword_matrix(attention, len(source_ids), len(target_ids))
     source_groups, target_groups = word_groups(source_pieces), word_groups(target_pieces)
     if source_groups and target_groups:
@@ -95,7 +99,7 @@ def build_alignment(
         source_tokens=source_pieces,
         target_tokens=target_pieces,
         weights=weights.tolist(),
-        source_words=[codec.decode([source_ids[i] for i in g]) for g in source_groups],
+        source_words=[codec.decode_source([source_ids[i] for i in g]) for g in source_groups],
         target_words=[codec.decode([target_ids[i] for i in g]) for g in target_groups],
         word_alignment=pairs,
     )

@@ -182,6 +182,9 @@ class DecodingDefaults(_Strict):
     # without it).
     forced_eos: Literal["model_score", "zero_score", "off"] = "model_score"
     banned_ids: list[int] = Field(default_factory=list)  # never generated (the decoder graph masks them)
+    # Whether the other tokens' log-probabilities are renormalised once banned_ids are out
+    # (transformers' renormalize_logits); else they keep the values the model gives them.
+    renormalize: bool = False
 
 
 class Parity(_Strict):

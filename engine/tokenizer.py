@@ -1,14 +1,26 @@
-"""The joint sentencepiece vocabulary shared by source and target, and the text normalisation that
-training and serving must apply identically (``model.tokenizer`` trains the vocabulary with it)."""
+"""Text <-> ids for a bundle: sentencepiece models, and the text normalisation that training and
+serving must apply identically (``model.tokenizer`` trains our joint vocabulary with it).
+
+Two layouts, as ``engine.bundle.TokenizerFiles`` records them:
+
+- our own: one joint sentencepiece model whose ids are the model's (pad 0, unk 1, bos 2, eos 3);
+- imported (MarianMT, NLLB): a sentencepiece model per side splits text into pieces, and a vocabulary
+  maps each piece to the model's id, an unknown piece to unk, exactly as transformers' MarianTokenizer
+  does (NLLB's fairseq-shifted ids are such a vocabulary too). Pieces are looked up by their text,
+  not by their sentencepiece id: a joint vocabulary holds pieces one side's model does not know.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
 import sentencepiece as spm
+
+from engine.bundle import SpecialTokens, TokenizerFiles, TokenizerSide
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -25,30 +37,104 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
+class _Side:
+    """One side's sentencepiece model and, for imported models, its piece -> id vocabulary."""
+
+    def __init__(self, model_path: Path, vocab: dict[str, int] | None, unk_id: int) -> None:
+        self.sp = spm.SentencePieceProcessor(model_file=str(model_path))
+        self.vocab, self.unk_id = vocab, unk_id
+        self.by_id = {i: piece for piece, i in vocab.items()} if vocab is not None else None
+
+    @classmethod
+    def load(cls, root: Path, side: TokenizerSide, unk_id: int) -> _Side:
+        vocab = None
+        if side.vocab is not None:
+            vocab = json.loads((root / side.vocab).read_text(encoding="utf-8"))
+        return cls(root / side.model, vocab, unk_id)
+
+    @property
+    def size(self) -> int:
+        return self.sp.get_piece_size() if self.vocab is None else max(self.vocab.values()) + 1
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        if self.vocab is None:
+            return self.sp.encode(texts)
+        vocab, unk = self.vocab, self.unk_id
+        return [[vocab.get(p, unk) for p in pieces] for pieces in self.sp.encode(texts, out_type=str)]
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        if self.by_id is None:
+            return [self.sp.id_to_piece(i) for i in ids]
+        return [self.by_id.get(i, "") for i in ids]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode(ids) if self.vocab is None else self.sp.decode_pieces(self.pieces(ids))
+
+
 class Tokenizer:
-    """Encode text to ids (ending in EOS) and decode ids back to detokenized text."""
+    """Encode text to ids (prefix, pieces, EOS) and decode ids back to detokenized text."""
 
     def __init__(self, model_path: str | Path) -> None:
+        """Our joint vocabulary: one sentencepiece model with the special ids above."""
         self.model_path = Path(model_path)
-        self.sp = spm.SentencePieceProcessor(model_file=str(self.model_path))
-        if (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD_ID, BOS_ID, EOS_ID):
+        side = _Side(self.model_path, None, UNK_ID)
+        if (side.sp.pad_id(), side.sp.bos_id(), side.sp.eos_id()) != (PAD_ID, BOS_ID, EOS_ID):
             raise ValueError(f"{self.model_path}: special ids differ from pad={PAD_ID} bos={BOS_ID} eos={EOS_ID}")
+        self._init(side, side, SpecialTokens())
+
+    @classmethod
+    def from_files(cls, root: Path, files: TokenizerFiles, specials: SpecialTokens) -> Tokenizer:
+        """The tokenizer a bundle's manifest describes; ``root`` is the bundle directory."""
+        if files.source.vocab is None and files.source == files.target and specials == SpecialTokens():
+            return cls(root / files.source.model)
+        tokenizer = cls.__new__(cls)
+        tokenizer.model_path = root / files.source.model
+        source = _Side.load(root, files.source, specials.unk)
+        target = source if files.target == files.source else _Side.load(root, files.target, specials.unk)
+        tokenizer._init(source, target, specials)
+        return tokenizer
+
+    def _init(self, source: _Side, target: _Side, specials: SpecialTokens) -> None:
+        self.source, self.target, self.specials = source, target, specials
+        self.sp = source.sp
+        # Decoding drops what is not text; an imported model's unk as well, as transformers'
+        # skip_special_tokens does, while our own shows it as sentencepiece's " ⁇ ".
+        self._skip = {specials.pad, specials.bos, specials.eos}
+        if target.vocab is not None:
+            self._skip.add(specials.unk)
 
     @property
     def vocab_size(self) -> int:
-        return self.sp.get_piece_size()
+        """Source ids (the joint vocabulary's size for our own models)."""
+        return self.source.size
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.target.size
 
     def sha256(self) -> str:
         return hashlib.sha256(self.model_path.read_bytes()).hexdigest()
 
-    def encode(self, text: str) -> list[int]:
-        return self.sp.encode(normalize_text(text)) + [EOS_ID]
+    def encode(self, text: str, prefix: Sequence[int] = ()) -> list[int]:
+        return self.encode_batch([text], prefix)[0]
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [ids + [EOS_ID] for ids in self.sp.encode([normalize_text(t) for t in texts])]
+    def encode_batch(self, texts: Sequence[str], prefix: Sequence[int] = ()) -> list[list[int]]:
+        ids = self.source.encode([normalize_text(t) for t in texts])
+        return [[*prefix, *row, self.specials.eos] for row in ids]
 
-    def pieces(self, ids: Sequence[int]) -> list[str]:
-        return [self.sp.id_to_piece(i) for i in ids]
+    def count(self, text: str) -> int:
+        """Source pieces of ``text``, without language tokens or EOS."""
+        return len(self.source.encode([normalize_text(text)])[0])
+
+    def source_pieces(self, ids: Sequence[int]) -> list[str]:
+        return self.source.pieces(ids)
+
+    def target_pieces(self, ids: Sequence[int]) -> list[str]:
+        return self.target.pieces(ids)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.sp.decode([i for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID)])
+        """Target ids -> text, special tokens left out."""
+        return self.target.decode([i for i in ids if i not in self._skip])
+
+    def decode_source(self, ids: Sequence[int]) -> str:
+        return self.source.decode([i for i in ids if i not in self._skip])

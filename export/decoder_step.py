@@ -38,7 +38,12 @@ class DecoderStep(nn.Module):
     heads (0 = all)."""
 
     def __init__(
-        self, model: Transformer, *, alignment_layer: int, alignment_heads: int, banned_ids: Sequence[int] = ()
+        self,
+        model: Transformer,
+        *,
+        alignment_layer: int,
+        alignment_heads: int,
+        constraints: OutputConstraints | None = None,
     ) -> None:
         super().__init__()
         self.model = model
@@ -46,11 +51,7 @@ class DecoderStep(nn.Module):
         self.layers, self.heads, self.d_head, self.d_model = cfg.n_decoder_layers, cfg.n_heads, cfg.d_head, cfg.d_model
         self.alignment_layer = alignment_layer % self.layers
         self.alignment_heads = alignment_heads or self.heads
-        # Added after the log-softmax, as transformers' bad_words_ids are: the other tokens keep the
-        # log-probabilities the model gives them.
-        ban = torch.zeros(cfg.output_vocab_size)
-        ban[list(banned_ids)] = float("-inf")
-        self.register_buffer("ban", ban if banned_ids else None, persistent=False)
+        self.constraints = constraints or OutputConstraints(cfg.output_vocab_size, (), renormalize=False)
 
     def forward(self, tokens: Tensor, *caches_and_source: Tensor) -> tuple[Tensor, ...]:
         L = self.layers
@@ -75,9 +76,7 @@ class DecoderStep(nn.Module):
         logits = model.decoder_norm(x) @ model.output_proj.weight.T  # (N, V)
         if model.final_logits_bias is not None:
             logits = logits + model.final_logits_bias
-        log_probs = logits.log_softmax(dim=-1)
-        if self.ban is not None:
-            log_probs = log_probs + self.ban
+        log_probs = self.constraints(logits.log_softmax(dim=-1))
         return log_probs, *new_k, *new_v, alignment.reshape(x.shape[0], -1)
 
     def _layer(
@@ -121,6 +120,26 @@ class DecoderStep(nn.Module):
         weights = scores.softmax(dim=-1)
         out = (weights @ v).transpose(1, 2).reshape(-1, self.d_model)  # (B, K, H, Dh) -> (N, D)
         return _linear(out, attn.out_proj), weights
+
+
+class OutputConstraints(nn.Module):
+    """Banned tokens on log-probabilities (N, V), as transformers' bad_words_ids: -inf for them,
+    then, with ``renormalize`` (its renormalize_logits), a log-softmax over the rest; without it,
+    the rest keep the log-probabilities the model gives them. The parity check applies the same
+    module to PyTorch's log-probabilities."""
+
+    def __init__(self, vocab: int, banned_ids: Sequence[int], *, renormalize: bool) -> None:
+        super().__init__()
+        ban = torch.zeros(vocab)
+        ban[list(banned_ids)] = float("-inf")
+        self.register_buffer("ban", ban if banned_ids else None, persistent=False)
+        self.renormalize = renormalize
+
+    def forward(self, log_probs: Tensor) -> Tensor:
+        if self.ban is None:
+            return log_probs
+        log_probs = log_probs + self.ban
+        return log_probs.log_softmax(dim=-1) if self.renormalize else log_probs
 
 
 def _stacked_qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:

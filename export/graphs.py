@@ -20,7 +20,6 @@ the order of ``engine.bundle``'s signatures: all keys, then all values.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
@@ -28,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from engine.bundle import DYNAMIC_DIMS, TensorSpec, decoder_signature, encoder_signature
-from export.decoder_step import DecoderStep
+from export.decoder_step import DecoderStep, OutputConstraints
 from model.transformer import Transformer
 
 OPSET = 17
@@ -90,16 +89,21 @@ def _export(module: nn.Module, args: tuple[Tensor, ...], path: Path, inputs: tup
 
 
 def export_graphs(
-    model: Transformer, out_dir: Path, *, alignment_layer: int, alignment_heads: int, banned_ids: Sequence[int] = ()
+    model: Transformer,
+    out_dir: Path,
+    *,
+    alignment_layer: int,
+    alignment_heads: int,
+    constraints: OutputConstraints | None = None,
 ) -> tuple[Path, Path]:
-    """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` into ``out_dir``; the step never
-    chooses ``banned_ids`` (their log-probabilities are -inf)."""
+    """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` into ``out_dir``; the step's
+    log-probabilities go through ``constraints`` (banned tokens)."""
     # The wrappers must be in eval mode too: the exporter restores each wrapper's mode afterwards,
     # and a wrapper in training mode would switch the wrapped model (its dropout) back on.
     model.eval()
     encoder = EncoderGraph(model).eval()
     decoder = DecoderStep(
-        model, alignment_layer=alignment_layer, alignment_heads=alignment_heads, banned_ids=banned_ids
+        model, alignment_layer=alignment_layer, alignment_heads=alignment_heads, constraints=constraints
     ).eval()
     src, *decoder_args = _example_inputs(model)
     encoder_path, decoder_path = out_dir / "encoder.onnx", out_dir / "decoder.onnx"

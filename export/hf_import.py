@@ -48,7 +48,6 @@ IGNORED_GENERATION_SETTINGS = {
     "suppress_tokens",
     "begin_suppress_tokens",
     "max_new_tokens",
-    "renormalize_logits",
     "exponential_decay_length_penalty",
 }
 # The converted model must reproduce the checkpoint's log-probabilities this closely (fp32).
@@ -281,6 +280,7 @@ def _decoding(generation: Any, cfg: ModelConfig) -> DecodingDefaults:
         max_length=max_length - 1 if max_length else None,
         forced_eos="zero_score" if forced_eos is not None else "off",
         banned_ids=banned,
+        renormalize=bool(explicit.get("renormalize_logits", False)),
     )
 
 

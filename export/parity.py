@@ -23,6 +23,7 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from export.decoder_step import OutputConstraints
 from model.data import pad
 from model.decoding import DecodingOptions, max_decoding_length
 from model.transformer import Transformer
@@ -45,7 +46,7 @@ class ParityReport:
     max_abs_logprob_diff: float  # vs PyTorch incremental decoding
     max_abs_cache_vs_full_diff: float  # vs PyTorch recomputation of the whole prefix
     max_abs_alignment_diff: float
-    max_abs_logsumexp: float  # distance of the log-probabilities from normalised (0 = exact)
+    max_abs_logsumexp: float  # their total probability's distance from PyTorch's, as log (0 = exact)
     outputs: list[list[int]]  # greedy output of each sentence (EOS excluded), input order
 
     def worst(self) -> float:
@@ -111,6 +112,10 @@ def _max_abs(values: np.ndarray) -> float:
     return m if not np.isnan(m) else float("inf")
 
 
+def _logsumexp(log_probs: np.ndarray) -> np.ndarray:
+    return np.log(np.exp(log_probs.astype(np.float64)).sum(-1))
+
+
 @torch.no_grad()
 def torch_along(
     model: Transformer, src: torch.Tensor, run: GreedyRun, *, alignment_layer: int, alignment_heads: int
@@ -141,19 +146,16 @@ def check_parity(
     *,
     alignment_layer: int,
     alignment_heads: int,
-    banned_ids: Sequence[int] = (),
+    constraints: OutputConstraints | None = None,
     batch_size: int = 16,
 ) -> ParityReport:
-    """Decode ``sources`` (id lists ending in EOS) with the graphs and compare with PyTorch.
-
-    The graphs give ``banned_ids`` -inf; PyTorch's model knows nothing of them, so they are left
-    out of the comparison and take PyTorch's values in the normalisation check.
-    """
+    """Decode ``sources`` (id lists ending in EOS) with the graphs and compare with PyTorch, whose
+    log-probabilities go through the graphs' ``constraints`` first; banned tokens (-inf in both)
+    are left out of the comparison."""
     model.eval()
     cfg = model.config
     options = DecodingOptions()
-    allowed = np.ones(cfg.output_vocab_size, dtype=bool)
-    allowed[list(banned_ids)] = False
+    constrain = constraints or OutputConstraints(cfg.output_vocab_size, (), renormalize=False)
     diffs = {"step": 0.0, "full": 0.0, "align": 0.0, "lse": 0.0}
     positions, outputs = 0, []
     for start in range(0, len(sources), batch_size):
@@ -163,12 +165,14 @@ def check_parity(
         step_lp, step_align, full_lp = torch_along(
             model, src, run, alignment_layer=alignment_layer, alignment_heads=alignment_heads
         )
+        step_lp, full_lp = (constrain(torch.from_numpy(lp)).numpy() for lp in (step_lp, full_lp))
         alive = run.alive
-        onnx_lp = np.where(allowed, run.log_probs, step_lp)[alive]
-        diffs["step"] = max(diffs["step"], _max_abs(onnx_lp - step_lp[alive]))
-        diffs["full"] = max(diffs["full"], _max_abs(onnx_lp - full_lp[alive]))
+        allowed = np.isfinite(step_lp[alive])
+        onnx_lp = run.log_probs[alive]
+        diffs["step"] = max(diffs["step"], _max_abs((onnx_lp - step_lp[alive])[allowed]))
+        diffs["full"] = max(diffs["full"], _max_abs((onnx_lp - full_lp[alive])[allowed]))
         diffs["align"] = max(diffs["align"], _max_abs(run.alignment[alive] - step_align[alive]))
-        diffs["lse"] = max(diffs["lse"], _max_abs(np.log(np.exp(onnx_lp.astype(np.float64)).sum(-1))))
+        diffs["lse"] = max(diffs["lse"], _max_abs(_logsumexp(onnx_lp) - _logsumexp(step_lp[alive])))
         positions += int(alive.sum())
         outputs += [[int(t) for t in row[a] if t != cfg.eos_id] for row, a in zip(run.tokens, alive, strict=True)]
     return ParityReport(

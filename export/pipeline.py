@@ -30,6 +30,7 @@ from engine.bundle import (
 )
 from export import ExportError
 from export.bundle_writer import checksums, commit, prepare_output, write_manifest
+from export.decoder_step import OutputConstraints
 from export.graphs import OPSET, export_graphs
 from export.parity import OnnxGreedy, ParityReport, check_parity, one_torch_thread
 from export.quality import TestSet, measure
@@ -119,7 +120,7 @@ def _run(config: ExportConfig, staging: Path) -> ExportResult:
             Path(raw_dir),
             alignment_layer=alignment_layer,
             alignment_heads=config.alignment_heads,
-            banned_ids=source.decoding.banned_ids,
+            constraints=_constraints(source),
         )
         for raw_graph, name in zip(raw, GRAPH_FILES["fp32"], strict=True):
             optimize(raw_graph, staging / name)
@@ -156,6 +157,11 @@ def _load(config: ExportConfig, staging: Path) -> Source:
     assert config.hf_model is not None
     choice = LanguageChoice(_codes(config.source_language), _codes(config.target_language))
     return load_hf_source(config.hf_model, staging, choice)
+
+
+def _constraints(source: Source) -> OutputConstraints:
+    d = source.decoding
+    return OutputConstraints(source.model.config.output_vocab_size, d.banned_ids, renormalize=d.renormalize)
 
 
 def _codes(value: str | None) -> list[str] | None:
@@ -202,7 +208,7 @@ def _parity(
         ids,
         alignment_layer=alignment_layer,
         alignment_heads=config.alignment_heads,
-        banned_ids=source.decoding.banned_ids,
+        constraints=_constraints(source),
     )
     log.info(
         "parity %s: %d sentences, %d positions, max |dlogp| %.2e (cached step vs PyTorch), %.2e (vs full recompute)",

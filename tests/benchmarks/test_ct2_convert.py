@@ -62,7 +62,7 @@ def test_ct2_conversion_gives_the_same_log_probabilities(ct2_model: Path, tiny_c
     targets = [tokenizer.encode(t)[:-1][::-1] for t in texts]  # any target will do: reversed sources
     scored = translator.score_batch(
         [tokenizer.sp.encode(normalize_text(t), out_type=str) for t in texts],
-        [tokenizer.pieces(ids) for ids in targets],
+        [tokenizer.target_pieces(ids) for ids in targets],
     )
     for text, target, result in zip(texts, targets, scored, strict=True):
         expected = token_log_probs(model, tokenizer.encode(text), target)

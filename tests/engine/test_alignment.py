@@ -27,11 +27,15 @@ class PieceTable:
     def __init__(self, pieces: list[str]) -> None:
         self.table = pieces
 
-    def pieces(self, ids: Sequence[int]) -> list[str]:
+    def source_pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.table[i] for i in ids]
+
+    target_pieces = source_pieces
 
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(self.table[i] for i in ids).replace("▁", " ").strip()
+
+    decode_source = decode
 
 
 def test_word_groups_merge_pieces_at_word_start_markers() -> None:

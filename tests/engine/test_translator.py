@@ -41,7 +41,10 @@ def nbest(result) -> list[tuple[str, float, float]]:
 
 def test_loads_validates_and_describes_the_bundle(translator: Translator, tiny_bundle: Path) -> None:
     info = translator.info
-    assert [(lang.code, lang.tokens) for lang in info.languages.source + info.languages.target] == [("en", []), ("de", [])]
+    assert [(lang.code, lang.tokens) for lang in info.languages.source + info.languages.target] == [
+        ("en", []),
+        ("de", []),
+    ]
     assert (info.variant, info.provider) == ("fp32", "cpu")
     int8 = Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", variant="int8", warmup=False))
     assert int8.info.variant == "int8"

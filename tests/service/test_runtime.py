@@ -39,8 +39,14 @@ def test_one_call_checks_key_size_and_languages_then_translates(tiny_bundle: Pat
         assert result.text
         for bad, error in [
             (TranslationJob(texts=["A dog."], target_lang=info.languages.target[0].code), Unauthorized),
-            (TranslationJob(texts=["A dog."], target_lang=info.languages.target[0].code, api_key="wrong"), Unauthorized),
-            (TranslationJob(texts=["a"] * 3, target_lang=info.languages.target[0].code, api_key="secret"), PayloadTooLarge),
+            (
+                TranslationJob(texts=["A dog."], target_lang=info.languages.target[0].code, api_key="wrong"),
+                Unauthorized,
+            ),
+            (
+                TranslationJob(texts=["a"] * 3, target_lang=info.languages.target[0].code, api_key="secret"),
+                PayloadTooLarge,
+            ),
             (TranslationJob(texts=["A dog."], target_lang="xx", api_key="secret"), UnsupportedLanguage),
         ]:
             with pytest.raises(error):
