@@ -30,7 +30,7 @@ from engine.decoder import Step
 from engine.rules import ForcedEosMode
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers", minversion="5")
 from transformers import (  # noqa: E402
     GenerationConfig,
     GenerationMixin,
@@ -39,19 +39,15 @@ from transformers import (  # noqa: E402
     M2M100ForConditionalGeneration,
     MarianConfig,
     MarianMTModel,
+    PreTrainedConfig,
     PreTrainedModel,
 )
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache  # noqa: E402
 from transformers.generation.logits_process import ForcedEOSTokenLogitsProcessor, LogitsProcessorList  # noqa: E402
 from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput  # noqa: E402
 
-try:
-    from transformers import PreTrainedConfig
-except ImportError:  # transformers < 5
-    from transformers import PretrainedConfig as PreTrainedConfig
-
 V = 40
-UNK, PAD, EOS = 0, 1, 2  # PAD is not 0: transformers fills finished rows with `pad or eos`
+PAD, EOS = 1, 2  # PAD is not 0: transformers fills finished rows with `pad or eos`
 PROMPTS = range(3, 11)  # sentence s's decoder prompt: PROMPTS[s], never generated
 LANGS = (37, 38, 39)  # tokens a prefix forces, as target-language tags would be
 UNREACHABLE = -1e4  # logit of the tokens never generated
