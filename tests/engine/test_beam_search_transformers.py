@@ -1,11 +1,17 @@
-"""The search against transformers' own ``generate()``, both driving one stand-in model.
+"""The search against transformers' own ``generate()``, both driving the same model.
 
-The stand-in's next-token logits are a pseudo-random function of the whole sequence so far (decoder
-prompt included), so transformers' generate can run it without a cache, and a ``Decoder`` over the
-same function gives the search the very log-probabilities transformers computes (the same
-``torch.log_softmax`` over the same float32 logits). Each sentence's prompt is a token of its own,
-never generated, which the stand-in reads as the sentence: transformers counts it as its decoder
-prompt (as an encoder-decoder's decoder start token), not as a generated token.
+Mostly a stand-in model whose next-token logits are a pseudo-random function of the whole sequence
+so far (decoder prompt included), so transformers' generate can run it without a cache, and a
+``Decoder`` over the same function gives the search the very log-probabilities transformers computes
+(the same ``torch.log_softmax`` over the same float32 logits): tokens and scores must be identical.
+Each sentence's prompt is a token of its own, never generated, which the stand-in reads as the
+sentence: transformers counts it as its decoder prompt (as an encoder-decoder's decoder start
+token), not as a generated token.
+
+Then tiny random MarianMT and M2M100 (NLLB's) models, which the search drives step by step through
+their own key-value cache: their float32 arithmetic differs in the last bits between transformers'
+batch of B*K rows and the search's (fewer rows at step 0 and once sentences finish), so the scores
+agree to float32 precision and the tokens exactly.
 
 Transformers' beam search runs with ``early_stopping=True``; ``num_beams=1`` is its greedy search.
 """
@@ -24,18 +30,24 @@ from engine.decoder import Step
 from engine.rules import ForcedEosMode
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-from transformers import GenerationConfig, GenerationMixin, LogitsProcessor, PreTrainedModel  # noqa: E402
+pytest.importorskip("transformers", minversion="5")
+from transformers import (  # noqa: E402
+    GenerationConfig,
+    GenerationMixin,
+    LogitsProcessor,
+    M2M100Config,
+    M2M100ForConditionalGeneration,
+    MarianConfig,
+    MarianMTModel,
+    PreTrainedConfig,
+    PreTrainedModel,
+)
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache  # noqa: E402
 from transformers.generation.logits_process import ForcedEOSTokenLogitsProcessor, LogitsProcessorList  # noqa: E402
-from transformers.modeling_outputs import CausalLMOutput  # noqa: E402
-
-try:
-    from transformers import PreTrainedConfig
-except ImportError:  # transformers < 5
-    from transformers import PretrainedConfig as PreTrainedConfig
+from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput  # noqa: E402
 
 V = 40
-UNK, PAD, EOS = 0, 1, 2  # PAD is not 0: transformers fills finished rows with `pad or eos`
+PAD, EOS = 1, 2  # PAD is not 0: transformers fills finished rows with `pad or eos`
 PROMPTS = range(3, 11)  # sentence s's decoder prompt: PROMPTS[s], never generated
 LANGS = (37, 38, 39)  # tokens a prefix forces, as target-language tags would be
 UNREACHABLE = -1e4  # logit of the tokens never generated
@@ -231,3 +243,132 @@ def test_longer_prefixes_equal_transformers_forcing_them_one_step_at_a_time(
     prefixes = [(LANGS[0], 20, 21), (), (LANGS[1], 25), (LANGS[2], 30, 12, 13), (LANGS[0], 20, 21), (LANGS[1],)]
     results = compare(Case(beam, forced_eos, 1.0), [9, 5, 2, 12, 3, 7], prefixes)
     assert results[3][0].tokens[:4] == [LANGS[2], 30, 12, 13]
+
+
+TINY = dict(
+    vocab_size=64,
+    d_model=16,
+    encoder_layers=1,
+    decoder_layers=1,
+    encoder_attention_heads=2,
+    decoder_attention_heads=2,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    max_position_embeddings=64,
+    forced_eos_token_id=None,  # generate() would fill an unset forced_eos_token_id from the model's config
+)
+
+
+def tiny_model(architecture: str) -> PreTrainedModel:
+    """Random weights, peaked enough that no two continuations nearly tie. Random weights alone never
+    make EOS likely: its logit is set to rise past the row's best as the decoder length passes the
+    source length (read off the attention mask), so that sentences end at different steps."""
+    if architecture == "marian":
+        base, config = MarianMTModel, MarianConfig(**TINY, pad_token_id=63, eos_token_id=0, decoder_start_token_id=63)
+    else:
+        config = M2M100Config(**TINY, pad_token_id=1, eos_token_id=2, bos_token_id=0, decoder_start_token_id=2)
+        base = M2M100ForConditionalGeneration
+
+    class EosRamp(base):
+        def forward(
+            self, *args: object, past_key_values: EncoderDecoderCache, attention_mask: torch.Tensor, **kwargs: object
+        ) -> object:
+            out = super().forward(*args, past_key_values=past_key_values, attention_mask=attention_mask, **kwargs)
+            logits = out.logits[:, -1]
+            length = past_key_values.get_seq_length()  # decoder tokens so far, this step's included
+            due = attention_mask.sum(dim=-1) + 1.5  # never a whole number: EOS never ties with the best
+            logits[:, self.config.eos_token_id] = logits.max(dim=-1).values + (length - due)
+            return out
+
+    torch.manual_seed(0)
+    model = EosRamp(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0, 1.0)
+    return model
+
+
+class CachedDecoder:
+    """The search's Decoder over a transformers encoder-decoder, through its key-value cache. Padding
+    is banned after log_softmax, as transformers' bad_words_ids does (Marian's checkpoints ban it)."""
+
+    def __init__(self, model: PreTrainedModel, src: torch.Tensor) -> None:
+        self.model, self.mask = model, (src != model.config.pad_token_id).long()
+        self.encoded = model.get_encoder()(input_ids=src, attention_mask=self.mask).last_hidden_state
+        self.row_sentence = torch.arange(len(src))
+        self.cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
+        rows = self.row_sentence
+        with torch.no_grad():
+            out = self.model(
+                encoder_outputs=BaseModelOutput(last_hidden_state=self.encoded[rows]),
+                attention_mask=self.mask[rows],
+                decoder_input_ids=torch.from_numpy(tokens)[:, None],
+                past_key_values=self.cache,
+            )
+        log_probs = torch.log_softmax(out.logits[:, -1], dim=-1).numpy()
+        log_probs[:, self.model.config.pad_token_id] = -np.inf
+        ids = np.argsort(-log_probs, axis=1, kind="stable")[:, :candidates]
+        return Step(log_probs if full else None, np.take_along_axis(log_probs, ids, axis=1), ids, None)
+
+    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
+        index = torch.from_numpy(rows)
+        self.cache.reorder_cache(index)
+        self.row_sentence = self.row_sentence[index]
+
+
+@pytest.mark.parametrize(("beam", "forced_eos"), [(1, "zero_score"), (1, "off"), (4, "zero_score"), (4, "off")])
+@pytest.mark.parametrize("architecture", ["marian", "m2m100"])
+def test_search_equals_generate_on_tiny_encoder_decoders(
+    architecture: str, beam: int, forced_eos: ForcedEosMode
+) -> None:
+    """Marian as its checkpoints run (forced_eos_token_id for zero_score, padding banned); M2M100 as
+    NLLB does, with a target-language token as forced_bos_token_id. Sources of several lengths, padded."""
+    model = tiny_model(architecture)
+    config, max_new_tokens = model.config, 8
+    src = torch.randint(3, 62, (6, 7), generator=torch.Generator().manual_seed(1))
+    for b, length in enumerate([7, 6, 3, 7, 4, 5]):
+        src[b, length:] = config.pad_token_id
+    lang = 40 if architecture == "m2m100" else None
+    beam_flags = dict(early_stopping=True, length_penalty=0.7) if beam > 1 else {}
+    generation = GenerationConfig(
+        **beam_flags,
+        num_beams=beam,
+        num_return_sequences=beam,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        decoder_start_token_id=config.decoder_start_token_id,
+        forced_eos_token_id=config.eos_token_id if forced_eos == "zero_score" else None,
+        forced_bos_token_id=lang,
+        bad_words_ids=[[config.pad_token_id]],
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+    with torch.no_grad():
+        out = model.generate(src, attention_mask=(src != config.pad_token_id).long(), generation_config=generation)
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, length_penalty=0.7)
+    prefixes = [[lang] if lang is not None else [] for _ in range(len(src))]
+    results = search(
+        CachedDecoder(model, src),
+        [max_new_tokens] * len(src),
+        options,
+        bos_id=config.decoder_start_token_id,
+        eos_id=config.eos_token_id,
+        prefixes=prefixes,
+        forced_eos=forced_eos,
+    )
+    scores = out.sequences_scores.tolist() if beam > 1 else [None] * len(out.sequences)
+    expected = []
+    for row, score in zip(out.sequences.tolist(), scores, strict=True):
+        generated = row[1:]
+        eos = config.eos_token_id in generated
+        end = generated.index(config.eos_token_id) if eos else max_new_tokens
+        expected.append((generated[:end], eos, score))
+    got = [(h.tokens, h.eos, h.normalized_score if beam > 1 else None) for hyps in results for h in hyps]
+    assert [(t, e) for t, e, _ in got] == [(t, e) for t, e, _ in expected]
+    assert [score for *_, score in got] == pytest.approx([score for *_, score in expected], abs=1e-5)
+    lengths = {h.length for hyps in results for h in hyps}
+    assert min(lengths) < max_new_tokens == max(lengths), "some sentences must end early, some reach the cap"
