@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
-from engine.bundle import SpecialTokens, TokenizerFiles, TokenizerSide
+from engine.bundle import Bundle, SpecialTokens, TokenizerFiles, TokenizerSide
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -68,7 +68,11 @@ class _Side:
         return [self.by_id.get(i, "") for i in ids]
 
     def decode(self, ids: list[int]) -> str:
-        return self.sp.decode(ids) if self.vocab is None else self.sp.decode_pieces(self.pieces(ids))
+        if self.vocab is None:
+            return self.sp.decode(ids)
+        # A joint vocabulary's pieces from the other side's model are unknown to this one, which
+        # leaves their word-start marks in place; transformers turns those into spaces too.
+        return self.sp.decode_pieces(self.pieces(ids)).replace("▁", " ").strip()
 
 
 class Tokenizer:
@@ -83,23 +87,31 @@ class Tokenizer:
         self._init(side, side, SpecialTokens())
 
     @classmethod
-    def from_files(cls, root: Path, files: TokenizerFiles, specials: SpecialTokens) -> Tokenizer:
-        """The tokenizer a bundle's manifest describes; ``root`` is the bundle directory."""
+    def from_bundle(cls, bundle: Bundle) -> Tokenizer:
+        m = bundle.manifest
+        languages = {t for lang in m.languages.source + m.languages.target for t in lang.tokens}
+        return cls.from_files(bundle.path, m.tokenizer, m.special_tokens, language_tokens=languages)
+
+    @classmethod
+    def from_files(
+        cls, root: Path, files: TokenizerFiles, specials: SpecialTokens, *, language_tokens: Iterable[int] = ()
+    ) -> Tokenizer:
+        """The tokenizer ``files`` (in directory ``root``) describe; decoding drops ``language_tokens``."""
         if files.source.vocab is None and files.source == files.target and specials == SpecialTokens():
             return cls(root / files.source.model)
         tokenizer = cls.__new__(cls)
         tokenizer.model_path = root / files.source.model
         source = _Side.load(root, files.source, specials.unk)
         target = source if files.target == files.source else _Side.load(root, files.target, specials.unk)
-        tokenizer._init(source, target, specials)
+        tokenizer._init(source, target, specials, language_tokens)
         return tokenizer
 
-    def _init(self, source: _Side, target: _Side, specials: SpecialTokens) -> None:
+    def _init(self, source: _Side, target: _Side, specials: SpecialTokens, language_tokens: Iterable[int] = ()) -> None:
         self.source, self.target, self.specials = source, target, specials
         self.sp = source.sp
         # Decoding drops what is not text; an imported model's unk as well, as transformers'
         # skip_special_tokens does, while our own shows it as sentencepiece's " ⁇ ".
-        self._skip = {specials.pad, specials.bos, specials.eos}
+        self._skip = {specials.pad, specials.bos, specials.eos, *language_tokens}
         if target.vocab is not None:
             self._skip.add(specials.unk)
 

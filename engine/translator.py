@@ -41,7 +41,7 @@ from engine.api import (
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, load_bundle
 from engine.cpus import available_cpus, default_threads
-from engine.languages import resolve_pair
+from engine.languages import pairs, resolve_pair
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.segmenter import SegmentedText, segment
 from engine.tokenizer import Tokenizer
@@ -107,7 +107,7 @@ class Translator:
         self.config = config
         bundle = load_bundle(config.model_dir)
         manifest = bundle.manifest
-        self.tokenizer = Tokenizer.from_files(bundle.path, manifest.tokenizer, manifest.special_tokens)
+        self.tokenizer = Tokenizer.from_bundle(bundle)
         self._check_tokenizer(bundle)
         provider = resolve_provider(config.provider)
         variant = config.variant or getattr(manifest.default_variant, provider)
@@ -131,12 +131,13 @@ class Translator:
             decoding=manifest.decoding,
         )
         if config.warmup:
-            self.translate_batch([WARMUP_TEXT])
+            source, target = pairs(manifest.languages)[0]
+            self.translate_batch([WARMUP_TEXT], TranslationOptions(source_language=source, target_language=target))
 
     def _check_tokenizer(self, bundle: Bundle) -> None:
-        expected, actual = bundle.manifest.dimensions.vocab_size, self.tokenizer.target_vocab_size
-        if actual != expected:
-            raise BundleError(f"{bundle.path}: the tokenizer has {actual} target ids, the manifest says {expected}")
+        outputs, ids = bundle.manifest.dimensions.vocab_size, self.tokenizer.target_vocab_size
+        if ids > outputs:  # the model may have more outputs than the tokenizer ids (NLLB does)
+            raise BundleError(f"{bundle.path}: the tokenizer has {ids} target ids, the model only {outputs} outputs")
 
     # -- public API -------------------------------------------------------------------------
 

@@ -77,10 +77,11 @@ def load_hf_source(directory: Path, staging: Path, languages: LanguageChoice) ->
     _check_against(hf_model, model, directory)
     converted = convert_tokenizer(directory, staging, decoder_start_id=model_config.bos_id)
     tokenizer = Tokenizer.from_files(staging, converted.files, converted.special_tokens)
-    if tokenizer.target_vocab_size != model_config.output_vocab_size:
+    # NLLB's output layer has rows past the tokenizer's last id; fewer rows than ids cannot work.
+    if tokenizer.target_vocab_size > model_config.output_vocab_size:
         raise ExportError(
             f"{directory}: the tokenizer has {tokenizer.target_vocab_size} target ids, "
-            f"the model's output {model_config.output_vocab_size}"
+            f"the model's output only {model_config.output_vocab_size}"
         )
     served = _languages(directory, converted.language_tokens, languages)
     log.info("converted %s (%s): %d source, %d target languages", directory, config.model_type, *_counts(served))
@@ -249,7 +250,7 @@ def _tag(code: str) -> str:
     """A model's language code as a short BCP 47 tag: ``deu_Latn`` -> ``de``, ``zho_Hant`` -> ``zh-Hant``."""
     import langcodes
 
-    return langcodes.Language.get(code.replace("_", "-")).simplify_script().to_tag()
+    return langcodes.Language.get(code.strip("_").replace("_", "-")).simplify_script().to_tag()
 
 
 def _decoding(generation: Any, cfg: ModelConfig) -> DecodingDefaults:

@@ -169,8 +169,8 @@ def check_parity(
         alive = run.alive
         allowed = np.isfinite(step_lp[alive])
         onnx_lp = run.log_probs[alive]
-        diffs["step"] = max(diffs["step"], _max_abs((onnx_lp - step_lp[alive])[allowed]))
-        diffs["full"] = max(diffs["full"], _max_abs((onnx_lp - full_lp[alive])[allowed]))
+        diffs["step"] = max(diffs["step"], _max_abs(onnx_lp[allowed] - step_lp[alive][allowed]))
+        diffs["full"] = max(diffs["full"], _max_abs(onnx_lp[allowed] - full_lp[alive][allowed]))
         diffs["align"] = max(diffs["align"], _max_abs(run.alignment[alive] - step_align[alive]))
         diffs["lse"] = max(diffs["lse"], _max_abs(_logsumexp(onnx_lp) - _logsumexp(step_lp[alive])))
         positions += int(alive.sum())

@@ -47,7 +47,7 @@ class EngineProcess:
         self.config = config
         # The children load and check the whole bundle; the parent needs only its tokenizer.
         bundle = load_bundle(config.model_dir, verify_checksums=False, check_graphs=False)
-        self.tokenizer = Tokenizer.from_files(bundle.path, bundle.manifest.tokenizer, bundle.manifest.special_tokens)
+        self.tokenizer = Tokenizer.from_bundle(bundle)
         child_config = replace(config, streams=1, threads=config.threads_per_stream)
         self._children: list[_Child] = []
         try:

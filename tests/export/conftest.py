@@ -32,8 +32,7 @@ def alignment_layer(tiny_bundle: Path) -> int:
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tiny_bundle: Path) -> Tokenizer:
-    bundle = load_bundle(tiny_bundle, check_graphs=False)
-    return Tokenizer.from_files(bundle.path, bundle.manifest.tokenizer, bundle.manifest.special_tokens)
+    return Tokenizer.from_bundle(load_bundle(tiny_bundle, check_graphs=False))
 
 
 def greedy_for(bundle_dir: Path, variant: str) -> OnnxGreedy:
