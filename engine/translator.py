@@ -41,7 +41,7 @@ from engine.api import (
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, load_bundle
 from engine.cpus import available_cpus, default_threads
-from engine.languages import pairs, resolve_pair
+from engine.languages import pairs
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.segmenter import SegmentedText, segment
 from engine.tokenizer import Tokenizer
@@ -119,6 +119,8 @@ class Translator:
         )
         self.pool = ThreadPoolExecutor(config.streams, thread_name_prefix="decode") if config.streams > 1 else None
         self.manifest = manifest
+        self._sources = {lang.code: lang for lang in manifest.languages.source}
+        self._targets = {lang.code: lang for lang in manifest.languages.target}
         self.max_positions = d.max_positions
         self.max_source_ids = d.max_positions - 1  # EOS included, one position left for padding (pad_batch)
         self.info = ModelInfo(
@@ -148,7 +150,7 @@ class Translator:
     def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
         """Translate ``texts`` with ``options`` (default: the model's); ValueError if invalid."""
         options = (options or TranslationOptions()).resolved(self.info)
-        pair = _Pair(*resolve_pair(self.manifest.languages, options.source_language, options.target_language))
+        pair = _Pair(self._sources[options.source_language], self._targets[options.target_language])
         search = options.search_options()
         stats = BatchStats()
         segmented = [self._segment(text, pair) for text in texts]

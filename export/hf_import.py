@@ -14,6 +14,7 @@ transformers is needed here only (``pip install '.[import]'``); serving never im
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,19 @@ log = logging.getLogger("export")
 SUPPORTED = {"marian": "MarianMT (OPUS-MT)", "m2m_100": "M2M100 (NLLB included)"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# model.{encoder,decoder}.layers.{i}.{sublayer}.{parameter} -> ours
+LAYER_PARAMETER = re.compile(r"model\.(encoder|decoder)\.layers\.(\d+)\.(\w+?)\.(\w+(?:\.\w+)?)")
+_COMMON = {"fc1": "ffn.fc1", "fc2": "ffn.fc2", "final_layer_norm": "ffn_res.norm"}
+SUBLAYERS = {
+    "encoder": {"self_attn": "self_attn", "self_attn_layer_norm": "attn_res.norm", **_COMMON},
+    "decoder": {
+        "self_attn": "self_attn",
+        "self_attn_layer_norm": "self_res.norm",
+        "encoder_attn": "cross_attn",
+        "encoder_attn_layer_norm": "cross_res.norm",
+        **_COMMON,
+    },
+}
 # Generation settings that change outputs and that the engine does not apply.
 IGNORED_GENERATION_SETTINGS = {
     "min_length",
@@ -84,7 +98,8 @@ def load_hf_source(directory: Path, staging: Path, languages: LanguageChoice) ->
             f"the model's output only {model_config.output_vocab_size}"
         )
     served = _languages(directory, converted.language_tokens, languages)
-    log.info("converted %s (%s): %d source, %d target languages", directory, config.model_type, *_counts(served))
+    sizes = len(served.source), len(served.target)
+    log.info("converted %s (%s): %d source, %d target languages", directory, config.model_type, *sizes)
     return Source(
         model=model,
         tokenizer=tokenizer,
@@ -173,23 +188,10 @@ def _weights(hf: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.T
         for side in ("encoder", "decoder"):
             for p in ("weight", "bias"):
                 out[f"{side}_norm.{p}"] = hf[f"model.{side}.layer_norm.{p}"]
-    sublayers = {
-        "encoder": {"self_attn": "self_attn", "attn_res.norm": "self_attn_layer_norm"},
-        "decoder": {
-            "self_attn": "self_attn",
-            "self_res.norm": "self_attn_layer_norm",
-            "cross_attn": "encoder_attn",
-            "cross_res.norm": "encoder_attn_layer_norm",
-        },
-    }
-    common = {"ffn.fc1": "fc1", "ffn.fc2": "fc2", "ffn_res.norm": "final_layer_norm"}
-    for side, layers in (("encoder", cfg.n_encoder_layers), ("decoder", cfg.n_decoder_layers)):
-        for i in range(layers):
-            for ours, theirs in {**sublayers[side], **common}.items():
-                prefix = f"model.{side}.layers.{i}.{theirs}."
-                for name, tensor in hf.items():
-                    if name.startswith(prefix):
-                        out[f"{side}_layers.{i}.{ours}.{name[len(prefix) :]}"] = tensor
+    for name, tensor in hf.items():
+        if (match := LAYER_PARAMETER.fullmatch(name)) and (ours := SUBLAYERS[match[1]].get(match[3])):
+            # An unknown sublayer is left out, so the strict load reports the parameters it lacks.
+            out[f"{match[1]}_layers.{match[2]}.{ours}.{match[4]}"] = tensor
     return out
 
 
@@ -283,7 +285,3 @@ def _decoding(generation: Any, cfg: ModelConfig) -> DecodingDefaults:
         banned_ids=banned,
         renormalize=bool(explicit.get("renormalize_logits", False)),
     )
-
-
-def _counts(languages: Languages) -> tuple[int, int]:
-    return len(languages.source), len(languages.target)

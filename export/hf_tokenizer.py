@@ -70,9 +70,9 @@ def convert_tokenizer(directory: Path, out_dir: Path, *, decoder_start_id: int) 
 
 def _vocabularies(tokenizer: Any) -> tuple[dict[str, int], dict[str, int]]:
     """(source, target) piece -> id tables; the same object when the vocabulary is joint."""
-    vocab = dict(tokenizer.get_vocab())
     if getattr(tokenizer, "separate_vocabs", False):
         return dict(tokenizer.encoder), dict(tokenizer.target_encoder)
+    vocab = dict(tokenizer.get_vocab())
     return vocab, vocab
 
 
