@@ -6,13 +6,14 @@ sentencepiece tokenizer trained on the first lines of a corpus directory in the 
 
 - ``build_marian``: MarianMT (OPUS-MT): ``source.spm`` and ``target.spm`` (unigram), ``vocab.json``
   with ``</s>`` 0, ``<unk>`` 1, the pieces of both models and ``<pad>`` last (or, with
-  ``separate_vocabs``, one vocabulary per side), and OPUS-MT's generation config.
+  ``separate_vocabs``, ``vocab.json`` and ``target_vocab.json``, one per side), and OPUS-MT's
+  generation config.
 - ``build_nllb``: M2M100 with the NLLB tokenizer: ``sentencepiece.bpe.model`` (BPE) with fairseq's
   ids (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, pieces shifted by one), NLLB's language codes
   as special tokens after the pieces, and NLLB's generation config.
 
 A random decoder never ends its outputs by itself; ``end_by_source_length`` rewires a few weights
-so that outputs end after about as many tokens as the source has.
+so that they end after about ``length_ratio`` (0.7) x as many tokens as the source has.
 
 This module imports torch and transformers; the engine and the service never import it.
 """
@@ -41,8 +42,17 @@ from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
 
 # The corpus file suffix of each NLLB language code that ``build_nllb`` trains on by default.
 NLLB_LANGUAGES = {"eng_Latn": "en", "deu_Latn": "de", "fra_Latn": "fr", "ces_Latn": "cs"}
-CALIBRATION_SENTENCES = 64
+# Token embeddings smaller than the other weights (TinyDims.init_std): a random decoder's logits
+# would otherwise favour the token it has just read, tied embeddings being what they are.
 EMBEDDING_STD = 0.02
+# The calibration in end_by_source_length:
+CALIBRATION_SENTENCES = 64
+CALIBRATION_STEPS = 48  # decoder positions it looks at (more than the outputs have)
+CALIBRATION_ROUNDS = 4  # for the head's weight, whose effect the layer norms make nonlinear
+LOGIT_STD = 2.0  # spread of the calibrated model's logits: peaked enough that beams rarely tie
+LOGITS_PER_STEP = 1.0  # how fast EOS gains on the best other token around the intended length
+
+Model = MarianMTModel | M2M100ForConditionalGeneration
 
 
 @dataclass(frozen=True)
@@ -112,12 +122,11 @@ def _pieces(model: bytes) -> list[str]:
 
 
 def marian_vocab(*models: bytes) -> dict[str, int]:
-    """OPUS-MT's vocabulary: ``</s>`` 0, ``<unk>`` 1, every piece of ``models`` once, ``<pad>`` last."""
+    """OPUS-MT's vocabulary but for ``<pad>``: ``</s>`` 0, ``<unk>`` 1, every piece of ``models`` once."""
     vocab = {"</s>": 0, "<unk>": 1}
     for model in models:
         for piece in _pieces(model):
             vocab.setdefault(piece, len(vocab))
-    vocab["<pad>"] = len(vocab)
     return vocab
 
 
@@ -130,7 +139,7 @@ def build_marian(
     lines: int = 3000,
     dims: TinyDims = TinyDims(),
     separate_vocabs: bool = False,
-    length_ratio: float = 1.0,
+    length_ratio: float = 0.7,
     seed: int = 0,
 ) -> Path:
     """Write a tiny MarianMT checkpoint to ``out_dir`` (returned). ``separate_vocabs``: one
@@ -144,12 +153,15 @@ def build_marian(
     )
     (out_dir / "source.spm").write_bytes(source_spm)
     (out_dir / "target.spm").write_bytes(target_spm)
+    # <pad> comes last, as in OPUS-MT; the model has one pad id, so with two vocabularies it takes
+    # the first id after both (the shorter one then has ids without a piece).
     if separate_vocabs:
-        # Both sentencepiece models have the same number of pieces, so <pad> has one id in both.
         source_vocab, target_vocab = marian_vocab(source_spm), marian_vocab(target_spm)
+        source_vocab["<pad>"] = target_vocab["<pad>"] = max(len(source_vocab), len(target_vocab))
         _write_json(out_dir / "target_vocab.json", target_vocab)
     else:
         source_vocab = target_vocab = marian_vocab(source_spm, target_spm)
+        source_vocab["<pad>"] = len(source_vocab)
     _write_json(out_dir / "vocab.json", source_vocab)
     tokenizer = MarianTokenizer(
         source_spm=str(out_dir / "source.spm"),
@@ -163,11 +175,9 @@ def build_marian(
     tokenizer.save_pretrained(out_dir)
 
     pad, eos = source_vocab["<pad>"], source_vocab["</s>"]
-    if target_vocab["<pad>"] != pad:
-        raise ValueError(f"{out_dir}: <pad> is {pad} in the source vocabulary, {target_vocab['<pad>']} in the target's")
     config = MarianConfig(
-        vocab_size=len(source_vocab),
-        decoder_vocab_size=len(target_vocab),
+        vocab_size=pad + 1,
+        decoder_vocab_size=pad + 1,
         share_encoder_decoder_embeddings=not separate_vocabs,
         activation_function="swish",
         pad_token_id=pad,
@@ -199,7 +209,7 @@ def build_nllb(
     languages: dict[str, str] | None = None,
     lines: int = 1000,
     dims: TinyDims = TinyDims(),
-    length_ratio: float = 1.0,
+    length_ratio: float = 0.7,
     seed: int = 0,
 ) -> Path:
     """Write a tiny M2M100 checkpoint with the NLLB tokenizer to ``out_dir`` (returned).
@@ -252,7 +262,7 @@ def build_nllb(
 
 def _save_model(
     out_dir: Path,
-    model_class: type[MarianMTModel | M2M100ForConditionalGeneration],
+    model_class: type[Model],
     config: PreTrainedConfig,
     generation: GenerationConfig,
     calibration: dict[str, torch.Tensor],
@@ -270,20 +280,13 @@ def _save_model(
     model.save_pretrained(out_dir)
 
 
-CALIBRATION_STEPS = 48  # decoder positions the length calibration looks at (longer than the outputs)
-LOGIT_STD = 2.0  # spread of the logits of a calibrated model: peaked enough that beams rarely tie
-LOGITS_PER_STEP = 1.0  # how fast EOS gains on the best other token around the intended length
-
-Model = MarianMTModel | M2M100ForConditionalGeneration
-
-
 @dataclass(frozen=True)
 class _Channels:
     """Model dimensions that only position embeddings feed (no token embedding, no sublayer)."""
 
     target: int  # rises with the position: the decoder counts its output with it
     source: int  # rises with the position too: the encoder marks how long the source is
-    # Constant: layer norms subtract the same mean from these as from the others, so that
+    # About 0: layer norms subtract the same mean from these as from the others, so that
     # differences are exact. Each side has its own, since EOS (also a source token and NLLB's
     # decoder start) embeds the target one.
     target_reference: int
@@ -293,62 +296,71 @@ class _Channels:
         return [self.target, self.source, self.target_reference, self.source_reference]
 
 
-def end_by_source_length(model: Model, calibration: dict[str, torch.Tensor], *, length_ratio: float = 1.0) -> None:
+def end_by_source_length(model: Model, calibration: dict[str, torch.Tensor], *, length_ratio: float) -> None:
     """Make a random model end its outputs after about ``length_ratio`` x the source's token count.
 
     A constant EOS bias does not do it: a random decoder's logits barely change from step to step,
     so EOS is either the best token at the first step or at none. Instead the EOS logit grows with
     the target position and shrinks with the source length:
 
-    - three dimensions carry positions only (``_Channels``): no token embedding has them and no
-      sublayer writes them, so the decoder's residual stream keeps the target position;
-    - one cross-attention head of the last decoder layer attends uniformly over the source: it
-      averages the source channel (larger for longer sources) and subtracts it from the target
-      channel;
-    - the output projection (tied to the embeddings) gives EOS the target channel minus the
-      reference channel: layer norms subtract the same mean from both, which the difference cancels.
+    - four dimensions carry positions only (``_Channels``): no token embedding has them and no
+      sublayer writes them, so the residual streams keep the position embeddings' values there;
+    - head 0 of the last decoder layer's cross-attention attends uniformly over the source, so
+      that it averages the source channel (larger for longer sources), and subtracts that from the
+      target channel;
+    - EOS's logit gains the target channel minus its reference (the output projection is tied to the
+      embeddings; the final layer norm's weights make the difference): layer norms subtract the
+      same mean from both, which the difference cancels. Marian's layer norms on the residual
+      stream are made to pass the channels unscaled (``_pass_through_norms``).
 
-    On ``calibration`` (a tokenized batch of sources) a forward pass with random target tokens
-    measures how that difference depends on target position and source length (least squares);
-    the head's weight and the final layer norm's weights and biases on these channels are set so
-    that the EOS logit overtakes the mean best other logit when the target reaches ``length_ratio``
-    x the source length, gaining ``LOGITS_PER_STEP`` per step. The tokens' own logits and beam
-    search make the actual lengths vary around that. The final layer norm's other dimensions are
-    scaled so that the logits spread by ``LOGIT_STD``.
+    On ``calibration`` (a tokenized batch of sources), teacher-forced on the model's greedy output
+    with EOS suppressed, least squares give how that difference depends on target position and
+    source length. The head's weight is set so that a source token counts as ``length_ratio``
+    steps, then the final layer norm's weights and bias on the two channels so that the EOS logit
+    overtakes the mean best other logit there, gaining ``LOGITS_PER_STEP`` per step. The tokens' own
+    logits and beam search make the actual lengths vary around that. Before that, the final layer
+    norm's other dimensions are scaled so that the logits spread by ``LOGIT_STD``.
     """
     channels = _position_channels(model)
     head = _wire_channels(model, channels)
     norm = _final_norm(model)
     eos_reads = [channels.target, channels.target_reference]
     with torch.no_grad():
-        scale = LOGIT_STD / _measure(model, calibration, _random_targets(model, calibration), channels)[2].std()
+        _pass_through_norms(model, calibration, channels)
+        scale = _rounded(
+            LOGIT_STD / _measure(model, calibration, _random_targets(model, calibration), channels)[2].std()
+        )
         norm.weight *= scale
         norm.bias *= scale
         norm.weight[eos_reads], norm.bias[eos_reads] = 1.0, 0.0
         # What follows changes the EOS logit only, so the path the model takes otherwise stays.
         targets = _greedy_targets(model, calibration)
-        by_position, by_source = _fit(model, calibration, targets, channels)[:2]
-        head.weight[channels.target, 0] *= length_ratio * by_position / -by_source
+        for _ in range(CALIBRATION_ROUNDS):
+            by_position, by_source = _fit(model, calibration, targets, channels)[:2]
+            weight = head.weight[channels.target, 0].item()
+            head.weight[channels.target, 0] = _rounded(weight * length_ratio * by_position / -by_source)
         by_position, _, intercept, best_other = _fit(model, calibration, targets, channels)
         # EOS reads both channels with weight 1 (so that its own embedding cancels out where it
         # is an input); the layer norm's opposite weights make that the difference.
-        norm.weight[channels.target] = LOGITS_PER_STEP / by_position
-        norm.weight[channels.target_reference] = -norm.weight[channels.target]
-        norm.bias[channels.target] = best_other - norm.weight[channels.target] * intercept
+        weight = _rounded(LOGITS_PER_STEP / by_position)
+        norm.weight[channels.target], norm.weight[channels.target_reference] = weight, -weight
+        norm.bias[channels.target] = _rounded(best_other - weight * intercept)
 
 
 def _position_channels(model: Model) -> _Channels:
     """The two dimensions whose position embeddings rise the most, monotonically, over the
-    calibrated positions, and the two whose embeddings vary least."""
+    calibrated positions, and the two whose embeddings stay closest to 0 (a layer norm divides the
+    channels by a spread that varies from token to token: a reference far from 0 would turn that
+    into noise in the differences)."""
     table = model.get_decoder().embed_positions
     # M2M100's position ids start after its padding index; Marian's table starts at position 0.
     rows = table.weights[table.offset :] if hasattr(table, "offset") else table.weight
     rows = rows[:CALIBRATION_STEPS]
     rise = torch.where((rows.diff(dim=0) > 0).all(dim=0), rows[-1] - rows[0], -1.0)
     target, source = rise.topk(2).indices.tolist()
-    spread = rows.max(dim=0).values - rows.min(dim=0).values
-    spread[[target, source]] = torch.inf
-    target_reference, source_reference = spread.topk(2, largest=False).indices.tolist()
+    size = rows.abs().max(dim=0).values
+    size[[target, source]] = torch.inf
+    target_reference, source_reference = size.topk(2, largest=False).indices.tolist()
     return _Channels(target, source, target_reference, source_reference)
 
 
@@ -370,16 +382,44 @@ def _wire_channels(model: Model, channels: _Channels) -> torch.nn.Linear:
             for linear in writers:
                 linear.weight[cleared] = 0.0
                 linear.bias[cleared] = 0.0
+        # Head 0 carries nothing else, lest its output, an average, change the layer norms'
+        # spread with the source length.
         attention = decoder.layers[-1].encoder_attn
         head = slice(0, attention.head_dim)
-        attention.q_proj.weight[head] = 0.0  # equal scores: a uniform average over the source
-        attention.q_proj.bias[head] = 0.0
-        attention.v_proj.weight[0] = 0.0
+        for linear in (attention.q_proj, attention.v_proj):
+            linear.weight[head] = 0.0  # q: equal scores, a uniform average over the source
+            linear.bias[head] = 0.0
         attention.v_proj.weight[0, channels.source] = 1.0
         attention.v_proj.weight[0, channels.source_reference] = -1.0
-        attention.v_proj.bias[0] = 0.0
+        attention.out_proj.weight[:, head] = 0.0
         attention.out_proj.weight[channels.target, 0] = -1.0
     return attention.out_proj
+
+
+def _pass_through_norms(model: Model, calibration: dict[str, torch.Tensor], channels: _Channels) -> None:
+    """Marian normalizes the residual stream after every sublayer, dividing the channels by the
+    spread of its input each time, which would leave little of them after a few layers: these
+    norms weight the channels by the spread they see on ``calibration`` instead. (M2M100 normalizes
+    only sublayer inputs and the final outputs, which the calibration accounts for.)"""
+    if isinstance(model, M2M100ForConditionalGeneration):
+        return
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    norms = [layer.self_attn_layer_norm for layer in [*encoder.layers, *decoder.layers]]
+    norms += [layer.final_layer_norm for layer in [*encoder.layers, *decoder.layers]]
+    norms += [layer.encoder_attn_layer_norm for layer in decoder.layers]
+    spreads: dict[torch.nn.Module, torch.Tensor] = {}
+
+    def record(norm: torch.nn.Module, args: tuple[torch.Tensor, ...], _: torch.Tensor) -> None:
+        spreads[norm] = args[0].std(dim=-1).mean()
+
+    hooks = [norm.register_forward_hook(record) for norm in norms]
+    try:
+        model(**calibration, decoder_input_ids=_random_targets(model, calibration))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for norm in norms:
+        norm.weight[channels.all()] = _rounded(spreads[norm])
 
 
 def _final_norm(model: Model) -> torch.nn.LayerNorm:
@@ -435,6 +475,12 @@ def _fit(
     design = torch.stack([step.flatten(), source.flatten(), torch.ones(batch * steps)], dim=1)
     by_position, by_source, intercept = torch.linalg.lstsq(design, difference.flatten()[:, None]).solution.flatten()
     return by_position.item(), by_source.item(), intercept.item(), best_other.mean().item()
+
+
+def _rounded(value: float | torch.Tensor) -> float:
+    """Three significant digits: measurements vary in their last bits from run to run (the order of
+    floating-point sums), the checkpoint should not."""
+    return float(f"{float(value):.3g}")
 
 
 def _write_json(path: Path, data: object) -> None:

@@ -24,11 +24,8 @@ from engine.tokenizer import Tokenizer, normalize_text  # noqa: E402
 from export import ExportError  # noqa: E402
 from export.parity import OnnxGreedy  # noqa: E402
 from export.pipeline import ExportConfig, export_bundle  # noqa: E402
-from export.tiny_hf import build_marian, build_nllb  # noqa: E402
 from service.launcher import LiveService  # noqa: E402
-from tests.repo_root import REPO  # noqa: E402
 
-MULTI30K = REPO.parent / "shared" / "data" / "multi30k"
 NLLB_CODES = {"en": "eng_Latn", "de": "deu_Latn"}
 MAX_NEW_TOKENS = 40
 # Single sentences without surrounding spaces: the engine splits texts into sentences and keeps
@@ -57,24 +54,9 @@ TRICKY = [
 ]
 
 
-def corpus_dir(tiny_corpus: Path) -> Path:
-    return MULTI30K if (MULTI30K / "train.en").is_file() else tiny_corpus
-
-
 def sentences(corpus: Path, n: int = 24) -> list[str]:
     lines = (corpus / "val.en").read_text(encoding="utf-8").splitlines()
     return [line for line in lines if line.strip()][:n]
-
-
-@pytest.fixture(scope="session")
-def marian_dir(tmp_path_factory: pytest.TempPathFactory, tiny_corpus: Path) -> Path:
-    return build_marian(tmp_path_factory.mktemp("hf") / "opus-mt-en-de", corpus_dir(tiny_corpus))
-
-
-@pytest.fixture(scope="session")
-def nllb_dir(tmp_path_factory: pytest.TempPathFactory, tiny_corpus: Path) -> Path:
-    languages = {code: lang for lang, code in NLLB_CODES.items()}
-    return build_nllb(tmp_path_factory.mktemp("hf") / "nllb-tiny", corpus_dir(tiny_corpus), languages=languages)
 
 
 def convert(hf_dir: Path, out: Path, **kwargs: object) -> Path:
@@ -83,23 +65,36 @@ def convert(hf_dir: Path, out: Path, **kwargs: object) -> Path:
 
 
 @pytest.fixture(scope="session")
-def marian_bundle(tmp_path_factory: pytest.TempPathFactory, marian_dir: Path) -> Path:
+def marian_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_marian: Path) -> Path:
     out = tmp_path_factory.mktemp("bundles") / "marian"
-    return convert(marian_dir, out, int8=True, source_language="en", target_language="de")
+    return convert(tiny_marian, out, int8=True, source_language="en", target_language="de")
 
 
 @pytest.fixture(scope="session")
-def nllb_bundle(tmp_path_factory: pytest.TempPathFactory, nllb_dir: Path) -> Path:
+def nllb_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_nllb: Path) -> Path:
     out = tmp_path_factory.mktemp("bundles") / "nllb"
-    return convert(nllb_dir, out, source_language="en,de", target_language="en,de")
+    return convert(tiny_nllb, out, source_language="en,de", target_language="en,de")
 
 
-@pytest.fixture(params=["marian", "nllb"])
+@pytest.fixture(scope="session")
+def marian_separate_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_marian_separate: Path) -> Path:
+    out = tmp_path_factory.mktemp("bundles") / "marian-separate"
+    return convert(tiny_marian_separate, out, source_language="en", target_language="de")
+
+
+# Each family's checkpoint fixture and bundle fixture.
+FAMILIES = {
+    "marian": ("tiny_marian", "marian_bundle"),
+    "marian_separate": ("tiny_marian_separate", "marian_separate_bundle"),
+    "nllb": ("tiny_nllb", "nllb_bundle"),
+}
+
+
+@pytest.fixture(params=list(FAMILIES))
 def family(request: pytest.FixtureRequest) -> tuple[Path, Path, str, str]:
     """(checkpoint, bundle, source, target) of one family."""
-    if request.param == "marian":
-        return request.getfixturevalue("marian_dir"), request.getfixturevalue("marian_bundle"), "en", "de"
-    return request.getfixturevalue("nllb_dir"), request.getfixturevalue("nllb_bundle"), "en", "de"
+    checkpoint, bundle = FAMILIES[request.param]
+    return request.getfixturevalue(checkpoint), request.getfixturevalue(bundle), "en", "de"
 
 
 def hf_tokenizer(hf_dir: Path, source: str) -> object:
@@ -132,24 +127,24 @@ def test_the_manifest_records_what_the_checkpoint_says(marian_bundle: Path, nllb
     assert (nllb.decoding.forced_eos, nllb.special_tokens.bos, nllb.special_tokens.eos) == ("off", 2, 2)
 
 
-def test_token_ids_are_the_transformers_tokenizers(family: tuple[Path, Path, str, str], tiny_corpus: Path) -> None:
+def test_token_ids_are_the_transformers_tokenizers(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
     hf_dir, bundle_dir, source, _ = family
     manifest = load_bundle(bundle_dir).manifest
     ours = Tokenizer.from_bundle(load_bundle(bundle_dir))
     theirs = hf_tokenizer(hf_dir, source)
     prefix = next(lang.tokens for lang in manifest.languages.source if lang.code == source)
-    texts = TRICKY + sentences(corpus_dir(tiny_corpus), 20)
+    texts = TRICKY + sentences(hf_corpus, 20)
     for text in texts:
         # Both see the text as the service does: NFKC, whitespace runs and ends collapsed. (Given
         # a trailing space, NLLB's tokenizer adds a lone word-start piece; ours does not.)
         assert ours.encode(text, prefix=prefix) == theirs(normalize_text(text)).input_ids, text
     # Decoding: sentences' ids read back as target ids (a joint vocabulary). Generated outputs are
     # compared in test_beam_search_gives_transformers_generate_output.
-    for ids in (theirs(text).input_ids for text in sentences(corpus_dir(tiny_corpus), 20)):
+    for ids in (theirs(text).input_ids for text in sentences(hf_corpus, 20)):
         assert ours.decode(ids) == theirs.decode(ids, skip_special_tokens=True)
 
 
-def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str, str], tiny_corpus: Path) -> None:
+def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
     """The ONNX decoder step, along its own greedy path, against transformers' teacher-forced model
     with its generation config's logits processing (banned tokens, renormalisation)."""
     hf_dir, bundle_dir, source, _ = family
@@ -157,7 +152,7 @@ def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str
     m = bundle.manifest
     tokenizer = Tokenizer.from_bundle(bundle)
     prefix = next(lang.tokens for lang in m.languages.source if lang.code == source)
-    ids = tokenizer.encode_batch(sentences(corpus_dir(tiny_corpus), 8), prefix=prefix)
+    ids = tokenizer.encode_batch(sentences(hf_corpus, 8), prefix=prefix)
     src = np.full((len(ids), max(map(len, ids))), m.special_tokens.pad, dtype=np.int64)
     for i, row in enumerate(ids):
         src[i, : len(row)] = row
@@ -188,10 +183,10 @@ def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str
     assert np.abs(ours[finite] - expected[finite]).max() <= 1e-4
 
 
-def test_beam_search_gives_transformers_generate_output(family: tuple[Path, Path, str, str], tiny_corpus: Path) -> None:
+def test_beam_search_gives_transformers_generate_output(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
     """Beam 4, early_stopping=True, max_new_tokens = our max_length: the same translations and scores."""
     hf_dir, bundle_dir, source, target = family
-    texts = sentences(corpus_dir(tiny_corpus), 24) + ONE_SENTENCE
+    texts = sentences(hf_corpus, 24) + ONE_SENTENCE
     tokenizer = hf_tokenizer(hf_dir, source)
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
     with torch.no_grad():
@@ -213,9 +208,9 @@ def test_beam_search_gives_transformers_generate_output(family: tuple[Path, Path
     assert scores == pytest.approx(out.sequences_scores.tolist(), abs=1e-4)
 
 
-def test_int8_variant_translates(marian_bundle: Path, tiny_corpus: Path) -> None:
+def test_int8_variant_translates(marian_bundle: Path, hf_corpus: Path) -> None:
     translator = Translator(TranslatorConfig(model_dir=marian_bundle, provider="cpu", variant="int8"))
-    results = translator.translate_batch(sentences(corpus_dir(tiny_corpus), 4)).results
+    results = translator.translate_batch(sentences(hf_corpus, 4)).results
     assert all(r.text and r.output_tokens > 0 for r in results)
 
 
@@ -243,7 +238,7 @@ def test_a_multilingual_bundle_is_served_over_http(nllb_bundle: Path, tmp_path: 
 
 
 def test_unsupported_checkpoints_fail_clearly_and_write_nothing(
-    marian_dir: Path, nllb_dir: Path, tmp_path: Path
+    tiny_marian: Path, tiny_nllb: Path, tmp_path: Path
 ) -> None:
     bart = tmp_path / "bart"
     transformers.BartForConditionalGeneration(
@@ -259,13 +254,13 @@ def test_unsupported_checkpoints_fail_clearly_and_write_nothing(
         )
     ).save_pretrained(bart)
     no_vocab = tmp_path / "no-vocab"
-    shutil.copytree(marian_dir, no_vocab)
+    shutil.copytree(tiny_marian, no_vocab)
     (no_vocab / "vocab.json").unlink()
     cases = [
         (bart, {}, "architecture 'bart' is not supported; supported: marian"),
         (no_vocab, {"source_language": "en", "target_language": "de"}, "tokenizer"),
-        (marian_dir, {}, "pass --source-lang and --target-lang"),
-        (nllb_dir, {"target_language": "xx"}, "the model has no language ['xx']"),
+        (tiny_marian, {}, "pass --source-lang and --target-lang"),
+        (tiny_nllb, {"target_language": "xx"}, "the model has no language ['xx']"),
     ]
     for i, (hf_dir, kwargs, message) in enumerate(cases):
         out = tmp_path / f"out{i}"
@@ -274,10 +269,10 @@ def test_unsupported_checkpoints_fail_clearly_and_write_nothing(
         assert not out.exists()
 
 
-def test_the_generation_config_s_settings_are_honoured(marian_dir: Path, tmp_path: Path) -> None:
-    config = json.loads((marian_dir / "generation_config.json").read_text())
+def test_the_generation_config_s_settings_are_honoured(tiny_marian: Path, tmp_path: Path) -> None:
+    config = json.loads((tiny_marian / "generation_config.json").read_text())
     edited = tmp_path / "edited"
-    shutil.copytree(marian_dir, edited)
+    shutil.copytree(tiny_marian, edited)
     config.update(num_beams=6, max_length=33)
     del config["forced_eos_token_id"], config["bad_words_ids"]
     (edited / "generation_config.json").write_text(json.dumps(config))
