@@ -14,7 +14,7 @@
    CTranslate2: ``inter_threads``; the PyTorch reference runs one stream only), the same decoding
    rules (length penalty 1, no minimum length) and plain text in, plain text out.
 4. Reported per system and beam: the median time over rounds as sentences/s and target tokens/s
-   (target subwords of the output, EOS excluded, counted by one tokenizer for every system), each
+   (target tokens generated, EOS excluded; the PyTorch reference's output encoded again), each
    as a ratio to CTranslate2 at the same precision; the worker's peak RSS; cased sacreBLEU; and
    the share of translations identical to the PyTorch reference, plus, for float32 systems, the
    share identical up to numerical ties (``benchmarks/agreement.py``). One table per stream count;
@@ -24,10 +24,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 from benchmarks.common import (
@@ -45,86 +42,38 @@ from benchmarks.common import (
     write_report,
 )
 from benchmarks.ct2_convert import convert
-from benchmarks.systems import SYSTEMS
-from engine.tokenizer import Tokenizer, normalize_text
+from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, run_workers
+from engine.bundle import load_bundle
+from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from model.decoding import DecodingOptions
 from model.evaluate import score_translations
 
 REFERENCE = "torch-cache"
 SLOW = ("torch-nocache",)
-MULTI_STREAM = ("ours", "ct2")  # the families that decode several batches at once
+ENGINE_SYSTEMS = [name for name, (family, _) in SYSTEMS.items() if family != "transformers"]
 
 
-class Worker:
-    """One system in its own process, driven over stdin/stdout (protocol in ``benchmarks/systems.py``)."""
-
-    def __init__(self, name: str, streams: int, args: argparse.Namespace) -> None:
-        self.name = name
-        cmd = [sys.executable, "-m", "benchmarks.systems", name, "--src", str(args.src)]
-        cmd += ["--threads", str(args.threads), "--streams", str(streams), "--batch-size", str(args.batch_size)]
-        caps = DecodingOptions()
-        cmd += ["--max-length", str(args.max_length)]
-        cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
-        family, precision = SYSTEMS[name]
-        if family == "ours":
-            cmd += ["--bundle", str(args.bundle)]
-        elif family == "ct2":
-            cmd += ["--ct2-dir", str(args.workdir / f"ct2-{precision}")]
-        else:
-            cmd += ["--checkpoint", str(args.checkpoint)]
-        self.log = args.workdir / f"{name}-streams{streams}.log"
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=child_env()
-            )
-
-    def receive(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait()
-            tail = self.log.read_text()[-3000:]
-            raise RuntimeError(f"worker {self.name} exited with {self.proc.returncode}; its log ends:\n{tail}")
-        return json.loads(line)
-
-    def run(self, beam_size: int, limit: int) -> dict:
-        self.proc.stdin.write(json.dumps({"beam_size": beam_size, "limit": limit}) + "\n")
-        self.proc.stdin.flush()
-        return self.receive()
-
-    def close(self) -> None:
-        """End of stdin ends the worker; one that does not end in time is killed."""
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
+    cmd = ["--src", str(args.src), "--threads", str(args.threads), "--streams", str(streams)]
+    caps = DecodingOptions()
+    cmd += ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
+    cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
+    family, precision = SYSTEMS[name]
+    if family == "ours":
+        cmd += ["--bundle", str(args.bundle)]
+    elif family == "ct2":
+        cmd += ["--ct2-dir", str(args.workdir / f"ct2-{precision}"), "--bundle", str(args.bundle)]
+    else:
+        cmd += ["--checkpoint", str(args.checkpoint)]
+    return Worker(name, cmd, args.workdir / f"{name}-streams{streams}.log", child_env())
 
 
-def run_schedule(workers: dict[str, Worker], args: argparse.Namespace, n: int) -> dict[tuple[str, int], list[dict]]:
-    names = list(workers)
-    runs: dict[tuple[str, int], list[dict]] = {(name, beam): [] for name in names for beam in args.beams}
-    for round_ in range(args.rounds):
-        order = names[round_ % len(names) :] + names[: round_ % len(names)]
-        for beam in args.beams:
-            for name in order:
-                slow = name in SLOW
-                if slow and round_ >= args.slow_rounds:
-                    continue
-                limit = min(n, args.slow_limit or n) if slow else n
-                result = workers[name].run(beam, limit)
-                runs[name, beam].append(result)
-                print(f"round {round_ + 1} beam {beam} {name}: {result['seconds']:.2f} s", file=sys.stderr)
-    return runs
-
-
-def summarize(runs: list[dict], refs: list[str], tokenizer: Tokenizer) -> dict:
+def summarize(runs: list[dict], refs: list[str]) -> dict:
     first = runs[0]
     translations = first["translations"]
     seconds = statistics.median(r["seconds"] for r in runs)
-    tokens = sum(len(tokenizer.sp.encode(normalize_text(t))) for t in translations)
+    tokens = sum(first["token_counts"])
     scores = score_translations(translations, refs[: len(translations)])
     return {
         "sentences": len(translations),
@@ -197,26 +146,15 @@ def prepare(args: argparse.Namespace, texts: list[str]) -> None:
         args.src.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
 
 
-def run_systems(names: list[str], streams: int, args: argparse.Namespace, n: int) -> dict:
-    """Start every system's worker, wait until all are warm, then time them alternately."""
-    workers = {name: Worker(name, streams, args) for name in names}
-    try:
-        for worker in workers.values():
-            worker.receive()  # ready: loaded and warmed up
-        return run_schedule(workers, args, n)
-    finally:
-        for worker in workers.values():
-            worker.close()
-
-
 def measure_streams(streams: int, texts: list[str], refs: list[str], args: argparse.Namespace) -> dict:
     """All systems that can decode ``streams`` batches at once, compared at that setting."""
     names = [name for name in args.systems if streams == 1 or SYSTEMS[name][0] in MULTI_STREAM]
-    runs = run_systems(names, streams, args, len(texts))
-    tokenizer = Tokenizer(args.workdir / "ct2-float32" / "spm.model")
-    results = {key: summarize(value, refs, tokenizer) for key, value in runs.items() if value}
+    workers = {name: worker(name, streams, args) for name in names}
+    schedule = Schedule(tuple(args.beams), args.rounds, SLOW, args.slow_rounds, args.slow_limit)
+    runs = run_workers(workers, schedule, len(texts))
+    results = {key: summarize(value, refs) for key, value in runs.items() if value}
     if REFERENCE in names:
-        add_agreement(results, runs, texts, args, tokenizer)
+        add_agreement(results, runs, texts, args, Tokenizer.from_bundle(load_bundle(args.bundle, check_graphs=False)))
     return {
         "streams": streams,
         "results": [{"system": name, "beam_size": beam, **r} for (name, beam), r in results.items()],
@@ -231,7 +169,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--ref", type=Path, default=TEST_REF)
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
-    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--systems", nargs="+", choices=ENGINE_SYSTEMS, default=ENGINE_SYSTEMS)
     parser.add_argument("--beams", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -250,7 +188,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS / "engine.json", help="the result file")
     args = parser.parse_args(argv)
     needed = [args.checkpoint, args.src, args.ref]
-    if any(SYSTEMS[name][0] == "ours" for name in args.systems):
+    if any(SYSTEMS[name][0] in ("ours", "ct2") for name in args.systems):
         needed.append(args.bundle)
     for path in needed:
         if not path.exists():

@@ -6,10 +6,11 @@ Runs each question's entry point with its defaults, each writing its result file
 2. ``python -m benchmarks.service``: ``benchmarks/results/service.json`` (and ``service.png``, drawn here)
 3. ``python -m benchmarks.composition``: ``benchmarks/results/composition.json``
 4. ``python -m benchmarks.profile``: ``benchmarks/results/profile.json``
+5. ``python -m benchmarks.marian``: ``benchmarks/results/marian.json``
 
 then ``benchmarks/results/tables.md``: per question, where and how it was measured and its tables.
-About 30 minutes on 2 cores; run it on an otherwise idle machine. Arguments after ``--engine``,
-``--service``, ``--composition`` or ``--profile`` go to that entry point (``--service --rounds 1``);
+About 45 minutes on 2 cores; run it on an otherwise idle machine. Arguments after ``--engine``,
+``--service``, ``--composition``, ``--profile`` or ``--marian`` go to that entry point (``--service --rounds 1``);
 ``--results DIR`` writes all the files to DIR instead; ``--only NAME ...`` reruns those questions and
 rebuilds the tables from every result file.
 """
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import composition, engine, profile, service
+from benchmarks import composition, engine, marian, profile, service
 from benchmarks.common import RESULTS, measured_line
 from benchmarks.plot import plot_service
 
@@ -32,6 +33,7 @@ QUESTIONS: dict[str, tuple[Callable[[list[str]], None], str]] = {
     "service": (service.main, "2. Service under load against the offline engine"),
     "composition": (composition.main, "3. Batch composition: sorted against arrival-order batches"),
     "profile": (profile.main, "4. Where the engine's time goes"),
+    "marian": (marian.main, "5. An OPUS-MT-sized MarianMT: ours against CTranslate2 and transformers"),
 }
 
 

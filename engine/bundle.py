@@ -122,6 +122,9 @@ class Languages(_Strict):
 
     source: list[Language] = Field(min_length=1)
     target: list[Language] = Field(min_length=1)
+    # Where a target language's tokens go: forced as the first generated tokens (NLLB), or before
+    # the source text, after the source language's own (multilingual OPUS-MT models' ">>fra<<").
+    target_tokens_in: Literal["output", "source"] = "output"
 
 
 class TokenizerSide(_Strict):

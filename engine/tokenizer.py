@@ -62,6 +62,11 @@ class _Side:
         vocab, unk = self.vocab, self.unk_id
         return [[vocab.get(p, unk) for p in pieces] for pieces in self.sp.encode(texts, out_type=str)]
 
+    def ids(self, pieces: Sequence[str]) -> list[int]:
+        if self.vocab is None:
+            return [self.sp.piece_to_id(p) for p in pieces]
+        return [self.vocab.get(p, self.unk_id) for p in pieces]
+
     def pieces(self, ids: Sequence[int]) -> list[str]:
         if self.by_id is None:
             return [self.sp.id_to_piece(i) for i in ids]
@@ -143,6 +148,10 @@ class Tokenizer:
 
     def target_pieces(self, ids: Sequence[int]) -> list[str]:
         return self.target.pieces(ids)
+
+    def target_ids(self, pieces: Sequence[str]) -> list[int]:
+        """The inverse of ``target_pieces``: unknown pieces are unk."""
+        return self.target.ids(pieces)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Target ids -> text, special tokens left out."""

@@ -150,7 +150,11 @@ class Translator:
     def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
         """Translate ``texts`` with ``options`` (default: the model's); ValueError if invalid."""
         options = (options or TranslationOptions()).resolved(self.info)
-        pair = _Pair(self._sources[options.source_language], self._targets[options.target_language])
+        pair = _Pair.of(
+            self._sources[options.source_language],
+            self._targets[options.target_language],
+            in_source=self.manifest.languages.target_tokens_in == "source",
+        )
         search = options.search_options()
         stats = BatchStats()
         segmented = [self._segment(text, pair) for text in texts]
@@ -158,7 +162,7 @@ class Translator:
             self._sentence(i, s.text, s.truncated, pair) for i, seg in enumerate(segmented) for s in seg.segments
         ]
         # prefix and EOS alone: nothing to say
-        spoken = [s for s in sentences if len(s.ids) > len(pair.source.tokens) + 1]
+        spoken = [s for s in sentences if len(s.ids) > len(pair.source_prefix) + 1]
         self._decode(spoken, search, options.max_length, pair, stats)
         by_text: list[list[_Sentence]] = [[] for _ in texts]
         for s in sentences:
@@ -175,11 +179,11 @@ class Translator:
     # -- steps ------------------------------------------------------------------------------
 
     def _segment(self, text: str, pair: _Pair) -> SegmentedText:
-        room = self.max_source_ids - 1 - len(pair.source.tokens)  # for the language tokens and EOS
+        room = self.max_source_ids - 1 - len(pair.source_prefix)  # for the language tokens and EOS
         return segment(text, count_tokens=self.tokenizer.count, max_tokens=room)
 
     def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair) -> _Sentence:
-        ids = self.tokenizer.encode(text, prefix=pair.source.tokens)
+        ids = self.tokenizer.encode(text, prefix=pair.source_prefix)
         if len(ids) > self.max_source_ids:  # the segmenter's estimate was off: cut, keep EOS, and say so
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
         return _Sentence(text_index, ids, truncated)
@@ -223,7 +227,7 @@ class Translator:
             bos_id=specials.bos,
             eos_id=specials.eos,
             forced_eos=self.manifest.decoding.forced_eos,
-            prefixes=[pair.target.tokens] * len(batch),
+            prefixes=[pair.target_prefix] * len(batch),
         )
         for s, hyps in zip(batch, results, strict=True):
             s.hypotheses = hyps
@@ -257,7 +261,7 @@ class Translator:
         The target language's forced tokens are generated (they count in scores and lengths) but
         are not part of the translation."""
         n_best = max([1, *(len(p.hypotheses) for p in parts)])
-        words = len(pair.target.tokens)
+        words = len(pair.target_prefix)
         hypotheses = []
         for i in range(n_best):
             picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
@@ -283,15 +287,25 @@ class Translator:
 
     def _alignment(self, sentence: _Sentence, best: beam_search.Hypothesis, pair: _Pair) -> Alignment:
         """Between the words of the text and of the translation: language tokens and EOS left out."""
-        src, tgt = len(pair.source.tokens), len(pair.target.tokens)
+        src, tgt = len(pair.source_prefix), len(pair.target_prefix)
         assert best.attention is not None
         return build_alignment(best.attention[tgt:, src:], sentence.ids[src:-1], best.tokens[tgt:], self.tokenizer)
 
 
 @dataclass(frozen=True)
 class _Pair:
-    source: Language
-    target: Language
+    """The language tokens of a translation: before the source text, and forced as the first
+    generated tokens."""
+
+    source_prefix: list[int]
+    target_prefix: list[int]
+
+    @classmethod
+    def of(cls, source: Language, target: Language, *, in_source: bool) -> _Pair:
+        """``in_source``: the target language's tokens go before the source text."""
+        if in_source:
+            return cls([*source.tokens, *target.tokens], [])
+        return cls(source.tokens, target.tokens)
 
 
 def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:

@@ -24,7 +24,7 @@ import torch
 from engine.bundle import DecodingDefaults, Language, Languages, sha256_file
 from engine.tokenizer import Tokenizer
 from export import ExportError
-from export.hf_tokenizer import convert_tokenizer
+from export.hf_tokenizer import ConvertedTokenizer, convert_tokenizer
 from export.source import Source
 from model.transformer import ModelConfig, Transformer
 
@@ -97,7 +97,7 @@ def load_hf_source(directory: Path, staging: Path, languages: LanguageChoice) ->
             f"{directory}: the tokenizer has {tokenizer.target_vocab_size} target ids, "
             f"the model's output only {model_config.output_vocab_size}"
         )
-    served = _languages(directory, converted.language_tokens, languages)
+    served = _languages(directory, converted, languages)
     sizes = len(served.source), len(served.target)
     log.info("converted %s (%s): %d source, %d target languages", directory, config.model_type, *sizes)
     return Source(
@@ -225,18 +225,31 @@ def _random_ids(gen: torch.Generator, shape: tuple[int, int], vocab: int, specia
     return ids
 
 
-def _languages(directory: Path, tokens: dict[str, int], choice: LanguageChoice) -> Languages:
-    """A multilingual checkpoint's own language codes (restricted to the choice, if any); else the choice."""
-    if not tokens:
-        if not choice.source or not choice.target:
-            raise ExportError(
-                f"{directory}: the checkpoint does not record its languages; pass --source-lang and --target-lang"
-            )
+def _languages(directory: Path, converted: ConvertedTokenizer, choice: LanguageChoice) -> Languages:
+    """The languages of a side whose codes the checkpoint records (restricted to the choice, if
+    any); the choice for a side it does not."""
+    known = {
+        code: Language(code=_tag(code), model_code=code, tokens=[token])
+        for code, token in converted.language_tokens.items()
+    }
+    if converted.target_tokens_in == "source" and known:  # multilingual OPUS-MT: target languages only
         return Languages(
-            source=[Language(code=c) for c in choice.source], target=[Language(code=c) for c in choice.target]
+            source=_given(directory, choice.source, "source"),
+            target=_pick(directory, known, choice.target),
+            target_tokens_in="source",
         )
-    known = {code: Language(code=_tag(code), model_code=code, tokens=[token]) for code, token in tokens.items()}
-    return Languages(source=_pick(directory, known, choice.source), target=_pick(directory, known, choice.target))
+    if known:
+        return Languages(source=_pick(directory, known, choice.source), target=_pick(directory, known, choice.target))
+    return Languages(
+        source=_given(directory, choice.source, "source"), target=_given(directory, choice.target, "target")
+    )
+
+
+def _given(directory: Path, codes: list[str] | None, side: str) -> list[Language]:
+    """Languages the checkpoint does not record, as --source-lang / --target-lang name them."""
+    if not codes:
+        raise ExportError(f"{directory}: the checkpoint does not record its {side} languages; pass --{side}-lang")
+    return [Language(code=c) for c in codes]
 
 
 def _pick(directory: Path, known: dict[str, Language], wanted: list[str] | None) -> list[Language]:

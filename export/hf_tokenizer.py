@@ -15,13 +15,15 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine.bundle import SpecialTokens, TokenizerFiles, TokenizerSide
 from export import ExportError
 
 # NLLB's "deu_Latn", M2M100's "__de__"
 LANGUAGE_CODE = re.compile(r"^(?:[a-z]{3}_[A-Z][a-z]{3}|__[a-z]{2,3}__)$")
+# A multilingual OPUS-MT model's target languages, put before the source text: ">>fra<<", ">>zho_Hans<<"
+MARIAN_TARGET_CODE = re.compile(r"^>>(\w+)<<$")
 SPM_FILES = {
     "MarianTokenizer": ("source.spm", "target.spm"),
     "NllbTokenizer": ("sentencepiece.bpe.model",) * 2,
@@ -35,6 +37,9 @@ class ConvertedTokenizer:
     files: TokenizerFiles
     special_tokens: SpecialTokens
     language_tokens: dict[str, int]  # the model's language codes and their token ids; {} if none
+    # What the codes name: languages of either side (NLLB, M2M100), or target languages only, whose
+    # token goes before the source text (multilingual OPUS-MT, the codes without ">>" and "<<").
+    target_tokens_in: Literal["output", "source"] = "output"
 
 
 def convert_tokenizer(directory: Path, out_dir: Path, *, decoder_start_id: int) -> ConvertedTokenizer:
@@ -64,6 +69,9 @@ def convert_tokenizer(directory: Path, out_dir: Path, *, decoder_start_id: int) 
     specials = SpecialTokens(
         pad=tokenizer.pad_token_id, unk=tokenizer.unk_token_id, bos=decoder_start_id, eos=tokenizer.eos_token_id
     )
+    if kind == "MarianTokenizer":
+        codes = {m[1]: i for piece, i in source_vocab.items() if (m := MARIAN_TARGET_CODE.match(piece))}
+        return ConvertedTokenizer(files, specials, codes, target_tokens_in="source")
     languages = {t: source_vocab[t] for t in tokenizer.all_special_tokens if LANGUAGE_CODE.match(t)}
     return ConvertedTokenizer(files, specials, languages)
 

@@ -121,12 +121,20 @@ def _pieces(model: bytes) -> list[str]:
     return [sp.id_to_piece(i) for i in range(3, sp.get_piece_size())]
 
 
-def marian_vocab(*models: bytes) -> dict[str, int]:
-    """OPUS-MT's vocabulary but for ``<pad>``: ``</s>`` 0, ``<unk>`` 1, every piece of ``models`` once."""
+def marian_vocab(*models: bytes, codes: Sequence[str] = (), size: int = 0) -> dict[str, int]:
+    """OPUS-MT's vocabulary but for ``<pad>``: ``</s>`` 0, ``<unk>`` 1, a multilingual model's target
+    language tokens (``>>fra<<`` for each of ``codes``), every piece of ``models`` once, then, up to
+    ``size`` entries, filler pieces that no model produces (a model of OPUS-MT's size from a small
+    corpus: they cost what real pieces do in the output layer, and decode as text)."""
     vocab = {"</s>": 0, "<unk>": 1}
+    for code in codes:
+        vocab[f">>{code}<<"] = len(vocab)
     for model in models:
         for piece in _pieces(model):
             vocab.setdefault(piece, len(vocab))
+    fillers = (f"▁filler{i}" for i in range(size))
+    while len(vocab) < size:
+        vocab.setdefault(next(fillers), len(vocab))
     return vocab
 
 
@@ -139,12 +147,17 @@ def build_marian(
     lines: int = 3000,
     dims: TinyDims = TinyDims(),
     separate_vocabs: bool = False,
+    vocab_entries: int = 0,
+    target_codes: Sequence[str] = (),
     length_ratio: float = 0.7,
     seed: int = 0,
 ) -> Path:
     """Write a tiny MarianMT checkpoint to ``out_dir`` (returned). ``separate_vocabs``: one
     vocabulary per side (``vocab.json``, ``target_vocab.json``) and separate embeddings, else one
-    joint vocabulary and shared embeddings. ``length_ratio``: see ``end_by_source_length``."""
+    joint vocabulary and shared embeddings. ``vocab_entries``: each vocabulary's size without
+    ``<pad>``, filled up by ``marian_vocab``. ``target_codes``: a multilingual model's target
+    languages, as OPUS-MT names them (``fra``), each with its token for the source text.
+    ``length_ratio``: see ``end_by_source_length``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     source_text = read_corpus(corpus, source_language, lines)
     source_spm = train_sentencepiece(source_text, model_type="unigram", vocab_size=dims.vocab_size)
@@ -156,11 +169,12 @@ def build_marian(
     # <pad> comes last, as in OPUS-MT; the model has one pad id, so with two vocabularies it takes
     # the first id after both (the shorter one then has ids without a piece).
     if separate_vocabs:
-        source_vocab, target_vocab = marian_vocab(source_spm), marian_vocab(target_spm)
+        source_vocab = marian_vocab(source_spm, codes=target_codes, size=vocab_entries)
+        target_vocab = marian_vocab(target_spm, size=vocab_entries)
         source_vocab["<pad>"] = target_vocab["<pad>"] = max(len(source_vocab), len(target_vocab))
         _write_json(out_dir / "target_vocab.json", target_vocab)
     else:
-        source_vocab = target_vocab = marian_vocab(source_spm, target_spm)
+        source_vocab = target_vocab = marian_vocab(source_spm, target_spm, codes=target_codes, size=vocab_entries)
         source_vocab["<pad>"] = len(source_vocab)
     _write_json(out_dir / "vocab.json", source_vocab)
     tokenizer = MarianTokenizer(

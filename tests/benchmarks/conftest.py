@@ -25,6 +25,7 @@ def tiny_results(
 ) -> Path:
     """The directory ``run_all`` wrote its files to: one that did not exist, as on a fresh checkout."""
     pytest.importorskip("ctranslate2", reason="the bench extra (ctranslate2) is not installed")
+    pytest.importorskip("transformers", reason="the import extra (transformers) is not installed")
     from benchmarks import run_all
     from export.parity import one_torch_thread
 
@@ -38,9 +39,11 @@ def tiny_results(
                "--workdir", str(root / "service")]  # fmt: skip
     composition = ["--bundle", bundle, "--src", src, "--limit", "24", "--batch", "6", "--rounds", "1"]
     profile = ["--bundle", bundle, "--src", src, "--limit", "24", "--variants", "fp32", "--workdir", str(root / "prof")]
+    marian = ["--size", "tiny", "--corpus", str(tiny_corpus), "--src", src, "--limit", "6", "--rounds", "1",
+              "--workdir", str(root / "marian")]  # fmt: skip
     with one_torch_thread():  # the engine benchmark's PyTorch agreement check runs in this process
         run_all.main(
             ["--results", str(results), "--engine", *engine, "--service", *service, "--composition", *composition]
-            + ["--profile", *profile]
+            + ["--profile", *profile, "--marian", *marian]
         )
     return results

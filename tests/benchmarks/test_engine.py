@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("ctranslate2", reason="the bench extra (ctranslate2) is not installed")
 
-from benchmarks.engine import MULTI_STREAM, REFERENCE
-from benchmarks.systems import SYSTEMS
+from benchmarks.engine import ENGINE_SYSTEMS, REFERENCE
+from benchmarks.systems import MULTI_STREAM, SYSTEMS
 
 BEAMS = (1, 4)
 
@@ -27,8 +27,8 @@ def results_by_streams(tiny_results: Path) -> dict[int, dict[tuple[str, int], di
 def test_every_system_runs_alone_and_the_multi_stream_ones_with_two_streams(tiny_results: Path) -> None:
     settings = results_by_streams(tiny_results)
     assert set(settings) == {1, 2}
-    assert set(settings[1]) == {(name, beam) for name in SYSTEMS for beam in BEAMS}
-    multi_stream = {name for name, (family, _) in SYSTEMS.items() if family in MULTI_STREAM}
+    assert set(settings[1]) == {(name, beam) for name in ENGINE_SYSTEMS for beam in BEAMS}
+    multi_stream = {name for name in ENGINE_SYSTEMS if SYSTEMS[name][0] in MULTI_STREAM}
     assert set(settings[2]) == {(name, beam) for name in multi_stream for beam in BEAMS}
     for results in settings.values():
         for r in results.values():

@@ -95,3 +95,12 @@ def tiny_nllb(tmp_path_factory: pytest.TempPathFactory, hf_corpus: Path) -> Path
         suffixes = tiny_hf.NLLB_LANGUAGES.items()
         languages = {code: suffix for code, suffix in suffixes if (hf_corpus / f"train.{suffix}").is_file()}
         return tiny_hf.build_nllb(tmp_path_factory.mktemp("hf") / "nllb-tiny", hf_corpus, languages=languages)
+
+
+@pytest.fixture(scope="session")
+def tiny_marian_multi(tmp_path_factory: pytest.TempPathFactory, hf_corpus: Path) -> Path:
+    """A multilingual MarianMT checkpoint directory, en -> de or fr, its targets named by a token
+    before the source text (``>>fra<<``)."""
+    with _tiny_hf() as tiny_hf:
+        out = tmp_path_factory.mktemp("hf") / "opus-mt-en-ROMANCE"
+        return tiny_hf.build_marian(out, hf_corpus, target_codes=("deu", "fra"))

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers", minversion="5.0")
 torch = pytest.importorskip("torch")
 
 from engine import TranslationOptions, Translator, TranslatorConfig  # noqa: E402
-from engine.bundle import load_bundle  # noqa: E402
+from engine.bundle import Manifest, load_bundle  # noqa: E402
 from engine.tokenizer import Tokenizer, normalize_text  # noqa: E402
 from export import ExportError  # noqa: E402
 from export.parity import OnnxGreedy  # noqa: E402
@@ -82,19 +82,43 @@ def marian_separate_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_marian
     return convert(tiny_marian_separate, out, source_language="en", target_language="de")
 
 
-# Each family's checkpoint fixture and bundle fixture.
+@pytest.fixture(scope="session")
+def marian_multi_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_marian_multi: Path) -> Path:
+    out = tmp_path_factory.mktemp("bundles") / "marian-multi"
+    return convert(tiny_marian_multi, out, source_language="en")
+
+
+# Each family's checkpoint fixture, bundle fixture, and the pair translated.
 FAMILIES = {
-    "marian": ("tiny_marian", "marian_bundle"),
-    "marian_separate": ("tiny_marian_separate", "marian_separate_bundle"),
-    "nllb": ("tiny_nllb", "nllb_bundle"),
+    "marian": ("tiny_marian", "marian_bundle", "de"),
+    "marian_separate": ("tiny_marian_separate", "marian_separate_bundle", "de"),
+    "marian_multi": ("tiny_marian_multi", "marian_multi_bundle", "fr"),
+    "nllb": ("tiny_nllb", "nllb_bundle", "de"),
 }
 
 
 @pytest.fixture(params=list(FAMILIES))
 def family(request: pytest.FixtureRequest) -> tuple[Path, Path, str, str]:
     """(checkpoint, bundle, source, target) of one family."""
-    checkpoint, bundle = FAMILIES[request.param]
-    return request.getfixturevalue(checkpoint), request.getfixturevalue(bundle), "en", "de"
+    checkpoint, bundle, target = FAMILIES[request.param]
+    return request.getfixturevalue(checkpoint), request.getfixturevalue(bundle), "en", target
+
+
+def source_prefix(manifest: Manifest, source: str, target: str) -> list[int]:
+    """The language tokens before a source text, as the translator puts them."""
+    languages = manifest.languages
+    prefix = next(lang.tokens for lang in languages.source if lang.code == source)
+    if languages.target_tokens_in == "source":
+        prefix = prefix + next(lang.tokens for lang in languages.target if lang.code == target)
+    return prefix
+
+
+def hf_text(text: str, manifest: Manifest, target: str) -> str:
+    """The text as transformers' tokenizer is given it: a multilingual OPUS-MT model's target first."""
+    if manifest.languages.target_tokens_in == "source":
+        code = next(lang.model_code for lang in manifest.languages.target if lang.code == target)
+        return f">>{code}<< {text}"
+    return text
 
 
 def hf_tokenizer(hf_dir: Path, source: str) -> object:
@@ -127,17 +151,35 @@ def test_the_manifest_records_what_the_checkpoint_says(marian_bundle: Path, nllb
     assert (nllb.decoding.forced_eos, nllb.special_tokens.bos, nllb.special_tokens.eos) == ("off", 2, 2)
 
 
+def test_a_multilingual_opus_mt_model_names_its_target_by_a_token_before_the_source(
+    marian_multi_bundle: Path, hf_corpus: Path
+) -> None:
+    languages = load_bundle(marian_multi_bundle).manifest.languages
+    assert languages.target_tokens_in == "source"
+    assert [(lang.code, lang.model_code) for lang in languages.target] == [("de", "deu"), ("fr", "fra")]
+    assert [(lang.code, lang.tokens) for lang in languages.source] == [("en", [])]
+    translator = Translator(TranslatorConfig(model_dir=marian_multi_bundle, provider="cpu", variant="fp32"))
+    texts = sentences(hf_corpus, 8)
+    de, fr = ([r.text for r in translator.translate_batch(texts, TranslationOptions(target_language=target)).results]
+              for target in ("de", "fra"))  # fmt: skip
+    assert de != fr
+    unnamed = TranslationOptions()  # two targets: the request must name one
+    with pytest.raises(ValueError, match="name one"):
+        translator.translate_batch(texts, unnamed)
+
+
 def test_token_ids_are_the_transformers_tokenizers(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
-    hf_dir, bundle_dir, source, _ = family
+    hf_dir, bundle_dir, source, target = family
     manifest = load_bundle(bundle_dir).manifest
     ours = Tokenizer.from_bundle(load_bundle(bundle_dir))
     theirs = hf_tokenizer(hf_dir, source)
-    prefix = next(lang.tokens for lang in manifest.languages.source if lang.code == source)
+    prefix = source_prefix(manifest, source, target)
     texts = TRICKY + sentences(hf_corpus, 20)
     for text in texts:
         # Both see the text as the service does: NFKC, whitespace runs and ends collapsed. (Given
         # a trailing space, NLLB's tokenizer adds a lone word-start piece; ours does not.)
-        assert ours.encode(text, prefix=prefix) == theirs(normalize_text(text)).input_ids, text
+        expected = theirs(hf_text(normalize_text(text), manifest, target)).input_ids
+        assert ours.encode(text, prefix=prefix) == expected, text
     # Decoding: sentences' ids read back as target ids (a joint vocabulary). Generated outputs are
     # compared in test_beam_search_gives_transformers_generate_output.
     for ids in (theirs(text).input_ids for text in sentences(hf_corpus, 20)):
@@ -147,12 +189,11 @@ def test_token_ids_are_the_transformers_tokenizers(family: tuple[Path, Path, str
 def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
     """The ONNX decoder step, along its own greedy path, against transformers' teacher-forced model
     with its generation config's logits processing (banned tokens, renormalisation)."""
-    hf_dir, bundle_dir, source, _ = family
+    hf_dir, bundle_dir, source, target = family
     bundle = load_bundle(bundle_dir)
     m = bundle.manifest
     tokenizer = Tokenizer.from_bundle(bundle)
-    prefix = next(lang.tokens for lang in m.languages.source if lang.code == source)
-    ids = tokenizer.encode_batch(sentences(hf_corpus, 8), prefix=prefix)
+    ids = tokenizer.encode_batch(sentences(hf_corpus, 8), prefix=source_prefix(m, source, target))
     src = np.full((len(ids), max(map(len, ids))), m.special_tokens.pad, dtype=np.int64)
     for i, row in enumerate(ids):
         src[i, : len(row)] = row
@@ -188,10 +229,11 @@ def test_beam_search_gives_transformers_generate_output(family: tuple[Path, Path
     hf_dir, bundle_dir, source, target = family
     texts = sentences(hf_corpus, 24) + ONE_SENTENCE
     tokenizer = hf_tokenizer(hf_dir, source)
+    manifest = load_bundle(bundle_dir).manifest
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval()
     with torch.no_grad():
         out = model.generate(
-            **tokenizer(texts, return_tensors="pt", padding=True),
+            **tokenizer([hf_text(t, manifest, target) for t in texts], return_tensors="pt", padding=True),
             num_beams=4,
             early_stopping=True,
             max_new_tokens=MAX_NEW_TOKENS,
@@ -238,7 +280,7 @@ def test_a_multilingual_bundle_is_served_over_http(nllb_bundle: Path, tmp_path: 
 
 
 def test_unsupported_checkpoints_fail_clearly_and_write_nothing(
-    tiny_marian: Path, tiny_nllb: Path, tmp_path: Path
+    tiny_marian: Path, tiny_marian_multi: Path, tiny_nllb: Path, tmp_path: Path
 ) -> None:
     bart = tmp_path / "bart"
     transformers.BartForConditionalGeneration(
@@ -259,7 +301,8 @@ def test_unsupported_checkpoints_fail_clearly_and_write_nothing(
     cases = [
         (bart, {}, "architecture 'bart' is not supported; supported: marian"),
         (no_vocab, {"source_language": "en", "target_language": "de"}, "tokenizer"),
-        (tiny_marian, {}, "pass --source-lang and --target-lang"),
+        (tiny_marian, {}, "does not record its source languages; pass --source-lang"),
+        (tiny_marian_multi, {"target_language": "de"}, "does not record its source languages; pass --source-lang"),
         (tiny_nllb, {"target_language": "xx"}, "the model has no language ['xx']"),
     ]
     for i, (hf_dir, kwargs, message) in enumerate(cases):
