@@ -76,7 +76,7 @@ class DecoderStep(nn.Module):
         logits = model.decoder_norm(x) @ model.output_proj.weight.T  # (N, V)
         if model.final_logits_bias is not None:
             logits = logits + model.final_logits_bias
-        log_probs = self.constraints(logits.log_softmax(dim=-1))
+        log_probs = self.constraints(logits)
         return log_probs, *new_k, *new_v, alignment.reshape(x.shape[0], -1)
 
     def _layer(
@@ -123,10 +123,11 @@ class DecoderStep(nn.Module):
 
 
 class OutputConstraints(nn.Module):
-    """Banned tokens on log-probabilities (N, V), as transformers' bad_words_ids: -inf for them,
-    then, with ``renormalize`` (its renormalize_logits), a log-softmax over the rest; without it,
-    the rest keep the log-probabilities the model gives them. The parity check applies the same
-    module to PyTorch's log-probabilities."""
+    """Scores (N, V), logits or log-probabilities (any per-row shift), to log-probabilities with
+    banned tokens at -inf, as transformers' bad_words_ids. With ``renormalize`` (its
+    renormalize_logits) the rest sum to 1: log_softmax(log_softmax(x) + ban), which is
+    log_softmax(x + ban), one pass over V instead of two. Without it, they keep the probabilities
+    the model gives them. The parity check applies the same module to PyTorch's log-probabilities."""
 
     def __init__(self, vocab: int, banned_ids: Sequence[int], *, renormalize: bool) -> None:
         super().__init__()
@@ -135,11 +136,12 @@ class OutputConstraints(nn.Module):
         self.register_buffer("ban", ban if banned_ids else None, persistent=False)
         self.renormalize = renormalize
 
-    def forward(self, log_probs: Tensor) -> Tensor:
+    def forward(self, scores: Tensor) -> Tensor:
         if self.ban is None:
-            return log_probs
-        log_probs = log_probs + self.ban
-        return log_probs.log_softmax(dim=-1) if self.renormalize else log_probs
+            return scores.log_softmax(dim=-1)
+        if self.renormalize:
+            return (scores + self.ban).log_softmax(dim=-1)
+        return scores.log_softmax(dim=-1) + self.ban
 
 
 def _stacked_qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:

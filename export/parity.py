@@ -150,8 +150,8 @@ def check_parity(
     batch_size: int = 16,
 ) -> ParityReport:
     """Decode ``sources`` (id lists ending in EOS) with the graphs and compare with PyTorch, whose
-    log-probabilities go through the graphs' ``constraints`` first; banned tokens (-inf in both)
-    are left out of the comparison."""
+    log-probabilities go through the graphs' ``constraints`` too; banned tokens (-inf in both) are
+    left out of the comparison."""
     model.eval()
     cfg = model.config
     options = DecodingOptions()
