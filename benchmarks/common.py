@@ -167,6 +167,11 @@ def streams_title(streams: int, threads: int) -> str:
     return f"{streams} stream{'s' * (streams > 1)} × {per_stream} thread{'s' * (per_stream > 1)}"
 
 
+def streams_markdown(settings: Sequence[dict], threads: int) -> str:
+    """One table per stream setting (``{"streams": S, "table": ...}``), each under its title."""
+    return "\n\n".join(f"### {streams_title(s['streams'], threads)}\n\n{s['table']}" for s in settings)
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]

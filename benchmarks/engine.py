@@ -38,11 +38,11 @@ from benchmarks.common import (
     markdown_table,
     read_lines,
     start_run,
-    streams_title,
+    streams_markdown,
     write_report,
 )
 from benchmarks.ct2_convert import convert
-from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, run_workers
+from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, ct2_baseline, run_workers
 from engine.bundle import load_bundle
 from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint
@@ -108,10 +108,6 @@ def add_agreement(results: dict, runs: dict, texts: list[str], args: argparse.Na
         else:
             same = sum(a == b for a, b in zip(reference, other["translations"], strict=False))
             results[name, beam]["agreement"] = {"identical_rate": same / len(other["translations"])}
-
-
-def ct2_baseline(name: str) -> str:
-    return "ct2-int8" if SYSTEMS[name][1] == "int8" else "ct2-float32"
 
 
 def table(results: dict) -> str:
@@ -202,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     texts, refs = read_lines(args.src, args.limit), read_lines(args.ref, args.limit)
     prepare(args, texts)
     settings = [measure_streams(streams, texts, refs, args) for streams in args.streams]
-    markdown = "\n\n".join(f"### {streams_title(s['streams'], args.threads)}\n\n{s['table']}" for s in settings)
+    markdown = streams_markdown(settings, args.threads)
     options = {"threads": args.threads, "batch_size": args.batch_size, "rounds": args.rounds,
                "slow_rounds": args.slow_rounds, "slow_limit": args.slow_limit, "sentences": len(texts)}  # fmt: skip
     write_report(start, args.out, {"settings": options, "streams": settings, "markdown": markdown})

@@ -41,10 +41,10 @@ from benchmarks.common import (
     markdown_table,
     read_lines,
     start_run,
-    streams_title,
+    streams_markdown,
     write_report,
 )
-from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, run_workers
+from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, ct2_baseline, run_workers
 
 MARIAN_SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
 REFERENCE = "transformers"
@@ -130,10 +130,6 @@ def summarize(runs: list[dict], reference: list[str] | None, cap: int) -> dict:
     return result
 
 
-def ct2_baseline(name: str) -> str:
-    return "ct2-int8" if SYSTEMS[name][1] == "int8" else "ct2-float32"
-
-
 def table(results: dict[str, dict]) -> str:
     header = ["system", "sent/s", "tok/s", "× CT2", "× transformers", "peak RSS MB", "ended by EOS",
               "= transformers"]  # fmt: skip
@@ -206,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     for streams in args.streams:
         setting, reference = measure_streams(streams, len(texts), args, reference)
         settings.append(setting)
-    markdown = "\n\n".join(f"### {streams_title(s['streams'], args.threads)}\n\n{s['table']}" for s in settings)
+    markdown = streams_markdown(settings, args.threads)
     options = {"size": args.size, "threads": args.threads, "batch_size": args.batch_size, "beam_size": args.beam,
                "max_new_tokens": args.max_new_tokens, "rounds": args.rounds, "sentences": len(texts)}  # fmt: skip
     write_report(start, args.out, {"settings": options, "streams": settings, "markdown": markdown})

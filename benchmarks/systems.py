@@ -41,6 +41,11 @@ MULTI_STREAM = ("ours", "ct2")  # the families that decode several batches at on
 WARMUP_SENTENCES = 8
 
 
+def ct2_baseline(name: str) -> str:
+    """The CTranslate2 system a system is compared with: the one of its precision."""
+    return "ct2-int8" if SYSTEMS[name][1] == "int8" else "ct2-float32"
+
+
 @dataclass
 class Output:
     texts: list[str]

@@ -58,7 +58,13 @@ def test_the_service_figure_is_drawn(tiny_results: Path) -> None:
 def test_arguments_go_to_the_entry_point_they_follow() -> None:
     own, groups = split_args(["--results", "out", "--service", "--rounds", "1", "--engine", "--limit", "6"])
     assert own == ["--results", "out"]
-    assert groups == {"engine": ["--limit", "6"], "service": ["--rounds", "1"], "composition": [], "profile": []}
+    assert groups == {
+        "engine": ["--limit", "6"],
+        "service": ["--rounds", "1"],
+        "composition": [],
+        "profile": [],
+        "marian": [],
+    }
 
 
 def test_only_reruns_the_named_questions_and_rebuilds_the_tables(
