@@ -27,7 +27,7 @@ def test_the_readme_example_translates_with_the_shipped_bundle() -> None:
 
 def test_the_engine_imports_neither_torch_nor_the_http_service() -> None:
     code = (
-        "import sys, engine, engine.translator, engine.runner\n"
+        "import sys, engine, engine.translator, engine.runner, engine.language_id\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'service', 'fastapi', 'model', 'export'}))"
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)

