@@ -48,18 +48,18 @@ RUN if [ "$DEVICE" = cuda ]; then set -- --extra gpu --exclude onnxruntime --add
 FROM base AS runtime
 ARG DEVICE
 LABEL org.opencontainers.image.title="mt-service" \
-      org.opencontainers.image.description="English->German translation: ONNX Runtime, dynamic batching, alignments" \
+      org.opencontainers.image.description="Machine translation: a model repository on ONNX Runtime, dynamic batching, language identification, alignments" \
       org.opencontainers.image.licenses="Apache-2.0"
 RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin mt
 COPY --from=deps /opt/venv /opt/venv
 WORKDIR /app
-# Code and model stay root-owned and read-only to the service user. The bundle changes less often
-# than the code, so it comes first.
+# Code and models stay root-owned and read-only to the service user. The bundles change less often
+# than the code, so they come first; each is a model of the repository MT_MODELS_DIR serves.
 COPY models/en-de/bundle /app/models/en-de/bundle
 COPY engine /app/engine
 COPY service /app/service
 # Every other MT_* setting keeps its default (the README's configuration table); override with -e.
-ENV MT_MODEL_DIR=/app/models/en-de/bundle \
+ENV MT_MODELS_DIR=/app/models \
     MT_PROVIDER=${DEVICE}
 USER 10001:10001
 EXPOSE 8000

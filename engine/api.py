@@ -22,7 +22,7 @@ class TranslationOptions:
 
     source_language: str | None = None
     target_language: str | None = None
-    beam_size: int | None = None  # 1 = greedy
+    beam_size: int | None = None  # 1 = greedy; None: the model's, widened to num_hypotheses
     num_hypotheses: int = 1
     length_penalty: float | None = None  # alpha in score / length ** alpha
     max_length: int | None = None  # cap on generated tokens (EOS included); None: the model's length rule
@@ -46,7 +46,7 @@ class TranslationOptions:
             self,
             source_language=source.code,
             target_language=target.code,
-            beam_size=defaults.beam_size if self.beam_size is None else self.beam_size,
+            beam_size=max(defaults.beam_size, self.num_hypotheses) if self.beam_size is None else self.beam_size,
             length_penalty=defaults.length_penalty if self.length_penalty is None else self.length_penalty,
         )
 

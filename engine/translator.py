@@ -3,7 +3,8 @@
 ``Translator`` loads and validates a bundle (``engine.bundle``), builds the runner, warms it up,
 and translates a list of texts in one call:
 
-1. each text is split into sentences (``engine.segmenter``), which are tokenized;
+1. each text is split into sentences (``engine.segmenter``), which are tokenized, except those
+   with nothing to translate (symbols, emoji, numbers, URLs), which are kept as they are;
 2. all sentences are sorted by length and cut into sub-batches bounded by ``max_batch_sentences``
    and ``max_batch_tokens`` (padded source tokens), so padding stays small;
 3. per sub-batch: the encoder once, then beam search (``engine.beam_search``) over decoder steps
@@ -41,6 +42,7 @@ from engine.api import (
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, load_bundle
 from engine.cpus import available_cpus, default_threads
+from engine.language_id import is_passthrough
 from engine.languages import pairs
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.segmenter import SegmentedText, segment
@@ -97,8 +99,9 @@ class _Sentence:
     """One segment of one input text, tokenized."""
 
     text_index: int
-    ids: list[int]  # source ids, EOS included
+    ids: list[int]  # source ids, EOS included; none for a verbatim segment
     truncated: bool
+    verbatim: str | None = None  # the segment itself when it has nothing to translate
     hypotheses: list[beam_search.Hypothesis] = field(default_factory=list)
 
 
@@ -162,7 +165,7 @@ class Translator:
             self._sentence(i, s.text, s.truncated, pair) for i, seg in enumerate(segmented) for s in seg.segments
         ]
         # prefix and EOS alone: nothing to say
-        spoken = [s for s in sentences if len(s.ids) > len(pair.source_prefix) + 1]
+        spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
         self._decode(spoken, search, options.max_length, pair, stats)
         by_text: list[list[_Sentence]] = [[] for _ in texts]
         for s in sentences:
@@ -183,6 +186,8 @@ class Translator:
         return segment(text, count_tokens=self.tokenizer.count, max_tokens=room)
 
     def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair) -> _Sentence:
+        if is_passthrough(text):  # symbols, numbers, URLs: a model would only invent words for them
+            return _Sentence(text_index, [], truncated, verbatim=text)
         ids = self.tokenizer.encode(text, prefix=pair.source_prefix)
         if len(ids) > self.max_source_ids:  # the segmenter's estimate was off: cut, keep EOS, and say so
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
@@ -267,7 +272,7 @@ class Translator:
             picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
             score = sum(h.score for h in picks if h)
             length = sum(h.length for h in picks if h)
-            text = seg.join([self.tokenizer.decode(h.tokens[words:]) if h else "" for h in picks])
+            text = seg.join([self._text(p, h, words) for p, h in zip(parts, picks, strict=True)])
             normalized = beam_search.normalized(score, length, search.length_penalty) if length else 0.0
             hypotheses.append(Hypothesis(text, score, normalized))
         best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
@@ -284,6 +289,11 @@ class Translator:
             input_tokens=sum(len(p.ids) for p in parts),
             output_tokens=sum(len(h.tokens) - words for h in best if h),
         )
+
+    def _text(self, sentence: _Sentence, hypothesis: beam_search.Hypothesis | None, words: int) -> str:
+        if sentence.verbatim is not None:
+            return sentence.verbatim
+        return self.tokenizer.decode(hypothesis.tokens[words:]) if hypothesis else ""
 
     def _alignment(self, sentence: _Sentence, best: beam_search.Hypothesis, pair: _Pair) -> Alignment:
         """Between the words of the text and of the translation: language tokens and EOS left out."""

@@ -33,9 +33,9 @@ def create_app(
     engine_factory: EngineFactory | None = None,
     on_load_failure: Callable[[], None] | None = None,
 ) -> FastAPI:
-    """Build the app. The model loads in the background once the server starts: /healthz answers
-    at once, /readyz turns 200 when the model is warm. ``on_load_failure`` is called if it cannot
-    load (``python -m service`` then exits non-zero)."""
+    """Build the app. The models load in the background once the server starts: /healthz answers
+    at once, /readyz turns 200 when the preloaded models are warm. ``on_load_failure`` is called if
+    no model can serve (``python -m service`` then exits non-zero)."""
     settings = settings or Settings()
     metrics = Metrics()
     runtime = Runtime(settings, metrics, factory=engine_factory)
@@ -84,7 +84,7 @@ async def _load(runtime: Runtime, on_failure: Callable[[], None] | None) -> None
     try:
         await runtime.load()
     except Exception as exc:
-        runtime.load_error = f"the model could not be loaded: {exc}"
-        log.exception("the model could not be loaded from %s", runtime.settings.model_dir)
+        runtime.load_error = runtime.load_error or f"no model could be loaded: {exc}"
+        log.exception("no model could be loaded")
         if on_failure is not None:
             on_failure()

@@ -67,8 +67,9 @@ class _Item:
 
 
 class Batcher:
-    def __init__(self, engine: Engine, config: BatcherConfig, metrics: Metrics) -> None:
+    def __init__(self, engine: Engine, config: BatcherConfig, metrics: Metrics, *, model: str = "") -> None:
         self.engine = engine
+        self.model = model  # the metrics' model label
         self.config = config
         self.metrics = metrics
         self._queue: deque[_Item] = deque()
@@ -178,7 +179,7 @@ class Batcher:
         self._set_queued(self._queued - len(batch))
         now = time.monotonic()
         for item in batch:
-            self.metrics.stage_duration.labels("queue").observe(now - item.enqueued_at)
+            self.metrics.stage_duration.labels("queue", self.model).observe(now - item.enqueued_at)
         return batch
 
     def _start(self, batch: list[_Item], free: asyncio.Semaphore) -> asyncio.Task[None]:
@@ -218,11 +219,11 @@ class Batcher:
 
     def _record(self, stats: BatchStats, sentences: int, seconds: float) -> None:
         m = self.metrics
-        m.stage_duration.labels("encode").observe(stats.encode_seconds)
-        m.stage_duration.labels("decode").observe(stats.decode_seconds)
+        m.stage_duration.labels("encode", self.model).observe(stats.encode_seconds)
+        m.stage_duration.labels("decode", self.model).observe(stats.decode_seconds)
         for n_sentences, n_tokens in stats.sub_batches:
-            m.batch_sentences.observe(n_sentences)
-            m.batch_tokens.observe(n_tokens)
+            m.batch_sentences.labels(self.model).observe(n_sentences)
+            m.batch_tokens.labels(self.model).observe(n_tokens)
         rate = sentences / max(seconds, 1e-6)
         previous = self._sentences_per_second
         self._sentences_per_second = rate if previous == 0 else 0.8 * previous + 0.2 * rate
@@ -238,7 +239,7 @@ class Batcher:
 
     def _set_queued(self, n: int) -> None:
         self._queued = n
-        self.metrics.queue_depth.set(n)
+        self.metrics.queue_depth.labels(self.model).set(n)
 
     def _retry_after_s(self) -> int:
         """Seconds until the current queue has likely drained (1 s when throughput is unknown)."""

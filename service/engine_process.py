@@ -1,21 +1,24 @@
-"""The translation engine in a child process, behind the same interface as ``Translator``.
+"""Translation engines in child processes: one process per stream, each hosting every loaded model.
 
-Why: in one process the beam search's Python and the HTTP event loop share one GIL. Under load
-the search thread held it most of the time, requests reached the batcher late, and batches stayed
-small (benchmarks/RESULTS.md). In its own process the engine runs at offline speed and the event
-loop only parses requests, queues texts and writes responses.
+Why processes: in one process the beam search's Python and the HTTP event loop share one GIL.
+Under load the search thread held it most of the time, requests reached the batcher late, and
+batches stayed small (benchmarks/RESULTS.md). In their own processes the engines run at offline
+speed and the event loop only parses requests, queues texts and writes responses.
 
-The parent keeps only the tokenizer (the batcher counts source tokens) and a pipe to each child.
-With ``streams`` > 1 there is one child per stream, each a single-stream ``Translator`` on its
-share of the threads, and ``translate_batch`` may be called from that many threads at once: each
-call takes a free child, so that many batches are decoded at once (the batcher's ``concurrency``).
-If a child dies (killed, out of memory), the batch it was running fails with ``EngineCrashed``, a
-new child is started in its place, and later batches are served by it: the service stays up.
+Why several models per process: a model repository may serve many small models, and a process
+per model per stream would cost an interpreter and an onnxruntime each. ``EngineHost`` starts
+``streams`` children; ``load`` loads a bundle into every child and returns a ``HostedEngine``, an
+``engine.api.Engine`` whose ``close`` unloads it again. The parent keeps only each model's
+tokenizer (the batcher counts source tokens). A batch takes any free child, so that ``streams``
+batches, of any models, are decoded at once. If a child dies (killed, out of memory), the batch it
+was running fails with ``EngineCrashed``, a new child is started in its place with the models the
+old one hosted, and later batches are served by it: the service stays up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -24,11 +27,13 @@ import signal
 import threading
 from dataclasses import replace
 from multiprocessing.connection import Connection
+from typing import Any
 
 from engine.api import ModelInfo, TranslatedBatch, TranslationOptions
 from engine.bundle import load_bundle
 from engine.tokenizer import Tokenizer
 from engine.translator import Translator, TranslatorConfig
+from service.memory import resident_bytes
 
 log = logging.getLogger(__name__)
 
@@ -40,97 +45,139 @@ class EngineCrashed(Exception):
     """The engine process died while translating a batch; a new one has been started."""
 
 
-class EngineProcess:
-    """An ``engine.api.Engine`` whose translator runs in ``config.streams`` child processes."""
+class EngineHost:
+    """``streams`` engine processes, each with ``threads`` onnxruntime threads for each model."""
 
-    def __init__(self, config: TranslatorConfig, *, nice: int = 0) -> None:
-        self.config = config
-        # The children load and check the whole bundle; the parent needs only its tokenizer.
-        bundle = load_bundle(config.model_dir, verify_checksums=False, check_graphs=False)
-        self.tokenizer = Tokenizer.from_bundle(bundle)
-        child_config = replace(config, streams=1, threads=config.threads_per_stream)
+    def __init__(self, *, streams: int = 1, threads: int = 0, nice: int = 0) -> None:
+        self.threads = threads
+        self._keys = itertools.count()
         self._children: list[_Child] = []
         try:
-            for _ in range(config.streams):
-                self._children.append(_Child(child_config, nice))
+            for _ in range(streams):
+                self._children.append(_Child(nice))
         except BaseException:
             self.close()
             raise
         self._idle: queue.SimpleQueue[_Child] = queue.SimpleQueue()
         for child in self._children:
             self._idle.put(child)
-        self.info: ModelInfo = self._children[0].info
 
     @property
-    def pid(self) -> int | None:
-        """The first child's process id."""
-        return self._children[0].pid
+    def pids(self) -> list[int | None]:
+        return [child.pid for child in self._children]
 
-    def count_tokens(self, text: str) -> int:
-        """Source pieces of ``text`` as one sentence, EOS included (as ``Translator.count_tokens``)."""
-        return len(self.tokenizer.encode(text))
+    def load(self, config: TranslatorConfig) -> HostedEngine:
+        """Load ``config``'s bundle into every child; raises what loading raised (and then no
+        child keeps it)."""
+        key = str(next(self._keys))
+        config = replace(config, streams=1, threads=self.threads)
+        loaded: list[_Child] = []
+        try:
+            for child in self._children:
+                info = child.load(key, config)
+                loaded.append(child)
+        except BaseException:
+            for child in loaded:
+                child.unload(key)
+            raise
+        return HostedEngine(self, key, config, info)
 
-    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
+    def resident_bytes(self) -> int:
+        """Resident memory of all children together."""
+        return sum(resident_bytes(pid) for pid in self.pids if pid is not None)
+
+    def translate(self, key: str, texts: list[str], options: TranslationOptions | None) -> TranslatedBatch:
         child = self._idle.get()  # blocks while every child is busy
         try:
-            return child.translate(texts, options)
+            return child.translate(key, texts, options)
         finally:
             self._idle.put(child)
+
+    def unload(self, key: str) -> None:
+        for child in self._children:
+            child.unload(key)
 
     def close(self) -> None:
         for child in self._children:
             child.close()
 
 
-class _Child:
-    """One engine process and the pipe to it; restarted when it dies."""
+class HostedEngine:
+    """One model loaded into an ``EngineHost``'s processes; implements ``engine.api.Engine``."""
 
-    def __init__(self, config: TranslatorConfig, nice: int) -> None:
-        self.config, self.nice = config, nice
+    def __init__(self, host: EngineHost, key: str, config: TranslatorConfig, info: ModelInfo) -> None:
+        self.host, self.key, self.info = host, key, info
+        # The children load and check the whole bundle; the parent needs only its tokenizer.
+        self.tokenizer = Tokenizer.from_bundle(
+            load_bundle(config.model_dir, verify_checksums=False, check_graphs=False)
+        )
+
+    def count_tokens(self, text: str) -> int:
+        """Source pieces of ``text`` as one sentence, EOS included (as ``Translator.count_tokens``)."""
+        return len(self.tokenizer.encode(text))
+
+    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
+        return self.host.translate(self.key, texts, options)
+
+    def close(self) -> None:
+        self.host.unload(self.key)
+
+
+class _Child:
+    """One engine process and the pipe to it; restarted, with its models, when it dies."""
+
+    def __init__(self, nice: int) -> None:
+        self.nice = nice
+        self.models: dict[str, TranslatorConfig] = {}  # what a replacement must load
         self._lock = threading.Lock()
-        self.info = self._start()
+        self._start()
 
     @property
     def pid(self) -> int | None:
         return self._process.pid
 
-    def translate(self, texts: list[str], options: TranslationOptions | None) -> TranslatedBatch:
-        with self._lock:
-            try:
-                self._conn.send((texts, options))
-                status, payload = self._conn.recv()
-            except (EOFError, OSError) as e:
-                self._stop()
-                exit_code = self._process.exitcode
-                self.info = self._start()
-                raise EngineCrashed(f"the engine process died (exit code {exit_code}); restarted") from e
-        if status == "error":
-            raise payload
-        return payload
+    def load(self, key: str, config: TranslatorConfig) -> ModelInfo:
+        info = self._call(("load", key, config))
+        self.models[key] = config
+        return info
+
+    def unload(self, key: str) -> None:
+        if self.models.pop(key, None) is not None:
+            self._call(("unload", key))
+
+    def translate(self, key: str, texts: list[str], options: TranslationOptions | None) -> TranslatedBatch:
+        return self._call(("translate", key, texts, options))
 
     def close(self) -> None:
         with self._lock:
             self._stop()
 
-    def _start(self) -> ModelInfo:
-        """Start a child, wait until its engine is loaded and warm; raises what loading raised."""
+    def _call(self, request: tuple[Any, ...]) -> Any:
+        with self._lock:
+            try:
+                self._conn.send(request)
+                status, payload = self._conn.recv()
+            except (EOFError, OSError) as e:
+                self._stop()
+                exit_code = self._process.exitcode
+                self._start()
+                raise EngineCrashed(f"the engine process died (exit code {exit_code}); restarted") from e
+        if status == "error":
+            raise payload
+        return payload
+
+    def _start(self) -> None:
+        """Start a child and load this child's models into it; raises what loading raised."""
         self._conn, child_end = _CONTEXT.Pipe()
-        args = (self.config, self.nice, child_end)
-        self._process = _CONTEXT.Process(target=_serve, args=args, name="mt-engine", daemon=True)
+        self._process = _CONTEXT.Process(target=_serve, args=(self.nice, child_end), name="mt-engine", daemon=True)
         self._process.start()
         child_end.close()
-        try:
+        for key, config in self.models.items():
+            self._conn.send(("load", key, config))
             status, payload = self._conn.recv()
-        except EOFError:
-            self._process.join()
-            raise RuntimeError(
-                f"the engine process exited while loading (exit code {self._process.exitcode})"
-            ) from None
-        if status == "error":
-            self._process.join()
-            raise payload
-        log.info("engine process %d ready", self._process.pid)
-        return payload
+            if status == "error":
+                raise payload
+        log.info("engine process %d ready with %d models", self._process.pid, len(self.models))
 
     def _stop(self) -> None:
         with contextlib.suppress(OSError):  # already gone
@@ -142,8 +189,8 @@ class _Child:
         self._conn.close()
 
 
-def _serve(config: TranslatorConfig, nice: int, conn: Connection) -> None:
-    """The child: load the engine, then translate batches from the pipe until told to stop."""
+def _serve(nice: int, conn: Connection) -> None:
+    """The child: load, unload and run translators as the pipe says, until told to stop."""
     # Below the HTTP process's priority: when cores are scarce, taking requests in first keeps
     # batches full, and the engine works through them on what CPU is left.
     os.nice(nice)
@@ -151,12 +198,7 @@ def _serve(config: TranslatorConfig, nice: int, conn: Connection) -> None:
     # the whole process group must not kill the engine under requests still being served.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        translator = Translator(config)
-    except Exception as e:  # sent to the parent, which raises it from EngineProcess()
-        conn.send(("error", _picklable(e)))
-        return
-    conn.send(("ready", translator.info))
+    translators: dict[str, Translator] = {}
     while True:
         try:
             request = conn.recv()
@@ -164,11 +206,23 @@ def _serve(config: TranslatorConfig, nice: int, conn: Connection) -> None:
             return
         if request is None:
             return
-        texts, options = request
         try:
-            conn.send(("ok", translator.translate_batch(texts, options)))
-        except Exception as e:  # one failed batch, not a dead engine
+            conn.send(("ok", _handle(translators, request)))
+        except Exception as e:  # one failed request, not a dead engine
             conn.send(("error", _picklable(e)))
+
+
+def _handle(translators: dict[str, Translator], request: tuple[Any, ...]) -> Any:
+    match request:
+        case ("load", key, config):
+            translators[key] = Translator(config)
+            return translators[key].info
+        case ("unload", key):
+            translators.pop(key).close()
+            return None
+        case ("translate", key, texts, options):
+            return translators[key].translate_batch(texts, options)
+    raise ValueError(f"unknown engine request {request[0]!r}")
 
 
 def _picklable(error: Exception) -> Exception:

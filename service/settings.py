@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The shipped bundle, resolved against the repository checkout or installed tree, not the cwd.
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "en-de" / "bundle"
+# The shipped models, resolved against the repository checkout or installed tree, not the cwd.
+DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 
 
 class Settings(BaseSettings):
@@ -23,7 +23,23 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address to listen on (`--host` overrides).")
     port: int = Field(8000, ge=0, le=65535, description="TCP port (`--port` overrides).")
-    model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Model bundle directory.")
+    models_dir: Path = Field(DEFAULT_MODELS_DIR, description="Model repository: every bundle below it is served.")
+    model_dir: Path | None = Field(None, description="One bundle to serve instead of the repository.")
+    pivot: bool = Field(True, description="Serve a pair without a direct model through two models (fr->en->de).")
+    preload: str = Field(
+        "all", description="Models loaded at start: all, none, or comma-separated model names; the rest on first use."
+    )
+    max_loaded_models: int = Field(
+        0, ge=0, description="Most models loaded at once (least recently used idle ones unload); 0 = no limit."
+    )
+    max_loaded_mb: float = Field(
+        0, ge=0, description="Memory budget of the loaded models in MB (as measured at load); 0 = no limit."
+    )
+    detect_languages: str = Field(
+        "",
+        description="Comma-separated ISO 639-1 codes language identification chooses from; empty = the served "
+        "languages plus the major European ones.",
+    )
     provider: Literal["auto", "cpu", "cuda"] = Field("auto", description="onnxruntime execution provider.")
     variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
     threads: int = Field(
@@ -57,6 +73,11 @@ class Settings(BaseSettings):
     drain_timeout_s: float = Field(30.0, ge=0, description="On SIGTERM, longest wait for accepted requests.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
 
+    @field_validator("model_dir", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
     @model_validator(mode="after")
     def _check_limits(self) -> Settings:
         if self.max_queue_sentences < self.max_texts:
@@ -65,6 +86,13 @@ class Settings(BaseSettings):
                 "or a full-size request could never be admitted"
             )
         return self
+
+    @property
+    def preload_names(self) -> frozenset[str] | None:
+        """The models to load at start; None: all of them."""
+        if self.preload.strip().lower() == "all":
+            return None
+        return frozenset(n.strip() for n in self.preload.split(",") if n.strip() and n.strip().lower() != "none")
 
     @property
     def api_key_set(self) -> frozenset[str]:

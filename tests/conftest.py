@@ -100,3 +100,34 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path,
     out = tmp_path_factory.mktemp("tiny_bundle") / "bundle"
     export_bundle(ExportConfig(checkpoint=tiny_checkpoint, out=out, int8=True, parity_data=tiny_corpus / "val.en"))
     return out
+
+
+def relabelled_bundle(bundle: Path, out: Path, name: str, sources: list[str], targets: list[str]) -> Path:
+    """A copy of ``bundle`` that declares another name and languages: the same weights, so its
+    outputs are known, serving other pairs (what routing, pivoting and unloading are tested with)."""
+    import json
+    import shutil
+
+    shutil.copytree(bundle, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["name"] = name
+    manifest["languages"] = {
+        "source": [{"code": code, "tokens": []} for code in sources],
+        "target": [{"code": code, "tokens": []} for code in targets],
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return out
+
+
+@pytest.fixture(scope="session")
+def model_repository(tmp_path_factory: pytest.TempPathFactory, tiny_bundle: Path) -> Path:
+    """A repository of tiny bundles: en->de, de->en, fr->en, a many-to-many (cs, sk -> en, pl), and
+    a bundle whose graph is corrupted (its manifest reads, its load fails)."""
+    root = tmp_path_factory.mktemp("repository")
+    relabelled_bundle(tiny_bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
+    relabelled_bundle(tiny_bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    relabelled_bundle(tiny_bundle, root / "fr-en", "tiny-fr-en", ["fr"], ["en"])
+    relabelled_bundle(tiny_bundle, root / "many" / "bundle", "tiny-many", ["cs", "sk"], ["en", "pl"])
+    broken = relabelled_bundle(tiny_bundle, root / "broken", "tiny-broken", ["it"], ["en"])
+    (broken / "encoder.onnx").write_bytes(b"not an onnx graph")
+    return root

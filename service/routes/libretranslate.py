@@ -2,10 +2,10 @@
 
 ``POST /translate`` takes a JSON or form body (``q``, ``source``, ``target``, ``format``,
 ``alternatives``, ``api_key``) and answers ``{"translatedText": ...}`` with LibreTranslate's shapes:
-a string for a string ``q``, a list for a list, plus ``alternatives`` and ``detectedLanguage`` when
-asked. ``source: "auto"`` is accepted because the model has a single source language; it is
-reported as detected with full confidence, without running any detection. Errors keep this
-service's own ``{"error": {"type", "message"}}`` shape.
+a string for a string ``q``, a list for a list, plus ``alternatives``, and ``detectedLanguage``
+(confidence 0-100) for ``source: "auto"``. ``POST /detect``, ``GET /languages`` and
+``GET /frontend/settings`` answer as LibreTranslate's do. Errors keep this service's own
+``{"error": {"type", "message"}}`` shape.
 """
 
 from __future__ import annotations
@@ -17,15 +17,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from engine.api import TranslationOptions
-from engine.languages import pairs
 from service.errors import InvalidRequest
 from service.routes.common import RuntimeDep, bearer_key, error_responses, unless_disconnected
-from service.runtime import Runtime, TranslationJob
+from service.runtime import TranslationJob
 from service.schemas import BEARER_AUTH, MAX_BEAM_SIZE, LanguageCode, TextOrTexts, json_body, validated
 
 router = APIRouter(tags=["LibreTranslate compatibility"])
 
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "cs": "Czech", "it": "Italian"}
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
+    "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French", "ga": "Irish",
+    "hr": "Croatian", "hu": "Hungarian", "it": "Italian", "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian",
+    "lv": "Latvian", "nb": "Norwegian Bokmål", "nl": "Dutch", "no": "Norwegian", "pl": "Polish",
+    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sr": "Serbian",
+    "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
+}  # fmt: skip
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -65,53 +71,103 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
         texts=body.texts,
         source_lang=None if auto else body.source,
         target_lang=body.target,
-        options=_options(runtime, body.alternatives),
+        options=_options(body.alternatives),
         api_key=body.api_key or bearer_key(request),
     )
-    results = await unless_disconnected(request, runtime.translate(job))
+    done = await unless_disconnected(request, runtime.translate(job))
 
     single = isinstance(body.q, str)
-    translated = [r.text for r in results]
+    translated = [r.text for r in done.results]
     response: dict[str, Any] = {"translatedText": translated[0] if single else translated}
     if body.alternatives:
-        alternatives = [[h.text for h in r.hypotheses[1:]] for r in results]
+        alternatives = [[h.text for h in r.hypotheses[1:]] for r in done.results]
         response["alternatives"] = alternatives[0] if single else alternatives
-    if auto:
-        # Until language identification: "auto" resolves only for a model with one source language.
-        detected = {"confidence": 100.0, "language": runtime.loaded_info().languages.source[0].code}
-        response["detectedLanguage"] = detected if single else [detected] * len(job.texts)
+    if done.detections is not None:
+        detected = [_percent(d.language, d.confidence) if d else _percent(None, 0.0) for d in done.detections]
+        response["detectedLanguage"] = detected[0] if single else detected
     return response
+
+
+class LibreDetectRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    q: str = Field(min_length=1)
+    api_key: str | None = None
+
+
+@router.post(
+    "/detect",
+    openapi_extra={**json_body(LibreDetectRequest, *_FORM_TYPES), **BEARER_AUTH},
+    responses=error_responses(401, 422, 503),
+)
+async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
+    """LibreTranslate's detect: ``[{"language": "fr", "confidence": 0-100}, ...]``, best first."""
+    body = validated(LibreDetectRequest, await _body(request))
+    runtime.authorize(body.api_key or bearer_key(request))
+    found = runtime.detect(body.q)
+    return [_percent(c.language, c.confidence) for c in found.candidates] or [_percent(None, 0.0)]
+
+
+@router.get("/frontend/settings")
+async def frontend_settings(runtime: RuntimeDep) -> dict[str, Any]:
+    """LibreTranslate's front-end settings: limits, key requirement, and the default pair."""
+    _, routes = runtime.serving()
+    pairs = routes.pairs()
+    target = pairs[0][1] if pairs else "en"
+    s = runtime.settings
+    return {
+        "charLimit": s.max_chars,
+        "frontendTimeout": 500,
+        "apiKeys": bool(s.api_key_set),
+        "keyRequired": bool(s.api_key_set),
+        "suggestions": False,
+        "filesTranslation": False,
+        "supportedFilesFormat": [],
+        "language": {
+            "source": {"code": "auto", "name": "Auto Detect"},
+            "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},
+        },
+    }
+
+
+def _percent(language: str | None, confidence: float) -> dict[str, Any]:
+    return {"confidence": round(100 * confidence, 1), "language": language}
 
 
 @router.get("/languages", response_model=list[LibreLanguage])
 async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
-    """The languages and, for each, the languages it can be translated into."""
-    served = runtime.loaded_info().languages
-    targets: dict[str, list[str]] = {lang.code: [] for lang in served.source + served.target}
-    for source, target in pairs(served):
-        targets[source].append(target)
-    return [LibreLanguage(code=code, name=LANGUAGE_NAMES.get(code, code), targets=t) for code, t in targets.items()]
+    """The languages and, for each, the languages it can be translated into (directly or through
+    a pivot)."""
+    _, routes = runtime.serving()
+    targets: dict[str, list[str]] = {}
+    for source, target in routes.pairs():
+        targets.setdefault(source, []).append(target)
+        targets.setdefault(target, [])
+    return [
+        LibreLanguage(code=code, name=LANGUAGE_NAMES.get(code, code), targets=t) for code, t in sorted(targets.items())
+    ]
 
 
-def _options(runtime: Runtime, alternatives: int) -> TranslationOptions:
-    """The model's defaults; ``alternatives`` more hypotheses widen the beam to hold them."""
-    if not alternatives:
-        return TranslationOptions()
-    n = alternatives + 1
-    return TranslationOptions(beam_size=max(runtime.loaded_info().decoding.beam_size, n), num_hypotheses=n)
+def _options(alternatives: int) -> TranslationOptions:
+    """The model's defaults, with ``alternatives`` more hypotheses (the beam widens to hold them)."""
+    return TranslationOptions(num_hypotheses=alternatives + 1)
 
 
 async def _parse(request: Request) -> LibreTranslateRequest:
-    """The body as JSON or as a form (a repeated form field ``q`` is a list of texts)."""
+    return validated(LibreTranslateRequest, await _body(request))
+
+
+async def _body(request: Request) -> bytes | dict[str, Any]:
+    """The body as JSON bytes or as a parsed form (a repeated form field ``q`` is a list of texts)."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type in _FORM_TYPES:
         try:
             form = await request.form()
         except HTTPException as exc:  # Starlette's answer to a malformed multipart body
             raise InvalidRequest(f"malformed form body: {exc.detail}") from None
-        return validated(LibreTranslateRequest, {key: _form_value(key, form.getlist(key)) for key in form})
+        return {key: _form_value(key, form.getlist(key)) for key in form}
     if content_type == "application/json" or content_type.endswith("+json"):
-        return validated(LibreTranslateRequest, await request.body())
+        return await request.body()
     raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response
 
 from service.routes.common import RuntimeDep
@@ -11,16 +13,17 @@ router = APIRouter(tags=["operations"])
 
 @router.get("/healthz")
 async def healthz(runtime: RuntimeDep) -> dict[str, str]:
-    """Liveness: the process serves requests (fails only when the model could not be loaded)."""
+    """Liveness: the process serves requests (fails only when no model could be loaded)."""
     runtime.check_live()
     return {"status": "ok"}
 
 
 @router.get("/readyz")
-async def readyz(runtime: RuntimeDep) -> dict[str, str]:
-    """Readiness: 200 once the model is loaded and warm; 503 while loading or draining."""
-    runtime.check_ready()
-    return {"status": "ready"}
+async def readyz(runtime: RuntimeDep) -> dict[str, Any]:
+    """Readiness: 200 once the preloaded models are warm, listing models that failed to load
+    (the others serve); 503 while loading, when no model can serve, or while draining."""
+    failed = runtime.check_ready()
+    return {"status": "degraded", "failed_models": failed} if failed else {"status": "ready"}
 
 
 @router.get("/metrics")

@@ -1,16 +1,22 @@
-"""The service's own API: ``POST /v1/translate`` and ``GET /v1/models``."""
+"""The service's own API: ``POST /v1/translate``, ``POST /v1/detect`` and ``GET /v1/models``."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from engine.runner import resolve_provider
+from service.models import ModelSlot
 from service.routes.common import RuntimeDep, bearer_key, error_responses, get_runtime, unless_disconnected
-from service.runtime import TranslationJob
+from service.runtime import Runtime, TranslationJob
 from service.schemas import (
     BEARER_AUTH,
+    DetectCandidate,
+    DetectRequest,
+    DetectResponse,
     LanguageOut,
     ModelOut,
     ModelsResponse,
+    PairOut,
     TranslateRequest,
     TranslateResponse,
     TranslationOut,
@@ -42,28 +48,56 @@ async def translate(request: Request) -> Response:
         api_key=bearer_key(request),
         timeout_s=body.timeout_s,
     )
-    results = await unless_disconnected(request, runtime.translate(job))
-    response = TranslateResponse(
-        model=runtime.model_id, translations=[TranslationOut.from_result(r, body) for r in results]
-    )
+    done = await unless_disconnected(request, runtime.translate(job))
+    detections = done.detections or [None] * len(done.results)
+    translations = [
+        TranslationOut.from_result(result, body, model, detection)
+        for result, model, detection in zip(done.results, done.models, detections, strict=True)
+    ]
+    response = TranslateResponse(model=done.model, translations=translations)
     return Response(response.model_dump_json(exclude_none=True), media_type="application/json")
+
+
+@router.post("/v1/detect", response_model=DetectResponse, responses=error_responses(422, 503), tags=["translation"])
+async def detect(body: DetectRequest, runtime: RuntimeDep) -> DetectResponse:
+    """Identify the language of a text, among MT_DETECT_LANGUAGES."""
+    found = runtime.detect(body.text)
+    return DetectResponse(
+        language=found.language,
+        confidence=round(found.confidence, 4),
+        candidates=[DetectCandidate(language=c.language, confidence=round(c.confidence, 4)) for c in found.candidates],
+    )
 
 
 @router.get("/v1/models", response_model=ModelsResponse, tags=["models"])
 async def models(runtime: RuntimeDep) -> ModelsResponse:
-    """The loaded model: languages, version, variant, execution provider, measured quality."""
-    info = runtime.loaded_info()
-    return ModelsResponse(
-        models=[
-            ModelOut(
-                id=runtime.model_id,
-                name=info.name,
-                version=info.version,
-                source_languages=[LanguageOut(code=x.code, model_code=x.model_code) for x in info.languages.source],
-                target_languages=[LanguageOut(code=x.code, model_code=x.model_code) for x in info.languages.target],
-                variant=info.variant,
-                provider=info.provider,
-                quality=info.quality,
-            )
-        ]
+    """Every model of the repository (loaded or not, or why it cannot serve) and every pair served."""
+    pool, routes = runtime.serving()
+    pairs = [
+        PairOut(source=s, target=t, models=[hop.model for hop in routes.route(s, t).hops]) for s, t in routes.pairs()
+    ]
+    return ModelsResponse(models=[_model_out(slot, runtime) for slot in pool.slots.values()], pairs=pairs)
+
+
+def _model_out(slot: ModelSlot, runtime: Runtime) -> ModelOut:
+    manifest, info, loaded = slot.entry.manifest, slot.info, slot.loaded
+    if manifest is None:
+        return ModelOut(id=slot.entry.id, loaded=False, error=slot.error)
+    languages = manifest.languages
+    settings = runtime.settings
+    variant = info.variant if info else settings.variant
+    if variant == "auto":
+        variant = getattr(manifest.default_variant, resolve_provider(settings.provider))
+    quality = manifest.variants[variant].quality if variant in manifest.variants else {}
+    return ModelOut(
+        id=slot.entry.id,
+        version=manifest.version,
+        source_languages=[LanguageOut(code=x.code, model_code=x.model_code) for x in languages.source],
+        target_languages=[LanguageOut(code=x.code, model_code=x.model_code) for x in languages.target],
+        variant=variant,
+        provider=info.provider if loaded and info else None,
+        quality={name: q.model_dump(exclude_none=True) for name, q in quality.items()},
+        loaded=loaded is not None,
+        memory_mb=round(loaded.memory_bytes / 1e6, 1) if loaded else None,
+        error=slot.error,
     )

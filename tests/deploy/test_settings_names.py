@@ -31,9 +31,9 @@ def test_every_mt_variable_named_is_a_setting() -> None:
 
 
 def test_compose_passes_through_every_tunable_setting() -> None:
-    """docker-compose.yml forwards every setting but those the image fixes (model, provider) and
+    """docker-compose.yml forwards every setting but those the image fixes (models, provider) and
     those the command line sets (host, port)."""
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text(encoding="utf-8"))
     forwarded = set(compose["services"]["translator"]["environment"])
-    fixed = {"MT_HOST", "MT_PORT", "MT_MODEL_DIR", "MT_PROVIDER"}
+    fixed = {"MT_HOST", "MT_PORT", "MT_MODELS_DIR", "MT_MODEL_DIR", "MT_PROVIDER"}
     assert forwarded == {f"MT_{name.upper()}" for name in Settings.model_fields} - fixed

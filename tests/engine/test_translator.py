@@ -7,6 +7,7 @@ import random
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +148,7 @@ def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translat
 def test_text_handling_never_raises(translator: Translator) -> None:
     texts = ["", "   \n ", "\u200b", "A dog.\n\nA cat runs.  The girl sits.\n", "a\x00b\x07 c\u2028d", "😀 " * 3]
     results = translator.translate_batch(texts).results
-    assert [r.text for r in results[:3]] == ["", "", ""]
+    assert [r.text for r in results[:3]] == ["", "", "\u200b"]  # nothing to translate: kept as it is
     assert results[0].hypotheses[0].text == "" and results[0].input_tokens == 0
     lines = results[3].text.split("\n")
     assert len(lines) == 4 and lines[0] and lines[1] == "" and lines[2] and lines[3] == ""
@@ -223,8 +224,11 @@ def test_omitted_options_are_the_manifest_decoding_defaults(tiny_bundle: Path, t
     assert nbest_all(translator, texts, TranslationOptions(num_hypotheses=2)) != nbest_all(
         translator, texts, TranslationOptions(beam_size=4, length_penalty=1.0, num_hypotheses=2)
     )
+    # More hypotheses than the default beam: the beam widens to hold them.
+    wider = TranslationOptions(num_hypotheses=3, length_penalty=0.5)
+    assert nbest_all(translator, texts, wider) == nbest_all(translator, texts, replace(wider, beam_size=3))
     with pytest.raises(ValueError, match="beam_size=2"):
-        translator.translate_batch(texts, TranslationOptions(num_hypotheses=3))
+        translator.translate_batch(texts, TranslationOptions(beam_size=2, num_hypotheses=3))
 
 
 def nbest_all(translator: Translator, texts: list[str], options: TranslationOptions) -> list:

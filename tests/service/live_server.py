@@ -59,7 +59,8 @@ def assert_error(response: httpx.Response, status: int, error_type: str) -> dict
     """The response is an error in the service's one shape, with this status and type."""
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
+    assert set(body) == {"error"} and {"type", "message"} <= set(body["error"]), body
+    assert set(body["error"]) <= {"type", "message", "supported_pairs", "detected_language"}, body
     assert body["error"]["type"] == error_type
     assert body["error"]["message"]
     return body["error"]

@@ -15,11 +15,11 @@ def translate(client: httpx.Client, **body: object) -> dict:
 
 
 def test_one_text_gives_one_translation_and_nothing_unasked(client: httpx.Client) -> None:
-    body = translate(client, text=SENTENCES[0])
-    assert body["model"]
+    body = translate(client, text=SENTENCES[0], source_lang="en")
+    assert body["model"] == "mt-en-de:1.0.0"
     [translation] = body["translations"]
     assert isinstance(translation["text"], str) and translation["text"]
-    assert set(translation) == {"text"}
+    assert translation == {"text": translation["text"], "model": body["model"]}
 
 
 def test_a_list_keeps_order_and_equals_texts_sent_alone(client: httpx.Client) -> None:
@@ -69,7 +69,9 @@ def test_empty_text_and_line_structure(client: httpx.Client) -> None:
 def test_language_codes_are_case_insensitive_and_source_is_optional(client: httpx.Client) -> None:
     a = translate(client, text=SENTENCES[0], source_lang="EN", target_lang="DE")
     b = translate(client, text=SENTENCES[0])
-    assert a["translations"] == b["translations"]
+    assert a["translations"][0]["text"] == b["translations"][0]["text"]
+    assert "detected_language" not in a["translations"][0]
+    assert b["translations"][0]["detected_language"]["language"] == "en"
 
 
 def test_models(client: httpx.Client) -> None:
@@ -80,8 +82,10 @@ def test_models(client: httpx.Client) -> None:
     assert model["target_languages"] == [{"code": "de", "model_code": None}]
     assert model["variant"] in ("fp32", "int8")
     assert model["provider"] == "cpu"
-    assert model["id"] == translate(client, text="a")["model"]
-    assert {"name", "version", "quality"} <= set(model)
+    assert f"{model['id']}:{model['version']}" == translate(client, text="A dog.", source_lang="en")["model"]
+    assert model["loaded"] and model["memory_mb"] > 0 and model["error"] is None
+    assert isinstance(model["quality"], dict)
+    assert response.json()["pairs"] == [{"source": "en", "target": "de", "models": [model["id"]]}]
 
 
 def test_health_and_readiness(client: httpx.Client) -> None:

@@ -18,6 +18,7 @@ WORDS = ["man", "woman", "dog", "cat", "child", "girl", "boy"]
 PLACES = ["park", "street", "house", "water", "tree"]
 SENTENCES = [f"A {w} runs in the {p}." for w in WORDS for p in PLACES][:16]
 ROUTE = "/v1/translate"
+MODEL = "mt-en-de"  # the tiny bundle's name: the model label of its batcher's metrics
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def held(held_server: ServiceProcess) -> Iterator[httpx.Client]:
 
 
 def texts_body(texts: list[str], **options: object) -> dict[str, object]:
-    return {"text": texts, "target_lang": "de", **options}
+    return {"text": texts, "source_lang": "en", "target_lang": "de", **options}
 
 
 async def concurrently(url: str, bodies: list[dict[str, object]]) -> list[httpx.Response]:
@@ -47,28 +48,30 @@ def test_concurrent_requests_are_merged_and_match_sequential_results(
         merged += [r.json()["translations"][0]["text"] for r in responses]
     assert merged == sequential
     after = scrape(held)
-    batches = metric(after, "mt_batch_size_sentences_count") - metric(before, "mt_batch_size_sentences_count")
-    sentences = metric(after, "mt_batch_size_sentences_sum") - metric(before, "mt_batch_size_sentences_sum")
+    batches, sentences = (
+        metric(after, name, model=MODEL) - metric(before, name, model=MODEL)
+        for name in ("mt_batch_size_sentences_count", "mt_batch_size_sentences_sum")
+    )
     assert (batches, sentences) == (2, 16)  # mean batch size 8, from 16 requests
 
 
 def test_overload_gives_429_at_once_and_the_deadline_504(held: httpx.Client, held_server: ServiceProcess) -> None:
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(httpx.post, f"{held_server.url}{ROUTE}", json=texts_body(SENTENCES[:6]), timeout=60)
-        wait_for_metric(held, "mt_queue_depth_sentences", 6)
+        wait_for_metric(held, "mt_queue_depth_sentences", 6, model=MODEL)
         refused = held.post(ROUTE, json=texts_body(SENTENCES[6:13]))  # 6 + 7 > MT_MAX_QUEUE_SENTENCES=12
         assert_error(refused, 429, "overloaded")
         assert int(refused.headers["Retry-After"]) >= 1
         # The batch never fills, so the waiting request meets MT_REQUEST_TIMEOUT_S and its texts leave the queue.
         assert_error(waiting.result(), 504, "timeout")
-    wait_for_metric(held, "mt_queue_depth_sentences", 0)
+    wait_for_metric(held, "mt_queue_depth_sentences", 0, model=MODEL)
     assert held.post(ROUTE, json=texts_body(SENTENCES[:7], timeout_s=0.1)).status_code == 504  # admitted again
 
 
 def test_a_smaller_per_request_timeout_applies(held: httpx.Client) -> None:
     error = assert_error(held.post(ROUTE, json=texts_body(SENTENCES[:2], timeout_s=0.2)), 504, "timeout")
     assert "0.2 s" in error["message"]
-    wait_for_metric(held, "mt_queue_depth_sentences", 0)
+    wait_for_metric(held, "mt_queue_depth_sentences", 0, model=MODEL)
 
 
 def test_client_disconnect_drops_queued_work(held: httpx.Client) -> None:
@@ -77,4 +80,4 @@ def test_client_disconnect_drops_queued_work(held: httpx.Client) -> None:
         held.post(ROUTE, json=texts_body(SENTENCES[:3]), timeout=0.5)
     # Counted as 499 (not 504): the server noticed the disconnect before the 3 s deadline.
     wait_for_metric(held, "mt_requests_total", disconnects + 1, route=ROUTE, status="499")
-    assert metric(scrape(held), "mt_queue_depth_sentences") == 0
+    assert metric(scrape(held), "mt_queue_depth_sentences", model=MODEL) == 0

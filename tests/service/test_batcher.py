@@ -63,7 +63,7 @@ def make(engine: FakeEngine, **config: Any) -> tuple[Batcher, Metrics]:
 
 
 def sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
-    value = metrics.registry.get_sample_value(name, labels or {})
+    value = metrics.registry.get_sample_value(name, {"model": "", **(labels or {})})
     return 0.0 if value is None else value
 
 

@@ -1,12 +1,12 @@
-"""The engine in a child process: same results as in-process, load errors surface in the parent,
-and a killed child costs one batch, not the engine."""
+"""Engines in child processes: same results as in-process, several models per process, load errors
+surface in the parent, and a killed child costs one batch, not the engine."""
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,8 @@ import pytest
 from engine.api import TranslationOptions
 from engine.bundle import BundleError
 from engine.translator import Translator, TranslatorConfig
-from service.engine_process import EngineCrashed, EngineProcess
+from service.engine_process import EngineCrashed, EngineHost, HostedEngine
+from tests.conftest import relabelled_bundle
 
 TEXTS = ["a b c. d e", "f g h", "i j k l m n o"]
 
@@ -25,13 +26,18 @@ def config(tiny_bundle: Path) -> TranslatorConfig:
 
 
 @pytest.fixture(scope="module")
-def engine(config: TranslatorConfig) -> EngineProcess:
-    engine = EngineProcess(config, nice=3)
-    yield engine
-    engine.close()
+def host() -> Iterator[EngineHost]:
+    host = EngineHost(threads=1, nice=3)
+    yield host
+    host.close()
 
 
-def test_results_and_stats_equal_the_in_process_translator(engine: EngineProcess, config: TranslatorConfig) -> None:
+@pytest.fixture(scope="module")
+def engine(host: EngineHost, config: TranslatorConfig) -> HostedEngine:
+    return host.load(config)
+
+
+def test_results_and_stats_equal_the_in_process_translator(engine: HostedEngine, config: TranslatorConfig) -> None:
     options = TranslationOptions(beam_size=3, num_hypotheses=2, return_alignments=True)
     local = Translator(config)
     translated = engine.translate_batch(TEXTS, options)
@@ -41,57 +47,74 @@ def test_results_and_stats_equal_the_in_process_translator(engine: EngineProcess
     assert [engine.count_tokens(t) for t in TEXTS] == [local.count_tokens(t) for t in TEXTS]
 
 
-def test_the_engine_runs_at_a_lower_priority(engine: EngineProcess) -> None:
-    assert os.getpriority(os.PRIO_PROCESS, engine.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 3
+def test_the_engine_runs_at_a_lower_priority(host: EngineHost) -> None:
+    assert os.getpriority(os.PRIO_PROCESS, host.pids[0]) == os.getpriority(os.PRIO_PROCESS, 0) + 3
 
 
-def test_a_killed_engine_fails_one_batch_and_is_replaced(engine: EngineProcess) -> None:
+def test_one_process_hosts_several_models_and_unloads_them(
+    host: EngineHost, engine: HostedEngine, tiny_bundle: Path, tmp_path: Path, config: TranslatorConfig
+) -> None:
+    other = relabelled_bundle(tiny_bundle, tmp_path / "de-en", "other", ["de"], ["en"])
+    second = host.load(TranslatorConfig(model_dir=other, provider="cpu"))
+    assert second.info.name == "other" and len(host.pids) == 1
+    assert second.translate_batch(TEXTS).results == engine.translate_batch(TEXTS).results  # the same weights
+    grown = host.resident_bytes()
+    second.close()
+    with pytest.raises(KeyError):
+        second.translate_batch(TEXTS)
+    assert engine.translate_batch(TEXTS).results  # the first model is still there
+    assert host.resident_bytes() > 0 and grown > 0
+
+
+def test_a_killed_engine_fails_one_batch_and_is_replaced_with_its_models(
+    host: EngineHost, engine: HostedEngine
+) -> None:
     expected = engine.translate_batch(TEXTS).results
-    first = engine.pid
+    [first] = host.pids
     os.kill(first, signal.SIGKILL)
     with pytest.raises(EngineCrashed, match="exit code -9"):
         engine.translate_batch(TEXTS)
-    assert engine.pid != first
-    assert os.getpriority(os.PRIO_PROCESS, engine.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 3
+    assert host.pids[0] != first
+    assert os.getpriority(os.PRIO_PROCESS, host.pids[0]) == os.getpriority(os.PRIO_PROCESS, 0) + 3
     assert engine.translate_batch(TEXTS).results == expected
 
 
-def test_a_failing_batch_raises_in_the_parent_and_the_engine_lives_on(engine: EngineProcess) -> None:
+def test_a_failing_batch_raises_in_the_parent_and_the_engine_lives_on(engine: HostedEngine) -> None:
     with pytest.raises(AttributeError):
         engine.translate_batch(TEXTS, "not options")  # type: ignore[arg-type]
     assert engine.translate_batch(TEXTS).results
 
 
-def test_load_errors_are_raised_by_the_constructor(tiny_bundle: Path, tmp_path: Path) -> None:
+def test_load_errors_are_raised_by_load_and_leave_the_host_serving(
+    host: EngineHost, engine: HostedEngine, tmp_path: Path, tiny_bundle: Path
+) -> None:
     with pytest.raises(BundleError, match="does not exist"):
-        EngineProcess(TranslatorConfig(model_dir=tmp_path / "nothing"))
+        host.load(TranslatorConfig(model_dir=tmp_path / "nothing"))
     with pytest.raises(BundleError, match="no variant 'fp16'"):
-        EngineProcess(TranslatorConfig(model_dir=tiny_bundle, variant="fp16"))
+        host.load(TranslatorConfig(model_dir=tiny_bundle, variant="fp16"))
+    assert engine.translate_batch(TEXTS).results
 
 
 def test_with_two_streams_two_children_take_batches_at_once(config: TranslatorConfig) -> None:
-    streamed = EngineProcess(replace(config, threads=2, streams=2))
+    streamed = EngineHost(streams=2, threads=1)
     try:
-        pids = [child.pid for child in streamed._children]
+        engine = streamed.load(config)
+        pids = streamed.pids
         assert len(set(pids)) == 2
-        assert all((c.config.streams, c.config.threads) == (1, 1) for c in streamed._children), (
-            "1 stream, 1 thread each"
-        )
         local = Translator(config)
         expected = [local.translate_batch([text]).results for text in TEXTS]
         with ThreadPoolExecutor(3) as pool:
-            results = list(pool.map(lambda text: streamed.translate_batch([text]).results, TEXTS * 4))
+            results = list(pool.map(lambda text: engine.translate_batch([text]).results, TEXTS * 4))
         assert results == expected * 4
         os.kill(pids[1], signal.SIGKILL)  # one child dies: its batch fails, the other keeps serving
         outcomes = []
         for _ in range(2):
             try:
-                outcomes.append(streamed.translate_batch(TEXTS).results)
+                outcomes.append(engine.translate_batch(TEXTS).results)
             except EngineCrashed:
                 outcomes.append(None)
         assert (
-            outcomes.count(None) <= 1
-            and streamed.translate_batch(TEXTS).results == local.translate_batch(TEXTS).results
+            outcomes.count(None) <= 1 and engine.translate_batch(TEXTS).results == local.translate_batch(TEXTS).results
         )
     finally:
         streamed.close()

@@ -26,7 +26,12 @@ EXPECTED = {
     "mt_output_tokens": "counter",
     "mt_cache_hits": "counter",
     "mt_cache_misses": "counter",
-    "mt_model_info": "gauge",  # an Info metric: a constant 1 whose labels describe the model
+    "mt_model_info": "gauge",  # a constant 1 per loaded model, whose labels describe it
+    "mt_model_loaded": "gauge",
+    "mt_model_memory_bytes": "gauge",
+    "mt_model_loads": "counter",
+    "mt_model_unloads": "counter",
+    "mt_model_load_failures": "counter",
 }
 
 
@@ -57,12 +62,17 @@ def test_labels_and_values_reflect_traffic(client: httpx.Client, exposition: str
         ERROR_TYPES
     )
     assert metric(samples, "mt_cache_hits_total") >= 1 and metric(samples, "mt_cache_misses_total") >= 1
-    assert metric(samples, "mt_input_tokens_total") > 0 and metric(samples, "mt_output_tokens_total") > 0
+    model = {"model": "mt-en-de"}
+    assert (
+        metric(samples, "mt_input_tokens_total", **model) > 0 and metric(samples, "mt_output_tokens_total", **model) > 0
+    )
     for stage in ("queue", "encode", "decode"):
-        assert metric(samples, "mt_stage_duration_seconds_count", stage=stage) > 0, stage
-    assert metric(samples, "mt_batch_size_tokens_count") > 0
+        assert metric(samples, "mt_stage_duration_seconds_count", stage=stage, **model) > 0, stage
+    assert metric(samples, "mt_batch_size_tokens_count", **model) > 0
     [info] = [dict(labels) for name, labels in samples if name == "mt_model_info"]
-    assert set(info) == {"name", "version", "variant", "provider"} and info["provider"] == "cpu"
+    assert set(info) == {"model", "version", "variant", "provider"} and info["provider"] == "cpu"
+    assert metric(samples, "mt_model_loaded", **model) == 1 and metric(samples, "mt_model_loads_total", **model) == 1
+    assert metric(samples, "mt_model_memory_bytes", **model) > 0
 
 
 def test_probes_and_scrapes_are_counted_but_not_timed(client: httpx.Client, exposition: str) -> None:

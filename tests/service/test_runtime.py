@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine import TranslationOptions
-from service.errors import InvalidRequest, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
+from service.errors import PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
 from service.metrics import Metrics
 from service.runtime import Runtime, TranslationJob
 from service.settings import Settings
@@ -33,21 +33,16 @@ def with_runtime(bundle: Path, test: Callable[[Runtime], Coroutine[Any, Any, Non
 
 def test_one_call_checks_key_size_and_languages_then_translates(tiny_bundle: Path) -> None:
     async def test(runtime: Runtime) -> None:
-        info = runtime.loaded_info()
-        job = TranslationJob(texts=["A dog runs."], target_lang=info.languages.target[0].code, api_key="secret")
-        (result,) = await runtime.translate(job)
-        assert result.text
+        job = TranslationJob(texts=["A dog runs."], target_lang="de", api_key="secret")
+        done = await runtime.translate(job)
+        assert done.results[0].text and done.models == ["mt-en-de:1.0.0"]
+        assert done.detections is not None and done.detections[0].language == "en"
         for bad, error in [
-            (TranslationJob(texts=["A dog."], target_lang=info.languages.target[0].code), Unauthorized),
-            (
-                TranslationJob(texts=["A dog."], target_lang=info.languages.target[0].code, api_key="wrong"),
-                Unauthorized,
-            ),
-            (
-                TranslationJob(texts=["a"] * 3, target_lang=info.languages.target[0].code, api_key="secret"),
-                PayloadTooLarge,
-            ),
+            (TranslationJob(texts=["A dog."], target_lang="de"), Unauthorized),
+            (TranslationJob(texts=["A dog."], target_lang="de", api_key="wrong"), Unauthorized),
+            (TranslationJob(texts=["a"] * 3, target_lang="de", api_key="secret"), PayloadTooLarge),
             (TranslationJob(texts=["A dog."], target_lang="xx", api_key="secret"), UnsupportedLanguage),
+            (TranslationJob(texts=["Le chien dort."], target_lang="de", api_key="secret"), UnsupportedLanguage),
         ]:
             with pytest.raises(error):
                 await runtime.translate(bad)
@@ -57,17 +52,18 @@ def test_one_call_checks_key_size_and_languages_then_translates(tiny_bundle: Pat
 
 def test_omitted_options_are_the_models_defaults_and_share_the_cache(tiny_bundle: Path) -> None:
     async def test(runtime: Runtime) -> None:
-        info = runtime.loaded_info()
+        pool, _ = runtime.serving()
+        info = pool.slots["mt-en-de"].info
+        assert info is not None
         explicit = TranslationOptions(beam_size=info.decoding.beam_size, length_penalty=info.decoding.length_penalty)
-        target = info.languages.target[0].code
-        await runtime.translate(TranslationJob(texts=["A red dog."], target_lang=target, options=explicit))
+        await runtime.translate(TranslationJob(texts=["A red dog."], target_lang="de", options=explicit))
         hits = lambda: runtime.metrics.registry.get_sample_value("mt_cache_hits_total")
         before = hits()
-        await runtime.translate(TranslationJob(texts=["A red dog."], target_lang=target))
+        await runtime.translate(TranslationJob(texts=["A red dog."], target_lang="de"))
         assert hits() == before + 1
-        too_many = TranslationOptions(num_hypotheses=info.decoding.beam_size + 1)
-        with pytest.raises(InvalidRequest, match="num_hypotheses"):
-            await runtime.translate(TranslationJob(texts=["A dog."], target_lang=target, options=too_many))
+        wider = TranslationOptions(num_hypotheses=info.decoding.beam_size + 1)  # the beam widens to hold them
+        done = await runtime.translate(TranslationJob(texts=["A dog."], target_lang="de", options=wider))
+        assert len(done.results[0].hypotheses) == info.decoding.beam_size + 1
 
     with_runtime(tiny_bundle, test)
 

@@ -8,14 +8,15 @@ import pytest
 from pydantic import ValidationError
 from repo_root import REPO
 
-from service.settings import DEFAULT_MODEL_DIR, Settings
+from service.settings import DEFAULT_MODELS_DIR, Settings
 
 
-def test_defaults_serve_the_shipped_bundle_without_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_serve_the_shipped_models_without_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(Settings.model_fields):
         monkeypatch.delenv(f"MT_{name.upper()}", raising=False)
     settings = Settings()
-    assert settings.model_dir == DEFAULT_MODEL_DIR == REPO / "models" / "en-de" / "bundle"
+    assert settings.models_dir == DEFAULT_MODELS_DIR == REPO / "models" and settings.model_dir is None
+    assert settings.pivot and settings.preload_names is None and settings.max_loaded_models == 0
     assert settings.api_key_set == frozenset()
     assert settings.cache_size > 0 and settings.max_wait_ms > 0
 
@@ -25,7 +26,9 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MT_MAX_WAIT_MS", "0")
     monkeypatch.setenv("MT_API_KEYS", " alpha, beta ,,")
     monkeypatch.setenv("MT_PROVIDER", "cuda")
+    monkeypatch.setenv("MT_PRELOAD", "a, b,")
     settings = Settings()
+    assert settings.preload_names == {"a", "b"}
     assert settings.model_dir == Path("/somewhere/else")
     assert settings.max_wait_ms == 0
     assert settings.api_key_set == {"alpha", "beta"}
