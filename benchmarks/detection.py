@@ -22,6 +22,9 @@ unsure) and every answer counted; the median microseconds per text (each text ti
 first); the seconds to build the detector and to detect the first text; the RSS added by importing
 the library, building the detector and detecting the first text, and again after all texts; for
 lingua, the ratio of a loop over the full sentences to its ``compute_language_confidence_values_in_parallel``.
+Then the service's choice of source language (``service.runtime.prefer_served``) for a service whose
+models translate from ``--served`` (default en de): per language and input length, the share of texts
+in a served language taken as that language, and of texts in another one refused.
 The result file is ``--out`` (default ``benchmarks/results/detection.json``).
 """
 
@@ -235,7 +238,7 @@ def run_isolated(name: str, languages: list[str], corpus: dict[str, dict]) -> di
 
 def measure(
     data: Path, candidates: list[str], split: str = "val", corpus_languages: tuple[str, ...] = CORPUS_LANGUAGES,
-    limit: int = 0, seed: int = 0,
+    limit: int = 0, seed: int = 0, served: tuple[str, ...] = ("en", "de"),
 ) -> dict:  # fmt: skip
     """The benchmark's core: every candidate, each in a process of its own, on the same inputs."""
     from engine.language_id import default_languages
@@ -246,7 +249,32 @@ def measure(
     for name in candidates:
         print(f"{name} ...", flush=True)
         results.append(run_isolated(name, languages, corpus))
-    return {"languages": languages, "corpus_languages": list(corpus_languages), "results": results}
+    policy = service_policy(corpus, languages, list(served))
+    return {"languages": languages, "corpus_languages": list(corpus_languages), "results": results,
+            "served": list(served), "service_policy": policy}  # fmt: skip
+
+
+def service_policy(corpus: dict[str, dict], languages: list[str], served: list[str]) -> dict:
+    """{input: {language: share}}: served languages taken as themselves, others refused."""
+    from engine.language_id import LanguageIdentifier
+    from service.runtime import prefer_served
+
+    identifier = LanguageIdentifier(languages)
+    outcome: dict[str, dict[str, float]] = {}
+    for kind, texts in corpus.items():
+        outcome[kind] = {}
+        for lang, lang_texts in texts.items():
+            chosen = [prefer_served(identifier.detect(t), t, served).language for t in lang_texts]
+            right = [(c == lang) if lang in served else (c not in served) for c in chosen]
+            outcome[kind][lang] = sum(right) / max(len(right), 1)
+    return outcome
+
+
+def policy_table(outcome: dict[str, dict[str, float]], served: list[str]) -> str:
+    languages = list(next(iter(outcome.values())))
+    header = ["input", *(f"{lang} {'served' if lang in served else 'refused'}" for lang in languages)]
+    rows = [[kind_title(kind), *(f"{shares[lang]:.1%}" for lang in languages)] for kind, shares in outcome.items()]
+    return markdown_table(header, rows)
 
 
 def kind_title(kind: str) -> str:
@@ -285,6 +313,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences per language (0 = all)")
     parser.add_argument("--seed", type=int, default=0, help="where the word windows start")
+    parser.add_argument("--served", nargs="+", default=["en", "de"], help="source languages of the service policy")
     parser.add_argument("--out", "--results", type=Path, default=RESULTS / "detection.json", help="the result file")
     return parser.parse_args(argv)
 
@@ -292,8 +321,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     start = start_run("benchmarks.detection", argv)
     args = parse_args(start.argv)
-    report = measure(args.data, args.candidates, args.split, CORPUS_LANGUAGES, args.limit, args.seed)
-    markdown = summary_table(report["results"]) + "\n\n" + language_tables(report["results"], list(CORPUS_LANGUAGES))
+    report = measure(
+        args.data, args.candidates, args.split, CORPUS_LANGUAGES, args.limit, args.seed, tuple(args.served)
+    )
+    markdown = "\n\n".join([
+        summary_table(report["results"]),
+        language_tables(report["results"], list(CORPUS_LANGUAGES)),
+        "### The service's choice of source language\n\n" + policy_table(report["service_policy"], args.served),
+    ])  # fmt: skip
     write_report(start, args.out, {"settings": settings_record(args), **report, "markdown": markdown})
 
 

