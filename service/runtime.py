@@ -71,8 +71,8 @@ class Translated:
 
     @property
     def model(self) -> str:
-        """The models used, in order of first use."""
-        return ", ".join(dict.fromkeys(m for m in self.models if m)) or "none"
+        """The models used, in order of first use; empty when every text passed through."""
+        return ", ".join(dict.fromkeys(m for m in self.models if m))
 
 
 class Runtime:
