@@ -56,6 +56,7 @@ WORKDIR /app
 # Code and models stay root-owned and read-only to the service user. The bundles change less often
 # than the code, so they come first; each is a model of the repository MT_MODELS_DIR serves.
 COPY models/en-de/bundle /app/models/en-de/bundle
+COPY models/de-en/bundle /app/models/de-en/bundle
 COPY engine /app/engine
 COPY service /app/service
 # Every other MT_* setting keeps its default (the README's configuration table); override with -e.

@@ -242,14 +242,20 @@ class Runtime:
     def _routes(
         self, router: Router, texts: list[str], job: TranslationJob, detections: list[Detection | None] | None
     ) -> list[Route | None]:
-        """Each text's route; None for a text with nothing to translate."""
+        """Each text's route; None for a text with nothing to translate, or identified as written
+        in the target language already."""
         routes: list[Route | None] = []
         for i, text in enumerate(texts):
             if is_passthrough(text):
                 routes.append(None)
                 continue
-            source = job.source_lang if detections is None else _source(detections[i], text)
-            routes.append(self._route(router, source, job.target_lang, detections is not None))
+            if detections is None:
+                routes.append(self._route(router, job.source_lang or "", job.target_lang, detected=False))
+                continue
+            source = _source(detections[i], text)
+            # Identified as already in the target language: nothing to translate (as DeepL does).
+            same = source == job.target_lang.strip().lower().split("-")[0]
+            routes.append(None if same else self._route(router, source, job.target_lang, detected=True))
         return routes
 
     def _route(self, router: Router, source: str, target: str, detected: bool) -> Route:

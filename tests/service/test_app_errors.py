@@ -97,7 +97,7 @@ def test_oversized_body_gives_413_before_it_is_read(client: httpx.Client) -> Non
         ("en", "fr", "unsupported target language 'fr'; served: de"),
         ("de", "de", "unsupported source language 'de'; served: en"),
         ("fr", "de", "unsupported source language 'fr'; served: en"),
-        (None, "en", "unsupported target language 'en'; served: de"),  # identified as English
+        (None, "fr", "unsupported target language 'fr'; served: de"),  # identified as English
     ],
 )
 def test_unsupported_language_pair_gives_400(

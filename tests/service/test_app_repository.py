@@ -114,17 +114,18 @@ def test_a_broken_bundle_is_reported_and_the_others_serve(repo: httpx.Client) ->
 
 
 def test_the_source_language_is_identified_per_text(repo: httpx.Client, reference: dict[str, str]) -> None:
-    response = repo.post("/v1/translate", json={"text": [TEXTS[0], "Ein Hund läuft im Park."], "target_lang": "en"})
-    assert response.status_code == 400  # English into English: no model
-    body = repo.post(
-        "/v1/translate",
-        json={"text": [TEXTS[0], "Der Hund schläft unter dem Baum."], "source_lang": "auto", "target_lang": "de"},
-    )
-    assert body.status_code == 400  # German into German
-    mixed = repo.post("/v1/translate", json={"text": [TEXTS[0]], "target_lang": "de"}).json()
-    [t] = mixed["translations"]
+    german = "Der Hund schläft unter dem Baum im Garten."
+    body = repo.post("/v1/translate", json={"text": [TEXTS[0], german], "target_lang": "en"}).json()
+    english, translated = body["translations"]
+    # Already in the target language: returned as it is, with the language identified.
+    assert english == {"text": TEXTS[0], "detected_language": english["detected_language"]}
+    assert english["detected_language"]["language"] == "en"
+    assert translated["model"] == "tiny-de-en:1.0.0" and translated["detected_language"]["language"] == "de"
+    [t] = repo.post("/v1/translate", json={"text": [TEXTS[0]], "target_lang": "de"}).json()["translations"]
     assert t["text"] == reference[TEXTS[0]] and t["detected_language"]["language"] == "en"
     assert 0.5 < t["detected_language"]["confidence"] <= 1
+    named = repo.post("/v1/translate", json={"text": TEXTS[0], "source_lang": "en", "target_lang": "en"})
+    assert_error(named, 400, "unsupported_language")  # named by the client: not guessed away
 
 
 def test_text_in_an_unserved_language_is_refused_naming_it(repo: httpx.Client) -> None:

@@ -42,7 +42,10 @@ def test_one_call_checks_key_size_and_languages_then_translates(tiny_bundle: Pat
             (TranslationJob(texts=["A dog."], target_lang="de", api_key="wrong"), Unauthorized),
             (TranslationJob(texts=["a"] * 3, target_lang="de", api_key="secret"), PayloadTooLarge),
             (TranslationJob(texts=["A dog."], target_lang="xx", api_key="secret"), UnsupportedLanguage),
-            (TranslationJob(texts=["Le chien dort."], target_lang="de", api_key="secret"), UnsupportedLanguage),
+            (
+                TranslationJob(texts=["Le chien dort sous l'arbre du jardin."], target_lang="de", api_key="secret"),
+                UnsupportedLanguage,
+            ),
         ]:
             with pytest.raises(error):
                 await runtime.translate(bad)
