@@ -178,6 +178,13 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     return "\n".join(lines)
 
 
+def require_paths(parser: argparse.ArgumentParser, paths: Sequence[Path]) -> None:
+    """Exit with the usage error "PATH not found" for the first of ``paths`` that does not exist."""
+    for path in paths:
+        if not path.exists():
+            parser.error(f"{path} not found")
+
+
 def settings_record(args: argparse.Namespace) -> dict:
     """An entry point's parsed arguments as JSON values, for its result file."""
     return {name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()}

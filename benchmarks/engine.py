@@ -37,6 +37,7 @@ from benchmarks.common import (
     child_env,
     markdown_table,
     read_lines,
+    require_paths,
     start_run,
     streams_markdown,
     write_report,
@@ -186,9 +187,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     needed = [args.checkpoint, args.src, args.ref]
     if any(SYSTEMS[name][0] in ("ours", "ct2") for name in args.systems):
         needed.append(args.bundle)
-    for path in needed:
-        if not path.exists():
-            parser.error(f"{path} not found")
+    require_paths(parser, needed)
     return args
 
 

@@ -40,6 +40,7 @@ from benchmarks.common import (
     child_env,
     markdown_table,
     read_lines,
+    require_paths,
     start_run,
     streams_markdown,
     write_report,
@@ -187,9 +188,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rebuild", action="store_true", help="build the checkpoint and conversions again")
     parser.add_argument("--out", type=Path, default=RESULTS / "marian.json", help="the result file")
     args = parser.parse_args(argv)
-    for path in (args.src, args.corpus / "train.en", args.corpus / "train.de"):
-        if not path.exists():
-            parser.error(f"{path} not found")
+    require_paths(parser, [args.src, args.corpus / "train.en", args.corpus / "train.de"])
     return args
 
 

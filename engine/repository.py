@@ -121,16 +121,19 @@ class Router:
         for entry in self.entries:
             for source, target in entry.pairs:
                 self._direct.setdefault((source, target), Hop(entry.id, source, target))
+        # Read on every identified text (``sources``): computed once, as the repository is fixed.
+        served = set(self._direct)
+        if pivot:
+            served.update((source, target) for (source, _), (_, target) in _joinable(self._direct) if source != target)
+        self._pairs = sorted(served)
+        self._sources = sorted({source for source, _ in self._pairs})
 
     def sources(self) -> list[str]:
-        return sorted({source for source, _ in self.pairs()})
+        return self._sources
 
     def pairs(self) -> list[tuple[str, str]]:
         """Every (source, target) served, directly or through a pivot, by language code."""
-        served = set(self._direct)
-        if self.pivot:
-            served.update((source, target) for (source, _), (_, target) in _joinable(self._direct) if source != target)
-        return sorted(served)
+        return self._pairs
 
     def route(self, source: str, target: str) -> Route:
         """The route for ``source`` -> ``target``, named by code or by a model's own code;
@@ -153,9 +156,6 @@ class Router:
                 return lang.code
         served = sorted({s if side == "source" else t for s, t in self.pairs()})
         raise UnsupportedLanguage(f"unsupported {side} language {name!r}; served: {', '.join(served) or 'none'}")
-
-    def targets_of(self, source: str) -> list[str]:
-        return [t for s, t in self.pairs() if s == source]
 
     def describe_pairs(self, limit: int = 20) -> str:
         served = [f"{s}->{t}" for s, t in self.pairs()]

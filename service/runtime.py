@@ -220,8 +220,9 @@ class Runtime:
         _, router = self._loaded()
         texts = list(job.texts)
         auto = job.source_lang is None or job.source_lang.lower() == "auto"
-        detections = [None if is_passthrough(t) else self._identify(t, router) for t in texts] if auto else None
-        routes = self._routes(router, texts, job, detections)
+        verbatim = [is_passthrough(t) for t in texts]
+        detections = [None if v else self._identify(t, router) for t, v in zip(texts, verbatim, strict=True)]
+        routes = self._routes(router, texts, verbatim, job, detections if auto else None)
         results: list[TranslationResult | None] = [None] * len(texts)
         models: list[str | None] = [None] * len(texts)
         groups: dict[Route, list[int]] = {}
@@ -237,16 +238,21 @@ class Runtime:
         for (_, idx), (translated, model) in zip(groups.items(), done, strict=True):
             for i, result in zip(idx, translated, strict=True):
                 results[i], models[i] = result, model
-        return Translated([r for r in results if r is not None], models, detections)
+        return Translated([r for r in results if r is not None], models, detections if auto else None)
 
     def _routes(
-        self, router: Router, texts: list[str], job: TranslationJob, detections: list[Detection | None] | None
+        self,
+        router: Router,
+        texts: list[str],
+        verbatim: list[bool],
+        job: TranslationJob,
+        detections: list[Detection | None] | None,
     ) -> list[Route | None]:
         """Each text's route; None for a text with nothing to translate, or identified as written
         in the target language already."""
         routes: list[Route | None] = []
         for i, text in enumerate(texts):
-            if is_passthrough(text):
+            if verbatim[i]:
                 routes.append(None)
                 continue
             if detections is None:
