@@ -1,6 +1,7 @@
 """Our engine against CTranslate2 and the PyTorch reference, same weights: ``python -m benchmarks.engine``.
 
     python -m benchmarks.engine [--streams 1 2] [--systems ...] [--beams 1 4] [--rounds 3] [--out FILE]
+        [--baseline-bundle DIR --systems ours-int8 baseline-int8 ...]
 
 1. The checkpoint is converted to CTranslate2 (float32 and int8, ``benchmarks/ct2_convert.py``);
    the bundle must be the export of that same checkpoint.
@@ -53,6 +54,7 @@ from model.evaluate import score_translations
 REFERENCE = "torch-cache"
 SLOW = ("torch-nocache",)
 ENGINE_SYSTEMS = [name for name, (family, _) in SYSTEMS.items() if family != "transformers"]
+DEFAULT_SYSTEMS = [name for name in ENGINE_SYSTEMS if not name.startswith("baseline-")]
 
 
 def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
@@ -61,7 +63,9 @@ def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
     cmd += ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
     cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
     family, precision = SYSTEMS[name]
-    if family == "ours":
+    if name.startswith("baseline-"):
+        cmd += ["--bundle", str(args.baseline_bundle)]
+    elif family == "ours":
         cmd += ["--bundle", str(args.bundle)]
     elif family == "ct2":
         cmd += ["--ct2-dir", str(args.workdir / f"ct2-{precision}"), "--bundle", str(args.bundle)]
@@ -166,7 +170,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--ref", type=Path, default=TEST_REF)
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
-    parser.add_argument("--systems", nargs="+", choices=ENGINE_SYSTEMS, default=ENGINE_SYSTEMS)
+    parser.add_argument("--systems", nargs="+", choices=ENGINE_SYSTEMS, default=DEFAULT_SYSTEMS)
+    parser.add_argument(
+        "--baseline-bundle", type=Path, help="another export of --checkpoint, run as baseline-fp32/baseline-int8"
+    )
     parser.add_argument("--beams", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -187,6 +194,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     needed = [args.checkpoint, args.src, args.ref]
     if any(SYSTEMS[name][0] in ("ours", "ct2") for name in args.systems):
         needed.append(args.bundle)
+    if any(name.startswith("baseline-") for name in args.systems):
+        if args.baseline_bundle is None:
+            parser.error("the baseline-* systems need --baseline-bundle")
+        needed.append(args.baseline_bundle)
     require_paths(parser, needed)
     return args
 

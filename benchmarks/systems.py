@@ -31,6 +31,9 @@ from engine.tokenizer import Tokenizer
 SYSTEMS: dict[str, tuple[str, str]] = {
     "ours-fp32": ("ours", "fp32"),
     "ours-int8": ("ours", "int8"),
+    # another bundle of the same checkpoint (benchmarks.engine --baseline-bundle), e.g. an earlier export
+    "baseline-fp32": ("ours", "fp32"),
+    "baseline-int8": ("ours", "int8"),
     "ct2-float32": ("ct2", "float32"),
     "ct2-int8": ("ct2", "int8"),
     "torch-cache": ("torch", "float32"),

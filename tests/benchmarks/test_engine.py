@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("ctranslate2", reason="the bench extra (ctranslate2) is not installed")
 
-from benchmarks.engine import ENGINE_SYSTEMS, REFERENCE
+from benchmarks.engine import DEFAULT_SYSTEMS, REFERENCE, parse_args
 from benchmarks.systems import MULTI_STREAM, SYSTEMS
 
 BEAMS = (1, 4)
@@ -27,8 +27,8 @@ def results_by_streams(tiny_results: Path) -> dict[int, dict[tuple[str, int], di
 def test_every_system_runs_alone_and_the_multi_stream_ones_with_two_streams(tiny_results: Path) -> None:
     settings = results_by_streams(tiny_results)
     assert set(settings) == {1, 2}
-    assert set(settings[1]) == {(name, beam) for name in ENGINE_SYSTEMS for beam in BEAMS}
-    multi_stream = {name for name in ENGINE_SYSTEMS if SYSTEMS[name][0] in MULTI_STREAM}
+    assert set(settings[1]) == {(name, beam) for name in DEFAULT_SYSTEMS for beam in BEAMS}
+    multi_stream = {name for name in DEFAULT_SYSTEMS if SYSTEMS[name][0] in MULTI_STREAM}
     assert set(settings[2]) == {(name, beam) for name in multi_stream for beam in BEAMS}
     for results in settings.values():
         for r in results.values():
@@ -49,3 +49,15 @@ def test_the_report_has_a_table_per_stream_setting(tiny_results: Path) -> None:
     one, two = markdown.split("### 2 streams × 1 thread")
     assert one.startswith("### 1 stream × 2 threads") and "| torch-nocache | 4 |" in one
     assert "| ct2-float32 | 4 |" in two and "torch" not in two
+
+
+def test_baseline_systems_need_a_baseline_bundle(
+    tiny_checkpoint: Path, tiny_bundle: Path, tiny_corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = ["--src", str(tiny_corpus / "val.en"), "--ref", str(tiny_corpus / "val.de")]
+    common = ["--checkpoint", str(tiny_checkpoint), "--bundle", str(tiny_bundle), *data, "--systems", "ours-int8"]
+    with pytest.raises(SystemExit):
+        parse_args([*common, "baseline-int8"])
+    assert "need --baseline-bundle" in capsys.readouterr().err
+    args = parse_args([*common, "baseline-int8", "--baseline-bundle", str(tiny_bundle)])
+    assert args.systems == ["ours-int8", "baseline-int8"] and args.baseline_bundle == tiny_bundle
