@@ -28,6 +28,7 @@ class TranslationOptions:
     max_length: int | None = None  # cap on generated tokens (EOS included); None: the model's length rule
     min_length: int = 0
     no_repeat_ngram_size: int = 0
+    max_consecutive_repeats: int | None = None  # a span of generated pieces at most this many times in a row; 0: any
     return_alignments: bool = False
 
     def __post_init__(self) -> None:
@@ -35,7 +36,8 @@ class TranslationOptions:
             raise ValueError(f"max_length must be at least 1, got {self.max_length}")
         # The search's own checks, on what is known before the model's defaults fill the rest in.
         beam_size = max(1, self.num_hypotheses) if self.beam_size is None else self.beam_size
-        self._search_options(beam_size, 0.0 if self.length_penalty is None else self.length_penalty)
+        length_penalty = 0.0 if self.length_penalty is None else self.length_penalty
+        self._search_options(beam_size, length_penalty, self.max_consecutive_repeats or 0)
 
     def resolved(self, info: ModelInfo) -> TranslationOptions:
         """These options with the model's defaults in place of ``None`` and languages by their
@@ -48,20 +50,26 @@ class TranslationOptions:
             target_language=target.code,
             beam_size=max(defaults.beam_size, self.num_hypotheses) if self.beam_size is None else self.beam_size,
             length_penalty=defaults.length_penalty if self.length_penalty is None else self.length_penalty,
+            max_consecutive_repeats=(
+                self.max_consecutive_repeats
+                if self.max_consecutive_repeats is not None
+                else defaults.max_consecutive_repeats
+            ),
         )
 
     def search_options(self) -> SearchOptions:
-        if self.beam_size is None or self.length_penalty is None:
+        if self.beam_size is None or self.length_penalty is None or self.max_consecutive_repeats is None:
             raise ValueError("options must be resolved against the model's defaults first")
-        return self._search_options(self.beam_size, self.length_penalty)
+        return self._search_options(self.beam_size, self.length_penalty, self.max_consecutive_repeats)
 
-    def _search_options(self, beam_size: int, length_penalty: float) -> SearchOptions:
+    def _search_options(self, beam_size: int, length_penalty: float, max_consecutive_repeats: int) -> SearchOptions:
         return SearchOptions(
             beam_size=beam_size,
             num_hypotheses=self.num_hypotheses,
             length_penalty=length_penalty,
             min_length=self.min_length,
             no_repeat_ngram_size=self.no_repeat_ngram_size,
+            max_consecutive_repeats=max_consecutive_repeats,
             return_alignments=self.return_alignments,
         )
 

@@ -42,11 +42,13 @@ from engine.rules import (
     ForcedEosMode,
     ForcedPrefix,
     MinLength,
+    NoRepeatLoop,
     NoRepeatNgram,
     Rule,
     StepContext,
     apply_full,
     apply_top,
+    top_spare,
 )
 
 
@@ -57,6 +59,7 @@ class SearchOptions:
     length_penalty: float = 1.0
     min_length: int = 0
     no_repeat_ngram_size: int = 0
+    max_consecutive_repeats: int = 0  # a span of generated tokens at most this many times in a row; 0: any
     return_alignments: bool = False
 
     def __post_init__(self) -> None:
@@ -66,8 +69,8 @@ class SearchOptions:
             raise ValueError(f"num_hypotheses must be in 1..beam_size={self.beam_size}, got {self.num_hypotheses}")
         if not np.isfinite(self.length_penalty) or self.length_penalty < 0:
             raise ValueError(f"length_penalty must be a finite number >= 0, got {self.length_penalty}")
-        if self.min_length < 0 or self.no_repeat_ngram_size < 0:
-            raise ValueError("min_length and no_repeat_ngram_size must be >= 0")
+        if min(self.min_length, self.no_repeat_ngram_size, self.max_consecutive_repeats) < 0:
+            raise ValueError("min_length, no_repeat_ngram_size and max_consecutive_repeats must be >= 0")
 
 
 @dataclass
@@ -103,6 +106,8 @@ def default_rules(
         rules.append(MinLength(options.min_length))
     if options.no_repeat_ngram_size:
         rules.append(NoRepeatNgram(options.no_repeat_ngram_size))
+    if options.max_consecutive_repeats:
+        rules.append(NoRepeatLoop(options.max_consecutive_repeats))
     rules.extend(extra)
     if prefixes is not None and any(prefixes):
         rules.append(ForcedPrefix(tuple(tuple(int(t) for t in p) for p in prefixes)))
@@ -233,12 +238,14 @@ def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -
 
 
 def _greedy_steps(decoder: Decoder, state: _SearchState) -> None:
-    # Each row's best 2 tokens hold its best once a rule has banned one of them.
-    use_top = all(rule.supports_top for rule in state.rules)
+    # Each row's best 1 + spare tokens hold its best once the rules have banned what they may.
+    spare = top_spare(state.rules)
+    use_top = spare is not None
+    width = 1 + spare if spare is not None else 1
     for step in range(int(state.max_lengths.max(initial=0))):
         last_step, full = state.plan(step, use_top)
-        out = decoder.step(state.tokens, 2 if use_top else 1, full=full)
-        use_top = use_top and out.top_ids.shape[1] >= 2
+        out = decoder.step(state.tokens, width, full=full)
+        use_top = use_top and out.top_ids.shape[1] >= width
         B = len(state.alive)
         state.record(out)
         all_log_probs = None if out.log_probs is None else out.log_probs[:, None]  # (B, 1, V)
@@ -268,16 +275,18 @@ def _greedy_steps(decoder: Decoder, state: _SearchState) -> None:
 
 def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
     K = state.options.beam_size
-    # Each row's best 2K+1 tokens hold the sentence's best 2K once a rule has banned one of them.
-    use_top = all(rule.supports_top for rule in state.rules)
+    # Each row's best 2K + spare tokens hold the sentence's best 2K once the rules have banned what they may.
+    spare = top_spare(state.rules)
+    use_top = spare is not None
+    width = 2 * K + spare if spare is not None else 1
     for step in range(int(state.max_lengths.max(initial=0))):
         last_step, full = state.plan(step, use_top)
         # At step 0 the K beams of a sentence are one and the same BOS row: the decoder computes it
         # once (as CTranslate2 does) and the search sees it K times.
         first = step == 0 and K > 1
-        out = decoder.step(state.tokens[::K] if first else state.tokens, 2 * K + 1 if use_top else 1, full=full)
+        out = decoder.step(state.tokens[::K] if first else state.tokens, width, full=full)
         out = out.repeat(K) if first else out
-        use_top = use_top and out.top_ids.shape[1] > 2 * K
+        use_top = use_top and out.top_ids.shape[1] >= width
         B = len(state.alive)
         log_probs = out.log_probs.reshape(B, K, -1) if full else None  # (B, K, V)
         state.record(out)

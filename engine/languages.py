@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from engine.bundle import Language, Languages
 
+# Languages whose text has no spaces between words, so none between sentences either (by ISO 639-1
+# code or the 639-3 code a model may name them by).
+WRITTEN_WITHOUT_SPACES = frozenset(
+    ["zh", "ja", "th", "lo", "km", "my", "bo", "zho", "jpn", "tha", "lao", "khm", "mya", "bod", "yue"]
+)
+
+
+def word_separator(language: Language) -> str:
+    """What goes between two words, and two sentences, of ``language``: a space or nothing."""
+    primary = language.code.replace("_", "-").split("-")[0].lower()
+    return "" if primary in WRITTEN_WITHOUT_SPACES else " "
+
 
 class UnsupportedLanguage(ValueError):
     """The model does not translate from or into the language asked for."""

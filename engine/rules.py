@@ -56,10 +56,11 @@ class StepContext:
 
 
 class Rule(Protocol):
-    # Whether apply_top can stand in for apply_full. The search reads one token more per row than
-    # a sentence's best continuations need (2K+1 for beam size K, 2 for greedy), so the rules
-    # together may ban at most one token of a row's list, unless they decide the row outright.
-    supports_top: ClassVar[bool]
+    # How many of a row's tokens the rule may ban: 0 when it decides the rows it touches outright,
+    # None when it needs all log-probabilities (apply_top cannot stand in for apply_full). The search
+    # reads as many tokens more per row than a sentence's best continuations need (2K for beam size
+    # K, 1 for greedy) as the rules together may ban, and at least one.
+    top_bans: ClassVar[int | None]
 
     def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
         """Edit log_probs (B, K, V) in place."""
@@ -71,6 +72,12 @@ class Rule(Protocol):
         relies on: ban an entry by setting it to -inf where it stands; to force a token, write it
         first and set the rest to -inf."""
         ...
+
+
+def top_spare(rules: Sequence[Rule]) -> int | None:
+    """The tokens per row the search must read beyond its needs for ``rules``; None: all of them."""
+    bans = [rule.top_bans for rule in rules]
+    return None if None in bans else max(1, sum(b for b in bans if b is not None))
 
 
 def apply_full(rules: Sequence[Rule], log_probs: np.ndarray, ctx: StepContext) -> None:
@@ -88,7 +95,7 @@ class MinLength:
     """No EOS before ``min_length`` generated tokens."""
 
     min_length: int
-    supports_top: ClassVar[bool] = True  # it bans one token
+    top_bans: ClassVar[int | None] = 1  # EOS
 
     def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
         if ctx.step < self.min_length:
@@ -104,7 +111,7 @@ class NoRepeatNgram:
     """No token that would repeat an n-gram already in its row's history."""
 
     size: int
-    supports_top: ClassVar[bool] = False  # it may ban any number of a row's best tokens
+    top_bans: ClassVar[int | None] = None  # it may ban any number of a row's best tokens
 
     def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
         B, K, V = log_probs.shape
@@ -115,13 +122,50 @@ class NoRepeatNgram:
 
 
 @dataclass(frozen=True)
+class NoRepeatLoop:
+    """No token that would make a span of up to ``max_span`` generated tokens occur more than
+    ``max_repeats`` times in a row: the loops of a model out of its depth ("Allemmmmmmmer",
+    "T-T-T-T", "mit einem Hund mit einem Hund mit einem Hund"), while words and phrases that recur
+    apart stay allowed. A row bans one token, that of its shortest repeating span, so that the search
+    can stay on each row's best tokens."""
+
+    max_repeats: int
+    max_span: int = 8
+    top_bans: ClassVar[int | None] = 1
+
+    def banned(self, history: np.ndarray) -> np.ndarray:
+        """(N,) int64: each row's banned token, -1 for none. history (N, T)."""
+        N, T = history.shape
+        banned = np.full(N, -1, dtype=np.int64)
+        for span in range(self.max_span, 0, -1):  # the shortest span's token wins
+            window = (self.max_repeats + 1) * span - 1  # the tokens before the candidate in the run
+            if window > T:
+                continue
+            tail = history[:, T - window :]  # (N, window)
+            periodic = (tail[:, span:] == tail[:, :-span]).all(axis=1)  # (N,)
+            banned[periodic] = history[periodic, T - span]
+        return banned
+
+    def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
+        B, K, V = log_probs.shape
+        banned = self.banned(ctx.history)
+        rows = np.flatnonzero(banned >= 0)
+        log_probs.reshape(B * K, V)[rows, banned[rows]] = NEG_INF
+
+    def apply_top(self, top_log_probs: np.ndarray, top_ids: np.ndarray, ctx: StepContext) -> None:
+        B, K, _ = top_ids.shape
+        banned = self.banned(ctx.history).reshape(B, K, 1)
+        top_log_probs[top_ids == banned] = NEG_INF
+
+
+@dataclass(frozen=True)
 class ForcedPrefix:
     """Sentence b's first len(prefixes[b]) generated tokens are prefixes[b], each at log-probability 0
     whatever the rules before it did, as transformers' forced_bos_token_id does (a target-language
     token). ``prefixes`` is indexed by the sentences' original positions (``StepContext.alive``)."""
 
     prefixes: tuple[tuple[int, ...], ...]
-    supports_top: ClassVar[bool] = True  # it decides the rows it touches
+    top_bans: ClassVar[int | None] = 0  # it decides the rows it touches
     _tokens: np.ndarray = field(init=False, repr=False, compare=False)  # (B0, P) int64, prefixes padded
     _lengths: np.ndarray = field(init=False, repr=False, compare=False)  # (B0,) int64
 
@@ -160,7 +204,7 @@ class ForcedEos:
     transformers' forced_eos_token_id gives it)."""
 
     zero_score: bool = False
-    supports_top: ClassVar[bool] = True  # it decides the rows it touches
+    top_bans: ClassVar[int | None] = 0  # it decides the rows it touches
 
     def eos_scores(self, ctx: StepContext) -> np.ndarray | np.float32:
         if self.zero_score:

@@ -44,12 +44,19 @@ class SegmentedText:
     segments: list[Segment] = field(default_factory=list)
     separators: list[str] = field(default_factory=lambda: [""])
 
-    def join(self, translations: Sequence[str]) -> str:
+    def join(self, translations: Sequence[str], word_separator: str = " ") -> str:
+        """The translations in the places of their segments. Segments that touched in the source (a
+        sentence cut into chunks, or one ending where the next begins) are joined by ``word_separator``
+        (a space; none for languages written without them), so that "Axt." and "Eine" do not run together."""
         if not self.segments:
             return ""
         parts = [self.separators[0]]
+        tail = self.separators[0][-1:]  # the last character so far
         for translation, separator in zip(translations, self.separators[1:], strict=True):
+            if tail and not tail.isspace() and translation[:1] and not translation[0].isspace():
+                parts.append(word_separator)
             parts += [translation, separator]
+            tail = (translation + separator)[-1:] or tail
         return "".join(parts)
 
     def add(self, text: str, truncated: bool = False) -> None:

@@ -43,7 +43,7 @@ from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, load_bundle
 from engine.cpus import available_cpus, default_threads
 from engine.language_id import is_passthrough
-from engine.languages import pairs
+from engine.languages import pairs, word_separator
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.segmenter import SegmentedText, segment
 from engine.tokenizer import Tokenizer
@@ -272,7 +272,7 @@ class Translator:
             picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
             score = sum(h.score for h in picks if h)
             length = sum(h.length for h in picks if h)
-            text = seg.join([self._text(p, h, words) for p, h in zip(parts, picks, strict=True)])
+            text = seg.join([self._text(p, h, words) for p, h in zip(parts, picks, strict=True)], pair.word_separator)
             normalized = beam_search.normalized(score, length, search.length_penalty) if length else 0.0
             hypotheses.append(Hypothesis(text, score, normalized))
         best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
@@ -309,13 +309,14 @@ class _Pair:
 
     source_prefix: list[int]
     target_prefix: list[int]
+    word_separator: str  # between two translated sentences that touched in the source
 
     @classmethod
     def of(cls, source: Language, target: Language, *, in_source: bool) -> _Pair:
         """``in_source``: the target language's tokens go before the source text."""
         if in_source:
-            return cls([*source.tokens, *target.tokens], [])
-        return cls(source.tokens, target.tokens)
+            return cls([*source.tokens, *target.tokens], [], word_separator(target))
+        return cls(source.tokens, target.tokens, word_separator(target))
 
 
 def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:

@@ -21,7 +21,7 @@ class ForceFirstToken:
     """Every hypothesis starts with ``token``, at log-probability 0 (as a target-language tag would)."""
 
     token: int
-    supports_top: ClassVar[bool] = True
+    top_bans: ClassVar[int | None] = 0
 
     def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:
         if ctx.step == 0:

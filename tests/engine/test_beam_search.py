@@ -349,6 +349,20 @@ def test_no_repeat_ngram_size_blocks_repeats() -> None:
     assert blocked[0].tokens[:3] == [A, B, A] and blocked[0].tokens[3] != B
 
 
+@pytest.mark.parametrize("beam", [1, 2])
+def test_max_consecutive_repeats_ends_a_loop_and_keeps_to_the_best_tokens(beam: int) -> None:
+    cycle = {(): {A: 0.9}}
+    prefix: tuple[int, ...] = (A,)
+    for i in range(10):  # A B A B A B ...: the model loops
+        cycle[prefix] = {(B if i % 2 == 0 else A): 0.6, C: 0.3}
+        prefix = (*prefix, B if i % 2 == 0 else A)
+    plain, _ = run(cycle, SearchOptions(beam_size=beam), max_length=8)
+    guarded, decoder = run(cycle, SearchOptions(beam_size=beam, max_consecutive_repeats=2), max_length=8)
+    assert plain[0].tokens[:6] == [A, B, A, B, A, B]
+    assert guarded[0].tokens[:5] == [A, B, A, B, A] and guarded[0].tokens[5] != B, "no third (A, B)"
+    assert decoder.full_steps == [True] + [False] * 6 + [True], "one ban per row: the search stays on the top path"
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -358,6 +372,7 @@ def test_no_repeat_ngram_size_blocks_repeats() -> None:
         dict(length_penalty=-1.0),
         dict(length_penalty=float("nan")),
         dict(min_length=-1),
+        dict(max_consecutive_repeats=-1),
     ],
 )
 def test_invalid_options_are_rejected_with_a_message(bad: dict) -> None:

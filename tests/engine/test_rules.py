@@ -15,12 +15,14 @@ from engine.rules import (
     ForcedEos,
     ForcedPrefix,
     MinLength,
+    NoRepeatLoop,
     NoRepeatNgram,
     Rule,
     StepContext,
     apply_full,
     apply_top,
     ban_repeated_ngrams,
+    top_spare,
 )
 
 EOS = 3
@@ -158,9 +160,50 @@ def test_no_repeat_ngram_bans_per_row_and_only_on_all_log_probs() -> None:
     rule.apply_full(log_probs, ctx)
     banned = [set(np.flatnonzero(row == NEG_INF)) for row in log_probs.reshape(4, 10)]
     assert banned == [{5}, {6}, set(), {4}]
-    assert not rule.supports_top
+    assert rule.top_bans is None
     with pytest.raises(NotImplementedError):
         rule.apply_top(log_probs[:, :, :3], np.zeros((2, 2, 3), dtype=np.int64), ctx)
+
+
+def test_no_repeat_loop_bans_the_token_that_would_repeat_a_span_once_too_often() -> None:
+    rule = NoRepeatLoop(max_repeats=2, max_span=3)
+    histories = {
+        (7, 7): 7,  # a third 7
+        (3, 7, 7): 7,
+        (5, 4, 5, 4, 5): 4,  # a third "5 4"
+        (4, 5, 4, 5): -1,  # a third "4 5" is two tokens away
+        (1, 2, 3, 1, 2, 3, 1, 2): 3,  # a third "1 2 3"
+        (4, 5, 6, 4, 5): -1,  # a second "4 5 6" is allowed
+        (1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3): -1,  # "1 2 3 4" spans 4 > max_span
+        (9, 9, 9, 9, 9, 9): 9,  # spans 1, 2 and 3 all repeat: one token, that of the shortest
+    }
+    for history, banned in histories.items():
+        assert rule.banned(np.array([history])).tolist() == [banned], history
+    assert NoRepeatLoop(max_repeats=1).banned(np.array([[2, 6]])).tolist() == [6]  # no token twice in a row
+
+
+@pytest.mark.parametrize(("beams", "best", "count"), SHAPES)
+def test_no_repeat_loop_gives_the_same_candidates_in_both_forms(beams: int, best: int, count: int) -> None:
+    log_probs = step_log_probs(beams, seed=5)
+    B, K, _ = log_probs.shape
+    history = np.tile(np.array([[11, 12, 11, 12, 11]]), (B * K, 1))
+    history[::2] = [20, 21, 22, 23, 24]  # no loop on every other row
+    ctx = StepContext.build(5, np.zeros(B, dtype=bool), history, EOS, log_probs, np.arange(B))
+    looping = np.zeros(B * K, dtype=bool)
+    looping[1::2] = True
+    log_probs.reshape(B * K, V)[looping, 12] = 0.0  # the loop's next token is those rows' best
+    edited, cand = candidates_both_ways([NoRepeatLoop(2)], log_probs, ctx, best, count)
+    assert (edited.reshape(B * K, V)[looping, 12] == NEG_INF).all()
+    np.testing.assert_array_equal(edited.reshape(B * K, V)[~looping], log_probs.reshape(B * K, V)[~looping])
+    rows = np.arange(B)[:, None] * K + cand.beams
+    assert not ((cand.tokens == 12) & looping[rows] & (cand.scores > NEG_INF)).any()
+
+
+def test_the_search_reads_one_spare_token_per_ban_the_rules_may_make() -> None:
+    assert top_spare([]) == 1
+    assert top_spare([ForcedEos(), ForcedPrefix(((5,),))]) == 1
+    assert top_spare([MinLength(2), NoRepeatLoop(2), ForcedEos()]) == 2
+    assert top_spare([MinLength(2), NoRepeatNgram(3)]) is None
 
 
 def test_ban_repeated_ngrams_marks_exactly_the_completing_tokens() -> None:

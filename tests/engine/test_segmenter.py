@@ -6,6 +6,8 @@ import random
 
 import pytest
 
+from engine.bundle import Language
+from engine.languages import word_separator
 from engine.segmenter import segment
 
 
@@ -99,6 +101,20 @@ def test_control_characters_and_odd_unicode_never_raise() -> None:
     for _ in range(500):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         seg = segment(text, count_tokens=len, max_tokens=4)
-        rebuilt = seg.join([s.text for s in seg.segments])
+        rebuilt = seg.join([s.text for s in seg.segments], word_separator="")
         assert rebuilt == (text if seg.segments else "")
         assert all(s.text.strip() for s in seg.segments)
+
+
+def test_translations_of_segments_that_touched_are_joined_by_the_word_separator() -> None:
+    seg = segment("abcdefgh ijkl", count_tokens=len, max_tokens=4)  # a word cut in two, then a space
+    assert [s.text for s in seg.segments] == ["abcd", "efgh", "ijkl"]
+    assert seg.join(["Axt.", "Eine", "Frau."]) == "Axt. Eine Frau."
+    assert seg.join(["Axt.", " Eine", "Frau."]) == "Axt. Eine Frau.", "no second space"
+    assert seg.join(["斧。", "一个", "女人。"], word_separator="") == "斧。一个 女人。"
+    assert seg.join(["", "Eine", "Frau."]) == "Eine Frau.", "nothing before the first text"
+
+
+@pytest.mark.parametrize(("code", "separator"), [("de", " "), ("en", " "), ("zh-Hant", ""), ("ja", ""), ("th", "")])
+def test_languages_written_without_spaces_join_sentences_without_one(code: str, separator: str) -> None:
+    assert word_separator(Language(code=code)) == separator
