@@ -81,7 +81,10 @@ def load_ours(args: argparse.Namespace, variant: str) -> Translate:
     max_length = args.max_new_tokens or None
 
     def translate(texts: list[str], beam: int) -> Output:
-        options = TranslationOptions(beam_size=beam, length_penalty=1.0, max_length=max_length)
+        # The same decoding rules as the other systems: no repetition guard, which they do not have.
+        options = TranslationOptions(
+            beam_size=beam, length_penalty=1.0, max_length=max_length, max_consecutive_repeats=0
+        )
         results = translator.translate_batch(texts, options).results
         return Output([r.text for r in results], [r.output_tokens for r in results])
 

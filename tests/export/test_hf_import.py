@@ -243,7 +243,13 @@ def test_beam_search_gives_transformers_generate_output(family: tuple[Path, Path
         )
     expected = tokenizer.batch_decode(out.sequences, skip_special_tokens=True)
     translator = Translator(TranslatorConfig(model_dir=bundle_dir, provider="cpu", variant="fp32"))
-    options = TranslationOptions(source_language=source, target_language=target, beam_size=4, max_length=MAX_NEW_TOKENS)
+    options = TranslationOptions(
+        source_language=source,
+        target_language=target,
+        beam_size=4,
+        max_length=MAX_NEW_TOKENS,
+        max_consecutive_repeats=0,  # transformers has no such guard
+    )
     results = translator.translate_batch(texts, options).results
     assert [r.text for r in results] == expected
     scores = [r.hypotheses[0].normalized_score for r in results]
