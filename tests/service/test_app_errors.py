@@ -109,6 +109,12 @@ def test_unsupported_language_pair_gives_400(
     assert error["supported_pairs"] == ["en-de"]
 
 
+@pytest.mark.parametrize("source", [None, "en", "de"])
+def test_languages_are_checked_when_no_text_needs_a_model(client: httpx.Client, source: str | None) -> None:
+    body = {"text": ["", "42 %"], "target_lang": "fr"} | ({"source_lang": source} if source else {})
+    assert_error(client.post("/v1/translate", json=body), 400, "unsupported_language")
+
+
 @pytest.mark.parametrize(
     "headers",
     [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_KEYS[0]}"}, {"Authorization": "Bearer"}],
