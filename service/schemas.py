@@ -34,9 +34,12 @@ def json_body(model: type[BaseModel], *media_types: str) -> dict[str, Any]:
 
 def validated(model: type[Model], data: bytes | dict[str, Any]) -> Model:
     """A JSON body (bytes: parsed and validated in one pass) or a parsed form as ``model``; any
-    problem is an ``InvalidRequest`` (422). A JSON body's content type is not checked."""
+    problem is an ``InvalidRequest`` (422). A JSON body's content type is not checked.
+
+    The models are strict, as their JSON schemas are (``false`` is no integer, ``"1"`` no number),
+    but a form's values are all strings: they are converted."""
     try:
-        return model.model_validate_json(data) if isinstance(data, bytes) else model.model_validate(data)
+        return model.model_validate_json(data) if isinstance(data, bytes) else model.model_validate(data, strict=False)
     except ValidationError as e:
         raise InvalidRequest(describe_validation(e.errors(include_url=False))) from None
 
@@ -56,6 +59,13 @@ def _text_or_texts(value: Any) -> Any:
     return value
 
 
+def _integral(value: Any) -> Any:
+    """An integral number as an integer: JSON Schema's ``integer`` includes 2.0, a strict int does not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# After an int's constraints in its ``Annotated``: placed before them, it hides them from the JSON schema.
+INTEGRAL = BeforeValidator(_integral)
 TextOrTexts = Annotated[str | list[str], BeforeValidator(_text_or_texts)]
 LanguageCode = Annotated[str, Field(min_length=1, max_length=35, examples=["en"])]
 
@@ -63,6 +73,7 @@ LanguageCode = Annotated[str, Field(min_length=1, max_length=35, examples=["en"]
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={"examples": [{"text": "A dog runs on the grass.", "target_lang": "de"}]},
     )
 
@@ -73,10 +84,16 @@ class TranslateRequest(BaseModel):
         None, description='Source language; omitted or "auto" = identified per text.'
     )
     target_lang: LanguageCode
-    beam_size: int | None = Field(None, ge=1, le=MAX_BEAM_SIZE, description="1 = greedy; omitted = model default.")
-    num_hypotheses: int = Field(1, ge=1, le=MAX_BEAM_SIZE, description="Hypotheses to return (<= beam size).")
+    beam_size: Annotated[int, Field(ge=1, le=MAX_BEAM_SIZE), INTEGRAL] | None = Field(
+        None, description="1 = greedy; omitted = model default."
+    )
+    num_hypotheses: Annotated[int, Field(ge=1, le=MAX_BEAM_SIZE), INTEGRAL] = Field(
+        1, description="Hypotheses to return (<= beam size)."
+    )
     length_penalty: float | None = Field(None, ge=0, le=10, allow_inf_nan=False, description="alpha in score/n^alpha.")
-    max_length: int | None = Field(None, ge=1, le=MAX_OUTPUT_TOKENS, description="Cap on generated tokens.")
+    max_length: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS), INTEGRAL] | None = Field(
+        None, description="Cap on generated tokens."
+    )
     return_scores: bool = False
     return_alignments: bool = False
     timeout_s: float | None = Field(
@@ -188,7 +205,9 @@ class ModelsResponse(BaseModel):
 
 
 class DetectRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "Ein Hund läuft."}]})
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"text": "Ein Hund läuft."}]}
+    )
 
     text: str = Field(min_length=1, max_length=20_000)
 

@@ -10,7 +10,7 @@ a string for a string ``q``, a list for a list, plus ``alternatives``, and ``det
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +20,7 @@ from engine.api import TranslationOptions
 from service.errors import InvalidRequest
 from service.routes.common import RuntimeDep, bearer_key, error_responses, unless_disconnected
 from service.runtime import TranslationJob
-from service.schemas import BEARER_AUTH, MAX_BEAM_SIZE, LanguageCode, TextOrTexts, json_body, validated
+from service.schemas import BEARER_AUTH, INTEGRAL, MAX_BEAM_SIZE, LanguageCode, TextOrTexts, json_body, validated
 
 router = APIRouter(tags=["LibreTranslate compatibility"])
 
@@ -38,13 +38,13 @@ _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 class LibreTranslateRequest(BaseModel):
     """Its ``POST /translate`` body, sent as JSON or as a form; unknown fields are ignored as it does."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     q: TextOrTexts
     source: LanguageCode = "auto"
     target: LanguageCode
     format: Literal["text"] = Field("text", description="Only plain text is supported.")
-    alternatives: int = Field(0, ge=0, le=MAX_BEAM_SIZE - 1)
+    alternatives: Annotated[int, Field(ge=0, le=MAX_BEAM_SIZE - 1), INTEGRAL] = 0
     api_key: str | None = None
 
     @property
@@ -89,7 +89,7 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
 
 
 class LibreDetectRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     q: str = Field(min_length=1)
     api_key: str | None = None

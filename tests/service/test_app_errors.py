@@ -25,6 +25,10 @@ OK = {"text": "A dog runs.", "target_lang": "de"}
         {**OK, "beam_size": 0},
         {**OK, "beam_size": 17},
         {**OK, "beam_size": "many"},
+        {**OK, "beam_size": "4"},  # types are JSON's (as the OpenAPI schema says): no coercion
+        {**OK, "beam_size": True},
+        {**OK, "beam_size": 2.5},
+        {**OK, "return_scores": 1},
         {**OK, "beam_size": 2, "num_hypotheses": 3},
         {**OK, "num_hypotheses": 0},
         {**OK, "length_penalty": -1},
@@ -113,6 +117,11 @@ def test_unsupported_language_pair_gives_400(
 def test_languages_are_checked_when_no_text_needs_a_model(client: httpx.Client, source: str | None) -> None:
     body = {"text": ["", "42 %"], "target_lang": "fr"} | ({"source_lang": source} if source else {})
     assert_error(client.post("/v1/translate", json=body), 400, "unsupported_language")
+
+
+def test_an_integral_number_is_an_integer(client: httpx.Client) -> None:
+    response = client.post("/v1/translate", json={**OK, "beam_size": 2.0, "num_hypotheses": 2.0})
+    assert response.status_code == 200, response.text
 
 
 @pytest.mark.parametrize(
