@@ -35,6 +35,8 @@ OK = {"text": "A dog runs.", "target_lang": "de"}
         {**OK, "max_length": 0},
         {**OK, "max_length": 10**9},
         {**OK, "timeout_s": -1},
+        {**OK, "timeout_s": 0.99},
+        {**OK, "timeout_s": 5e-324},
         {**OK, "return_scores": "perhaps"},
         {**OK, "target_lang": ""},
         {**OK, "target_lang": "x" * 100},
