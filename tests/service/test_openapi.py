@@ -1,20 +1,28 @@
-"""The OpenAPI document says what the service does: it follows the service's models and settings.
-/docs needs no internet."""
+"""The OpenAPI document says what the service does: schemathesis runs every check against a live
+server, and the document follows the service's models and settings. /docs needs no internet."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from live_server import API_KEYS, ServiceProcess, StartService
+from live_server import API_KEYS, ServiceProcess, StartService, scrape
 
 from engine.repository import Router, discover
 from service.app import create_app
 from service.settings import Settings
 from tests.conftest import relabelled_bundle
+
+HERE = Path(__file__).parent
+MAX_CHARS = 400  # small, so that no generated request is slow to translate
+MAX_EXAMPLES = 100  # per operation and phase: over 1,000 requests in all
+MIN_REQUESTS = 1000
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +41,36 @@ def fuzzed(start_service: StartService, en_de_repository: Path) -> ServiceProces
         models_dir=en_de_repository,
         api_keys=",".join(API_KEYS),
         max_wait_ms=1,
+        max_texts=4,
+        max_chars=MAX_CHARS,
     )
+
+
+def schemathesis(url: str, report: Path) -> subprocess.CompletedProcess[str]:
+    """``schemathesis run`` with every check, ours in place of ``positive_data_acceptance``
+    (schemathesis_hooks.py says why), the API key, and a fixed seed."""
+    command = [sys.executable, "-m", "schemathesis.cli", f"--config-file={HERE / 'schemathesis.toml'}", "run"]
+    command += [f"{url}/openapi.json", "--checks=all", "--exclude-checks=positive_data_acceptance"]
+    command += [f"--max-examples={MAX_EXAMPLES}", "--seed=1", "--workers=1", "--continue-on-failure"]
+    command += [f"--header=Authorization: Bearer {API_KEYS[0]}", "--generation-database=none", "--no-color"]
+    command += ["--report=json", f"--report-json-path={report}"]
+    hooks = {"SCHEMATHESIS_HOOKS": str(HERE / "schemathesis_hooks.py"), "MT_MAX_CHARS": str(MAX_CHARS)}
+    return subprocess.run(command, capture_output=True, text=True, cwd=report.parent, env={**os.environ, **hooks})
+
+
+def test_schemathesis_finds_nothing(fuzzed: ServiceProcess, tmp_path: Path) -> None:
+    with httpx.Client(base_url=fuzzed.url) as client:
+        before = scrape(client)
+        run = schemathesis(fuzzed.url, tmp_path / "report.json")
+        after = scrape(client)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert (run.returncode, report["failures"], report["errors"]) == (0, [], []), run.stdout[-20000:]
+    assert report["operations"]["tested"] == report["operations"]["total"] >= 10
+    # Counted by the service itself: every request schemathesis made, and none answered 5xx.
+    answered = {key: value - before.get(key, 0.0) for key, value in after.items() if key[0] == "mt_requests_total"}
+    assert sum(answered.values()) >= MIN_REQUESTS
+    server_errors = {key: n for key, n in answered.items() if n and dict(key[1])["status"].startswith("5")}
+    assert server_errors == {}
 
 
 def document(repository: Path, **settings: object) -> dict:
