@@ -48,7 +48,7 @@ def complete(document: dict[str, Any], settings: Settings, router: Router | None
             schema[keyword] = getattr(settings, setting)
         side = schema.pop(SERVED_LANGUAGES, None)
         fields = schema.pop(LANGUAGE_PAIR, None)
-        if router is None:
+        if router is None or not router.pairs():  # not read yet, or nothing to serve: no codes to list
             continue
         if side is not None:
             _served(schema, router, side)
@@ -88,8 +88,6 @@ def _pairs(schema: dict[str, Any], router: Router, source_field: str, target_fie
         branches.append({"properties": branch})
     schema.setdefault("allOf", []).append({"anyOf": branches})
     pairs = router.pairs()
-    if not pairs:
-        return
     source, target = next((pair for pair in pairs if pair[0] == EXAMPLE_SOURCE), pairs[0])
     for example in schema.get("examples", []):
         example.update({source_field: source, target_field: target})
