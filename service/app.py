@@ -11,17 +11,16 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
+from service import openapi
 from service.errors import install_error_handlers
 from service.metrics import Metrics
 from service.middleware import BodyLimit, RequestAccounting
 from service.routes import libretranslate, operations, v1
-from service.routes.common import error_responses
 from service.runtime import EngineFactory, Runtime
-from service.schemas import BEARER_SCHEME
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,12 +46,14 @@ def create_app(
         await loading
         await runtime.close()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from the service itself, not from a CDN; Swagger
+    # UI's validator badge, which sends the document's URL to validator.swagger.io, is off.
+    app = FastAPIOffline(
         title="mt-service",
         summary="Machine translation with dynamic batching, alignments and n-best lists.",
         version="1",
         lifespan=lifespan,
-        responses=error_responses(503),
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.runtime = runtime
     install_error_handlers(app, lambda error_type: metrics.errors.labels(error_type).inc())
@@ -61,23 +62,8 @@ def create_app(
     app.add_middleware(RequestAccounting, runtime=runtime)
     for module in (v1, operations, libretranslate):
         app.include_router(module.router)
-    _declare_bearer_scheme(app)
+    openapi.install(app, runtime)
     return app
-
-
-def _declare_bearer_scheme(app: FastAPI) -> None:
-    """Put the API-key scheme that ``BEARER_AUTH`` names into the OpenAPI schema (and so /docs'
-    Authorize button): no route declares it through a FastAPI security dependency."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schemes = build().setdefault("components", {}).setdefault("securitySchemes", {})
-            description = "An API key from MT_API_KEYS (only when keys are configured)."
-            schemes[BEARER_SCHEME] = {"type": "http", "scheme": "bearer", "description": description}
-        return app.openapi_schema
-
-    app.openapi = openapi
 
 
 async def _load(runtime: Runtime, on_failure: Callable[[], None] | None) -> None:

@@ -249,27 +249,34 @@ class Runtime:
         detections: list[Detection | None] | None,
     ) -> list[Route | None]:
         """Each text's route; None for a text with nothing to translate, or identified as written
-        in the target language already."""
+        in the target language already. The languages a request names are checked even when none
+        of its texts needs them: whether it is refused does not depend on what its texts are."""
+        if detections is None:
+            route = self._route(router, job.source_lang or "", job.target_lang, detected=False)
+            return [None if unchanged else route for unchanged in verbatim]
+        target = self._target(router, job.target_lang)
         routes: list[Route | None] = []
-        for i, text in enumerate(texts):
-            if verbatim[i]:
+        for text, unchanged, detection in zip(texts, verbatim, detections, strict=True):
+            if unchanged:
                 routes.append(None)
                 continue
-            if detections is None:
-                routes.append(self._route(router, job.source_lang or "", job.target_lang, detected=False))
-                continue
-            source = _source(detections[i], text)
+            source = _source(detection, text)
             # Identified as already in the target language: nothing to translate (as DeepL does).
-            same = source == job.target_lang.strip().lower().split("-")[0]
-            routes.append(None if same else self._route(router, source, job.target_lang, detected=True))
+            same = source == target.lower().split("-")[0]
+            routes.append(None if same else self._route(router, source, target, detected=True))
         return routes
+
+    def _target(self, router: Router, name: str) -> str:
+        try:
+            return router.code(name, "target")
+        except languages.UnsupportedLanguage as e:
+            raise UnsupportedLanguage(str(e), details=_served(router)) from None
 
     def _route(self, router: Router, source: str, target: str, detected: bool) -> Route:
         try:
             return router.route(source, target)
         except languages.UnsupportedLanguage as e:
-            served = [f"{s}-{t}" for s, t in router.pairs()]
-            details: dict[str, object] = {"supported_pairs": served}
+            details = _served(router)
             if detected and source not in router.sources():
                 details["detected_language"] = source
                 message = f"the text is in {source!r}, which no model translates from (served: {router.sources()})"
@@ -340,6 +347,11 @@ class Runtime:
         if self.pool is None or self.router is None:
             raise Unavailable(self.load_error or "the models are still loading")
         return self.pool, self.router
+
+
+def _served(router: Router) -> dict[str, object]:
+    """The details of an ``UnsupportedLanguage``: what is served instead."""
+    return {"supported_pairs": [f"{s}-{t}" for s, t in router.pairs()]}
 
 
 def _source(detection: Detection | None, text: str) -> str:

@@ -2,7 +2,8 @@
 
 Validation that needs no settings happens here and yields 422; limits that come from settings
 (text count, characters: 413), the language pair (400) and options that depend on the model's
-defaults are checked by ``Runtime.translate``.
+defaults are checked by ``Runtime.translate``. Their JSON schemas carry placeholders for what only
+the running service knows (its languages, pairs and limits), which ``service.openapi`` fills in.
 """
 
 from __future__ import annotations
@@ -13,10 +14,20 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from engine.api import TranslationOptions, TranslationResult
 from engine.language_id import Detection
-from service.errors import InvalidRequest, describe_validation
+from service.errors import ERROR_TYPES, InvalidRequest, describe_validation
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
 MAX_OUTPUT_TOKENS = 1024
+# The shortest deadline a request may set (shorter: 422). The heaviest request the schema allows
+# (16 beams and hypotheses, alignments, the longest output) takes a tenth of a second or more even
+# for a tiny model on an idle CPU: a shorter deadline would be missed for no fault of the service,
+# and a 504 must mean that it was too slow or too busy.
+MIN_TIMEOUT_S = 1.0
+
+# Placeholders in the JSON schemas, replaced in each service's OpenAPI document (``service.openapi``).
+SERVED_LANGUAGES = "x-served-languages"  # "source" or "target": the codes served on that side
+LANGUAGE_PAIR = "x-language-pair"  # [source field, target field] of an object: only served pairs
+SETTING_LIMITS = "x-setting-limits"  # {JSON schema keyword: Settings field}: the configured limit
 
 # The translation routes read their bodies and keys themselves (see ``validated``); these document
 # both in the OpenAPI schema, where FastAPI would otherwise have derived them from the parameters.
@@ -26,17 +37,37 @@ BEARER_AUTH: dict[str, Any] = {"security": [{BEARER_SCHEME: []}]}
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def json_body(model: type[BaseModel], *media_types: str) -> dict[str, Any]:
-    """``openapi_extra`` for a route that reads a ``model`` body itself: JSON and ``media_types``."""
-    content = {media_type: {"schema": model.model_json_schema()} for media_type in ("application/json", *media_types)}
+def json_body(model: type[BaseModel], *form_types: str) -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads a ``model`` body itself: JSON, and the ``form_types``
+    (a form's fields are strings: never null)."""
+    schema = model.model_json_schema()
+    content = {"application/json": {"schema": schema}}
+    content.update({media_type: {"schema": _without_null(schema)} for media_type in form_types})
     return {"requestBody": {"required": True, "content": content}}
+
+
+def _without_null(schema: Any) -> Any:
+    """``schema`` with every ``{"type": "null"}`` alternative taken out."""
+    if isinstance(schema, list):
+        return [_without_null(item) for item in schema if item != {"type": "null"}]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned = {key: _without_null(value) for key, value in schema.items()}
+    if "anyOf" in cleaned and len(cleaned["anyOf"]) == 1:
+        cleaned.update(cleaned.pop("anyOf")[0])
+    if cleaned.get("default", ...) is None:  # an omitted field is what null meant
+        del cleaned["default"]
+    return cleaned
 
 
 def validated(model: type[Model], data: bytes | dict[str, Any]) -> Model:
     """A JSON body (bytes: parsed and validated in one pass) or a parsed form as ``model``; any
-    problem is an ``InvalidRequest`` (422). A JSON body's content type is not checked."""
+    problem is an ``InvalidRequest`` (422). A JSON body's content type is not checked.
+
+    The models are strict, as their JSON schemas are (``false`` is no integer, ``"1"`` no number),
+    but a form's values are all strings: they are converted."""
     try:
-        return model.model_validate_json(data) if isinstance(data, bytes) else model.model_validate(data)
+        return model.model_validate_json(data) if isinstance(data, bytes) else model.model_validate(data, strict=False)
     except ValidationError as e:
         raise InvalidRequest(describe_validation(e.errors(include_url=False))) from None
 
@@ -56,31 +87,70 @@ def _text_or_texts(value: Any) -> Any:
     return value
 
 
-TextOrTexts = Annotated[str | list[str], BeforeValidator(_text_or_texts)]
-LanguageCode = Annotated[str, Field(min_length=1, max_length=35, examples=["en"])]
+def _integral(value: Any) -> Any:
+    """An integral number as an integer: JSON Schema's ``integer`` includes 2.0, a strict int does not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# After an int's constraints in its ``Annotated``: placed before them, it hides them from the JSON schema.
+INTEGRAL = BeforeValidator(_integral)
+_Text = Annotated[str, Field(json_schema_extra={SETTING_LIMITS: {"maxLength": "max_chars"}})]
+_Texts = Annotated[list[_Text], Field(min_length=1, json_schema_extra={SETTING_LIMITS: {"maxItems": "max_texts"}})]
+TextOrTexts = Annotated[_Text | _Texts, BeforeValidator(_text_or_texts)]
+# A served code (an enum in the OpenAPI document); the service also takes the models' own codes in any case.
+SourceLanguage = Annotated[str, Field(min_length=1, max_length=35, json_schema_extra={SERVED_LANGUAGES: "source"})]
+TargetLanguage = Annotated[str, Field(min_length=1, max_length=35, json_schema_extra={SERVED_LANGUAGES: "target"})]
+OTHER_LANGUAGE_NAMES = "The model's own codes (see /v1/models) and any letter case are accepted as well."
+
+
+def _hypotheses_within_the_beam() -> list[dict[str, Any]]:
+    """JSON schema alternatives that say ``num_hypotheses <= beam_size`` when ``beam_size`` is given."""
+    return [
+        {"properties": {"beam_size": {"type": "null"}}},
+        *(
+            {"properties": {"beam_size": {"const": b}, "num_hypotheses": {"maximum": b}}}
+            for b in range(1, MAX_BEAM_SIZE)
+        ),
+        {"properties": {"beam_size": {"const": MAX_BEAM_SIZE}}},
+    ]
 
 
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"text": "A dog runs on the grass.", "target_lang": "de"}]},
+        strict=True,
+        json_schema_extra={
+            "examples": [{"text": "A dog runs on the grass.", "source_lang": "en", "target_lang": "de"}],
+            LANGUAGE_PAIR: ["source_lang", "target_lang"],
+            "anyOf": _hypotheses_within_the_beam(),
+        },
     )
 
     text: TextOrTexts = Field(
-        description="One text or a list of texts (at most MT_MAX_TEXTS). Lines and sentences are kept."
+        description="One text or a list of texts: at most MT_MAX_TEXTS, and MT_MAX_CHARS characters in all (413). "
+        "Lines and sentences are kept."
     )
-    source_lang: LanguageCode | None = Field(
-        None, description='Source language; omitted or "auto" = identified per text.'
+    source_lang: SourceLanguage | None = Field(
+        None, description=f'Source language; omitted or "auto" = identified per text. {OTHER_LANGUAGE_NAMES}'
     )
-    target_lang: LanguageCode
-    beam_size: int | None = Field(None, ge=1, le=MAX_BEAM_SIZE, description="1 = greedy; omitted = model default.")
-    num_hypotheses: int = Field(1, ge=1, le=MAX_BEAM_SIZE, description="Hypotheses to return (<= beam size).")
+    target_lang: TargetLanguage = Field(description=f"Target language. {OTHER_LANGUAGE_NAMES}")
+    beam_size: Annotated[int, Field(ge=1, le=MAX_BEAM_SIZE), INTEGRAL] | None = Field(
+        None, description="1 = greedy; omitted = model default."
+    )
+    num_hypotheses: Annotated[int, Field(ge=1, le=MAX_BEAM_SIZE), INTEGRAL] = Field(
+        1, description="Hypotheses to return (<= beam_size; an omitted beam widens to them)."
+    )
     length_penalty: float | None = Field(None, ge=0, le=10, allow_inf_nan=False, description="alpha in score/n^alpha.")
-    max_length: int | None = Field(None, ge=1, le=MAX_OUTPUT_TOKENS, description="Cap on generated tokens.")
+    max_length: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS), INTEGRAL] | None = Field(
+        None, description="Cap on generated tokens."
+    )
     return_scores: bool = False
     return_alignments: bool = False
     timeout_s: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="Deadline in seconds; capped at MT_REQUEST_TIMEOUT_S."
+        None,
+        ge=MIN_TIMEOUT_S,
+        allow_inf_nan=False,
+        description=f"Deadline in seconds, at least {MIN_TIMEOUT_S:g} (422); capped at MT_REQUEST_TIMEOUT_S (504).",
     )
 
     @property
@@ -188,7 +258,9 @@ class ModelsResponse(BaseModel):
 
 
 class DetectRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "Ein Hund läuft."}]})
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"text": "Ein Hund läuft."}]}
+    )
 
     text: str = Field(min_length=1, max_length=20_000)
 
@@ -205,8 +277,12 @@ class DetectResponse(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    type: str
+    type: str = Field(json_schema_extra={"enum": list(ERROR_TYPES)})
     message: str
+    supported_pairs: list[str] | None = Field(None, description="unsupported_language: the pairs served, as en-de")
+    detected_language: str | None = Field(
+        None, description="unsupported_language of an identified text: its language; null when none was identified"
+    )
 
 
 class ErrorResponse(BaseModel):

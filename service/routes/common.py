@@ -16,9 +16,27 @@ from service.schemas import ErrorResponse
 T = TypeVar("T")
 
 
+# What each error status means, and the headers it comes with, in the OpenAPI document.
+_ERRORS: dict[int, dict[str, Any]] = {
+    400: {"description": "Unsupported language or language pair"},
+    401: {
+        "description": "Missing or invalid API key",
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
+    },
+    413: {"description": "Too many texts, characters or bytes"},
+    422: {"description": "Invalid request"},
+    429: {
+        "description": "Overloaded: too many texts queued",
+        "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer", "minimum": 0}}},
+    },
+    503: {"description": "Starting, shutting down, or the model cannot be loaded"},
+    504: {"description": "The deadline passed"},
+}
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` of a route: these statuses answer with the service's error body."""
-    return {status: {"model": ErrorResponse} for status in statuses}
+    return {status: {"model": ErrorResponse, **_ERRORS[status]} for status in statuses}
 
 
 # A coroutine because FastAPI runs plain-function dependencies in its thread pool: a thread hop

@@ -10,7 +10,7 @@ a string for a string ``q``, a list for a list, plus ``alternatives``, and ``det
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +20,18 @@ from engine.api import TranslationOptions
 from service.errors import InvalidRequest
 from service.routes.common import RuntimeDep, bearer_key, error_responses, unless_disconnected
 from service.runtime import TranslationJob
-from service.schemas import BEARER_AUTH, MAX_BEAM_SIZE, LanguageCode, TextOrTexts, json_body, validated
+from service.schemas import (
+    BEARER_AUTH,
+    INTEGRAL,
+    LANGUAGE_PAIR,
+    MAX_BEAM_SIZE,
+    OTHER_LANGUAGE_NAMES,
+    SourceLanguage,
+    TargetLanguage,
+    TextOrTexts,
+    json_body,
+    validated,
+)
 
 router = APIRouter(tags=["LibreTranslate compatibility"])
 
@@ -38,13 +49,23 @@ _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 class LibreTranslateRequest(BaseModel):
     """Its ``POST /translate`` body, sent as JSON or as a form; unknown fields are ignored as it does."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(
+        extra="ignore",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"q": "A dog runs on the grass.", "source": "en", "target": "de"}],
+            LANGUAGE_PAIR: ["source", "target"],
+        },
+    )
 
-    q: TextOrTexts
-    source: LanguageCode = "auto"
-    target: LanguageCode
+    q: TextOrTexts = Field(
+        description="A text or a list of texts (a repeated form field): at most MT_MAX_TEXTS, "
+        "and MT_MAX_CHARS characters in all (413)."
+    )
+    source: SourceLanguage = Field("auto", description=f'"auto" = identified per text. {OTHER_LANGUAGE_NAMES}')
+    target: TargetLanguage = Field(description=OTHER_LANGUAGE_NAMES)
     format: Literal["text"] = Field("text", description="Only plain text is supported.")
-    alternatives: int = Field(0, ge=0, le=MAX_BEAM_SIZE - 1)
+    alternatives: Annotated[int, Field(ge=0, le=MAX_BEAM_SIZE - 1), INTEGRAL] = 0
     api_key: str | None = None
 
     @property
@@ -61,7 +82,7 @@ class LibreLanguage(BaseModel):
 @router.post(
     "/translate",
     openapi_extra={**json_body(LibreTranslateRequest, *_FORM_TYPES), **BEARER_AUTH},
-    responses=error_responses(401, 400, 413, 422, 429, 504),
+    responses=error_responses(400, 401, 413, 422, 429, 503, 504),
 )
 async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     """LibreTranslate's translate: ``{"translatedText": str | list[str], "alternatives"?, "detectedLanguage"?}``."""
@@ -89,7 +110,7 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
 
 
 class LibreDetectRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra={"examples": [{"q": "Ein Hund läuft."}]})
 
     q: str = Field(min_length=1)
     api_key: str | None = None
@@ -98,7 +119,7 @@ class LibreDetectRequest(BaseModel):
 @router.post(
     "/detect",
     openapi_extra={**json_body(LibreDetectRequest, *_FORM_TYPES), **BEARER_AUTH},
-    responses=error_responses(401, 422, 503),
+    responses=error_responses(401, 413, 422, 503),
 )
 async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
     """LibreTranslate's detect: ``[{"language": "fr", "confidence": 0-100}, ...]``, best first."""
@@ -108,7 +129,7 @@ async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
     return [_percent(c.language, c.confidence) for c in found.candidates] or [_percent(None, 0.0)]
 
 
-@router.get("/frontend/settings")
+@router.get("/frontend/settings", responses=error_responses(503))
 async def frontend_settings(runtime: RuntimeDep) -> dict[str, Any]:
     """LibreTranslate's front-end settings: limits, key requirement, and the default pair."""
     _, routes = runtime.serving()
@@ -134,7 +155,7 @@ def _percent(language: str | None, confidence: float) -> dict[str, Any]:
     return {"confidence": round(100 * confidence, 1), "language": language}
 
 
-@router.get("/languages", response_model=list[LibreLanguage])
+@router.get("/languages", response_model=list[LibreLanguage], responses=error_responses(503))
 async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
     """The languages and, for each, the languages it can be translated into (directly or through
     a pivot)."""

@@ -58,9 +58,17 @@ async def translate(request: Request) -> Response:
     return Response(response.model_dump_json(exclude_none=True), media_type="application/json")
 
 
-@router.post("/v1/detect", response_model=DetectResponse, responses=error_responses(422, 503), tags=["translation"])
-async def detect(body: DetectRequest, runtime: RuntimeDep) -> DetectResponse:
+@router.post(
+    "/v1/detect",
+    response_model=DetectResponse,
+    responses=error_responses(413, 422, 503),
+    tags=["translation"],
+    openapi_extra=json_body(DetectRequest),
+)
+async def detect(request: Request, runtime: RuntimeDep) -> DetectResponse:
     """Identify the language of a text, among MT_DETECT_LANGUAGES."""
+    # Read as /v1/translate reads its body: a body that is not UTF-8 JSON is a 422 as well.
+    body = validated(DetectRequest, await request.body())
     found = runtime.detect(body.text)
     return DetectResponse(
         language=found.language,
@@ -69,7 +77,7 @@ async def detect(body: DetectRequest, runtime: RuntimeDep) -> DetectResponse:
     )
 
 
-@router.get("/v1/models", response_model=ModelsResponse, tags=["models"])
+@router.get("/v1/models", response_model=ModelsResponse, responses=error_responses(503), tags=["models"])
 async def models(runtime: RuntimeDep) -> ModelsResponse:
     """Every model of the repository (loaded or not, or why it cannot serve) and every pair served."""
     pool, routes = runtime.serving()

@@ -111,7 +111,7 @@ def test_openapi_documents_the_api(client: httpx.Client) -> None:
     assert spec["components"]["securitySchemes"][scheme_name] == {
         "type": "http",
         "scheme": "bearer",
-        "description": "An API key from MT_API_KEYS (only when keys are configured).",
+        "description": "An API key from MT_API_KEYS.",
     }
 
 

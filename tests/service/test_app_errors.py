@@ -25,12 +25,18 @@ OK = {"text": "A dog runs.", "target_lang": "de"}
         {**OK, "beam_size": 0},
         {**OK, "beam_size": 17},
         {**OK, "beam_size": "many"},
+        {**OK, "beam_size": "4"},  # types are JSON's (as the OpenAPI schema says): no coercion
+        {**OK, "beam_size": True},
+        {**OK, "beam_size": 2.5},
+        {**OK, "return_scores": 1},
         {**OK, "beam_size": 2, "num_hypotheses": 3},
         {**OK, "num_hypotheses": 0},
         {**OK, "length_penalty": -1},
         {**OK, "max_length": 0},
         {**OK, "max_length": 10**9},
         {**OK, "timeout_s": -1},
+        {**OK, "timeout_s": 0.99},
+        {**OK, "timeout_s": 5e-324},
         {**OK, "return_scores": "perhaps"},
         {**OK, "target_lang": ""},
         {**OK, "target_lang": "x" * 100},
@@ -107,6 +113,17 @@ def test_unsupported_language_pair_gives_400(
     error = assert_error(client.post("/v1/translate", json=body), 400, "unsupported_language")
     assert error["message"] == message
     assert error["supported_pairs"] == ["en-de"]
+
+
+@pytest.mark.parametrize("source", [None, "en", "de"])
+def test_languages_are_checked_when_no_text_needs_a_model(client: httpx.Client, source: str | None) -> None:
+    body = {"text": ["", "42 %"], "target_lang": "fr"} | ({"source_lang": source} if source else {})
+    assert_error(client.post("/v1/translate", json=body), 400, "unsupported_language")
+
+
+def test_an_integral_number_is_an_integer(client: httpx.Client) -> None:
+    response = client.post("/v1/translate", json={**OK, "beam_size": 2.0, "num_hypotheses": 2.0})
+    assert response.status_code == 200, response.text
 
 
 @pytest.mark.parametrize(

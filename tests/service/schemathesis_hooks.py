@@ -1,0 +1,36 @@
+"""Schemathesis hooks of test_openapi.py: ``positive_data_acceptance`` less what no schema can say.
+
+A translation request that its schema allows can still be refused for what its texts are: a text
+identified as a language that no model translates from (400 ``unsupported_language`` naming the
+``detected_language``), or texts over ``MT_MAX_CHARS`` together when each is within it (413). Every
+other refusal of schema-valid data fails, as the built-in check (which the run excludes) would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import schemathesis
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+MAX_CHARS = int(os.environ["MT_MAX_CHARS"])
+
+
+@schemathesis.check
+def positive_data_acceptance_unless_refused_for_its_texts(ctx: Any, response: Any, case: Any) -> bool | None:
+    if _refused_for_its_texts(response.status_code, response.content, case.body):
+        return None
+    return positive_data_acceptance(ctx, response, case)
+
+
+def _refused_for_its_texts(status: int, content: bytes, body: Any) -> bool:
+    if status not in (400, 413) or not isinstance(body, dict):
+        return False
+    error = json.loads(content).get("error", {})
+    if status == 400:
+        return error.get("type") == "unsupported_language" and "detected_language" in error
+    texts = body.get("text", body.get("q", []))
+    texts = [texts] if isinstance(texts, str) else texts
+    return error.get("type") == "payload_too_large" and sum(map(len, texts)) > MAX_CHARS
