@@ -144,6 +144,11 @@ class TranslateRequest(BaseModel):
     max_length: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS), INTEGRAL] | None = Field(
         None, description="Cap on generated tokens."
     )
+    max_consecutive_repeats: Annotated[int, Field(ge=0, le=MAX_OUTPUT_TOKENS), INTEGRAL] | None = Field(
+        None,
+        description="A span of up to 8 generated pieces occurs at most this many times in a row, which ends "
+        "runaway loops; 0 = no limit; omitted = model default.",
+    )
     return_scores: bool = False
     return_alignments: bool = False
     timeout_s: float | None = Field(
@@ -164,6 +169,7 @@ class TranslateRequest(BaseModel):
                 num_hypotheses=self.num_hypotheses,
                 length_penalty=self.length_penalty,
                 max_length=self.max_length,
+                max_consecutive_repeats=self.max_consecutive_repeats,
                 return_alignments=self.return_alignments,
             )
         except ValueError as e:  # the engine's checks across fields (num_hypotheses <= beam_size)
