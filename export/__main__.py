@@ -22,32 +22,47 @@ import sys
 from pathlib import Path
 
 from engine.bundle import BundleError
+from engine.cli import HelpFormatter
 from export import ExportError
 from export.pipeline import ExportConfig, ExportResult, export_bundle
 
 
-def parse_args(argv: list[str] | None) -> ExportConfig:
-    p = argparse.ArgumentParser(
-        prog="python -m export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m export", description=__doc__, formatter_class=HelpFormatter)
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", type=Path, help="training checkpoint (.pt)")
-    source.add_argument("--hf-model", type=Path, help="Hugging Face checkpoint directory (MarianMT, M2M100/NLLB)")
+    source.add_argument("--checkpoint", type=Path, help="training checkpoint (.pt); this or --hf-model is required")
+    source.add_argument(
+        "--hf-model",
+        type=Path,
+        help="Hugging Face checkpoint directory (MarianMT, M2M100/NLLB); this or --checkpoint is required",
+    )
     p.add_argument("--out", required=True, type=Path, help="bundle directory to write")
     p.add_argument("--int8", action="store_true", help="add the int8 (dynamic quantisation) variant")
     p.add_argument("--force", action="store_true", help="replace an existing bundle at --out")
-    p.add_argument("--eval-data", type=Path, help="directory with test_2016_flickr.{src,tgt} (and val.src)")
-    p.add_argument("--parity-data", type=Path, help="source sentences for the parity check, one per line")
-    p.add_argument("--name", help="model name (default mt-SRC-TGT)")
-    p.add_argument("--version", default="1.0.0", help="model version (default 1.0.0)")
+    p.add_argument(
+        "--eval-data",
+        type=Path,
+        help="directory with test_2016_flickr.{src,tgt} (and val.src) to measure quality on (default: none)",
+    )
+    p.add_argument(
+        "--parity-data",
+        type=Path,
+        help="source sentences for the parity check, one per line (default: --eval-data's val.src, else built-ins)",
+    )
+    p.add_argument("--name", help="model name (default: mt-SRC-TGT)")
+    p.add_argument("--version", default="1.0.0", help="model version")
     p.add_argument("--source-lang", help="source language(s), comma-separated (default: from the checkpoint)")
     p.add_argument("--target-lang", help="target language(s), comma-separated (default: from the checkpoint)")
     p.add_argument("--alignment-layer", type=int, help="decoder layer for alignments (default: second-to-last)")
-    p.add_argument("--alignment-heads", type=int, default=0, help="average the first N heads (default 0 = all)")
+    p.add_argument("--alignment-heads", type=int, default=0, help="average the first N heads; 0 = all")
     p.add_argument("--parity-sentences", type=int, default=64, help="sentences in the parity check (>= 50)")
-    p.add_argument("--parity-tolerance", type=float, default=1e-4, help="max |log-prob difference| (default 1e-4)")
-    p.add_argument("--eval-beam-size", type=int, default=5, help="beam size for --eval-data (default 5)")
-    a = p.parse_args(argv)
+    p.add_argument("--parity-tolerance", type=float, default=1e-4, help="max |log-prob difference|")
+    p.add_argument("--eval-beam-size", type=int, default=5, help="beam size for --eval-data")
+    return p
+
+
+def parse_args(argv: list[str] | None) -> ExportConfig:
+    a = build_parser().parse_args(argv)
     return ExportConfig(
         checkpoint=a.checkpoint,
         hf_model=a.hf_model,

@@ -17,6 +17,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 
+from engine.cli import HelpFormatter
 from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint, write_spm
 from model.data import pad, read_lines
@@ -61,18 +62,26 @@ def score_translations(hyps: Sequence[str], refs: Sequence[str]) -> Scores:
     return Scores(bleu_score.score, chrf_score.score, str(bleu.get_signature()), str(chrf.get_signature()))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, type=Path)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m model.evaluate", description=__doc__, formatter_class=HelpFormatter
+    )
+    parser.add_argument("--checkpoint", required=True, type=Path, help="training checkpoint (.pt)")
     parser.add_argument("--src", required=True, type=Path, help="source sentences, one per line")
-    parser.add_argument("--ref", type=Path, help="references, one per line (omit to only translate)")
-    parser.add_argument("--out", type=Path, help="write translations here")
-    parser.add_argument("--beam-size", type=int, default=5)
-    parser.add_argument("--length-penalty", type=float, default=1.0)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences")
-    parser.add_argument("--json", action="store_true", help="print scores as JSON")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--ref", type=Path, help="references, one per line (default: none; the translations are printed, not scored)"
+    )
+    parser.add_argument("--out", type=Path, help="write the translations to this file (default: none)")
+    parser.add_argument("--beam-size", type=int, default=5, help="beam size")
+    parser.add_argument("--length-penalty", type=float, default=1.0, help="length penalty exponent of beam search")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences translated together")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences; 0 = all")
+    parser.add_argument("--json", action="store_true", help="print the scores as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
 
     state = load_checkpoint(args.checkpoint)
     model = model_from_checkpoint(state)

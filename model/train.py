@@ -22,9 +22,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from engine.cli import HelpFormatter, definition_list
 from engine.tokenizer import PAD_ID, Tokenizer
 from model.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
-from model.config import TrainConfig, load_config
+from model.config import TrainConfig, config_keys, load_config, model_keys
 from model.data import ParallelData, collate, corpus_paths, make_batches, read_lines
 from model.decoding import DecodingOptions
 from model.evaluate import score_translations, translate_texts
@@ -256,12 +257,35 @@ class Trainer:
         self._save("averaged.pt", metrics=metrics, averaged=[p.name for p in paths])
 
 
+def build_parser() -> argparse.ArgumentParser:
+    epilog = "\n\n".join(
+        [
+            definition_list(
+                "config keys (in the --config file or as key=value; a key it leaves out has the default)", config_keys()
+            ),
+            definition_list("[model] keys (ModelConfig in model/transformer.py describes them)", model_keys()),
+        ]
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m model.train", description=__doc__, epilog=epilog, formatter_class=HelpFormatter
+    )
+    parser.add_argument("--config", required=True, type=Path, help="TOML training config, e.g. configs/en-de.toml")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        default=[],
+        help="key=value settings replacing the config file's, e.g. max_steps=100 model.d_model=128 (default: none)",
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, type=Path, help="TOML training config")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. max_steps=100 model.d_model=128")
+    parser = build_parser()
     args = parser.parse_args(argv)
-    cfg = load_config(args.config, args.overrides)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except (OSError, ValueError) as e:  # ValueError includes a TOML syntax error
+        parser.error(str(e))
     Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
     logging.basicConfig(
         level=logging.INFO,

@@ -15,11 +15,13 @@ import logging
 import signal
 import socket
 import sys
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
 
+from engine.cli import HelpFormatter, definition_list
 from service.app import create_app
 from service.runtime import Runtime
 from service.settings import Settings
@@ -72,20 +74,48 @@ def _describe_settings_errors(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="mt-service", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", help="address to listen on (default: MT_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (default: MT_PORT or 8000)")
-    return parser.parse_args(argv)
+def program_name(argv0: str) -> str:
+    """How the service was started: ``python -m service`` runs ``service/__main__.py``; the
+    installed script (``mt-service``) runs under its own name."""
+    return "python -m service" if Path(argv0).name == "__main__.py" else "mt-service"
+
+
+def _env_value(value: object) -> str:
+    """A default as the environment variable would spell it."""
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def settings_help() -> str:
+    """Every ``MT_*`` setting with its default and description, from ``Settings`` itself."""
+    entries = [
+        (f"MT_{name.upper()}={_env_value(info.default)}", info.description or "")
+        for name, info in Settings.model_fields.items()
+    ]
+    return definition_list("environment variables (each with its default; nothing after = is empty)", entries)
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    defaults = Settings.model_fields
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__.split("\n\n")[0], epilog=settings_help(), formatter_class=HelpFormatter
+    )
+    parser.add_argument("--host", help=f"address to listen on (default: MT_HOST, else {defaults['host'].default})")
+    parser.add_argument(
+        "--port", type=int, help=f"port to listen on (default: MT_PORT, else {defaults['port'].default})"
+    )
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    prog = program_name(sys.argv[0])
+    args = build_parser(prog).parse_args(argv)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     try:
         settings = Settings(**overrides)
     except ValidationError as e:
-        print(f"mt-service: invalid configuration: {_describe_settings_errors(e)}", file=sys.stderr)  # noqa: T201
+        print(f"{prog}: invalid configuration: {_describe_settings_errors(e)}", file=sys.stderr)  # noqa: T201
         return 2
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server: _DrainingServer | None = None

@@ -40,7 +40,9 @@ class Settings(BaseSettings):
         description="Comma-separated ISO 639-1 codes language identification chooses from; empty = the served "
         "languages plus the major European ones.",
     )
-    provider: Literal["auto", "cpu", "cuda"] = Field("auto", description="onnxruntime execution provider.")
+    provider: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="onnxruntime execution provider: auto (CUDA when available, else CPU), cpu or cuda."
+    )
     variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
     threads: int = Field(
         0,
@@ -71,7 +73,9 @@ class Settings(BaseSettings):
     api_keys: str = Field("", description="Comma-separated API keys; empty = no authentication.")
     cache_size: int = Field(1024, ge=0, description="Translations kept in the LRU cache; 0 = off.")
     drain_timeout_s: float = Field(30.0, ge=0, description="On SIGTERM, longest wait for accepted requests.")
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Log level: debug, info, warning or error."
+    )
 
     @field_validator("model_dir", mode="before")
     @classmethod

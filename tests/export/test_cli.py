@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_help import assert_documents_every_option, run_help
 from repo_root import REPO
 
 from engine.bundle import load_bundle
-from export.__main__ import main
+from export.__main__ import build_parser, main
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -111,3 +112,7 @@ def test_too_few_parity_sentences(tmp_path: Path, tiny_checkpoint: Path, capsys)
     assert main(["--checkpoint", str(tiny_checkpoint), "--out", str(tmp_path / "b"), "--parity-data", str(few)]) == 1
     assert "at least 50 sentences" in capsys.readouterr().err
     assert json.dumps(sorted(p.name for p in tmp_path.iterdir())) == '["few.en"]'
+
+
+def test_help_documents_every_option():
+    assert_documents_every_option(build_parser(), run_help("export"))

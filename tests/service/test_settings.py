@@ -1,13 +1,16 @@
-"""Settings from MT_* environment variables."""
+"""Settings from MT_* environment variables, and the service's --help that lists them."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+from cli_help import assert_documents_every_option, compact, run_help
 from pydantic import ValidationError
 from repo_root import REPO
 
+from service.__main__ import build_parser, main
 from service.settings import DEFAULT_MODELS_DIR, Settings
 
 
@@ -50,3 +53,27 @@ def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch, env: dict[s
         monkeypatch.setenv(key, value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+def as_environment(value: object) -> str:
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def test_help_documents_every_option_and_every_setting() -> None:
+    text = run_help("service")
+    assert_documents_every_option(build_parser("python -m service"), text)
+    lines = text.splitlines()
+    for name, info in Settings.model_fields.items():
+        assert f"  MT_{name.upper()}={as_environment(info.default)}" in lines
+        assert info.description, f"{name} has no description"
+        assert compact(info.description) in compact(text), name
+
+
+def test_help_names_the_installed_script(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/mt-service", "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: mt-service ")
