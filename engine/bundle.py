@@ -180,8 +180,9 @@ class DecodingDefaults(_Strict):
     max_length_b: int = 10
     max_length: int | None = Field(default=None, gt=0)  # cap on generated tokens, EOS included
     # A span of up to 8 generated pieces occurs at most this many times in a row (engine.rules.NoRepeatLoop);
-    # 0: no limit. The default guards every model against runaway loops (benchmarks/repetition.py).
-    max_consecutive_repeats: int = Field(default=0, ge=0)
+    # 0: no limit. 2 ends the loops of a model out of its depth (40% of odd inputs to mt-en-de loop,
+    # 0.5% with it) at no BLEU cost on test_2016_flickr (benchmarks/RESULTS.md, section 8).
+    max_consecutive_repeats: int = Field(default=2, ge=0)
     # At a sentence's last allowed step: "model_score" forces EOS with the log-probability the model
     # gives it (this project's models); "zero_score" forces it at log-probability 0 (transformers'
     # forced_eos_token_id); "off" forces nothing, and the hypotheses alive end there (transformers
