@@ -113,7 +113,7 @@ def encoded(body: dict[str, Any]) -> bytes:
 
 class Traffic:
     """The requests of one soak, drawn from ``sentences`` (``{"en": [...], "de": [...]}``) with a
-    seeded generator: the same arguments give the same requests in the same order."""
+    seeded generator (which client draws next depends on timing: two runs are alike, not equal)."""
 
     def __init__(self, sentences: dict[str, list[str]], limits: Limits, seed: int) -> None:
         self.sentences = sentences
