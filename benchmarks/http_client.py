@@ -11,7 +11,8 @@ Two kinds, chosen by ``python -m benchmarks.service --client``:
 
 Both return the response's status code, or 0 when the request failed in transport (refused or
 reset connection, malformed or truncated response, timeout); a failed connection is reopened for
-the next request.
+the next request. ``RawClient.abandon`` sends a request and hangs up without reading the answer (the
+soak's deliberate disconnects, ``benchmarks/soak.py``).
 """
 
 from __future__ import annotations
@@ -46,20 +47,41 @@ class RawClient:
         self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def post(self, path: str, body: bytes) -> int:
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        )
         try:
             async with asyncio.timeout(TIMEOUT_S):
-                if self.streams is None:
-                    self.streams = await asyncio.open_connection(self.host, self.port, limit=MAX_HEAD)
-                reader, writer = self.streams
-                writer.write(head.encode() + body)
+                reader, writer = await self._connection()
+                writer.write(self._head(path, body) + body)
                 return await self._response(reader)
         except (OSError, EOFError, ValueError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             await self.aclose()
             return 0
+
+    async def abandon(self, path: str, body: bytes, *, body_sent: int | None = None, after_s: float = 0.0) -> bool:
+        """A client that gives up: send the request (only its head and the first ``body_sent``
+        bytes of its body, if given), then close the connection ``after_s`` later without reading
+        the answer. False if the request could not be sent."""
+        try:
+            async with asyncio.timeout(TIMEOUT_S):
+                _, writer = await self._connection()
+                writer.write(self._head(path, body) + body[:body_sent])
+                await writer.drain()
+                await asyncio.sleep(after_s)
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            await self.aclose()
+        return True
+
+    def _head(self, path: str, body: bytes) -> bytes:
+        return (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.streams is None:
+            self.streams = await asyncio.open_connection(self.host, self.port, limit=MAX_HEAD)
+        return self.streams
 
     async def _response(self, reader: asyncio.StreamReader) -> int:
         head = await reader.readuntil(b"\r\n\r\n")

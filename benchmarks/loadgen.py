@@ -26,6 +26,7 @@ import httpx
 import psutil
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from benchmarks.common import CpuTimes
 from benchmarks.http_client import ClientKind, open_client
@@ -112,16 +113,20 @@ def client_process(url: str, texts: list[str], offset: int, concurrency: int, lo
     return level
 
 
+def metric_samples(url: str, family: str) -> list[Sample]:
+    """The samples of one metric family of the service's ``/metrics`` (``mt_requests`` for the
+    counter ``mt_requests_total``)."""
+    families = text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text)
+    return [sample for found in families if found.name == family for sample in found.samples]
+
+
 def batch_totals(url: str) -> tuple[float, float]:
     """(sum, count) of the service's batch-size histogram: sentences batched, batches run."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
     totals = {"sum": 0.0, "count": 0.0}
-    for family in text_string_to_metric_families(text):
-        if family.name == BATCH_METRIC:
-            for sample in family.samples:
-                for key in totals:
-                    if sample.name == f"{BATCH_METRIC}_{key}":
-                        totals[key] += sample.value
+    for sample in metric_samples(url, BATCH_METRIC):
+        for key in totals:
+            if sample.name == f"{BATCH_METRIC}_{key}":
+                totals[key] += sample.value
     return totals["sum"], totals["count"]
 
 

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,8 @@ def error_body(error_type: str, message: str, details: dict[str, Any] | None = N
 
 def error_response(exc: Exception) -> tuple[JSONResponse, str]:
     """Map any exception to (response, error type). Unknown exceptions become a 500 and are logged."""
+    if _gone_while_sending(exc):
+        exc = ClientDisconnected("client disconnected while sending the request body")
     details = exc.details if isinstance(exc, ServiceError) else None
     if isinstance(exc, ServiceError):
         status, error_type, message, headers = exc.status, exc.type, exc.message, exc.headers
@@ -129,6 +132,14 @@ def error_response(exc: Exception) -> tuple[JSONResponse, str]:
         log.error("unhandled error", exc_info=exc)
         status, error_type, message, headers = 500, InternalError.type, "internal server error", {}
     return JSONResponse(error_body(error_type, message, details), status_code=status, headers=headers), error_type
+
+
+def _gone_while_sending(exc: Exception) -> bool:
+    """Starlette's ``ClientDisconnect``: the client closed the connection before its body had
+    arrived. FastAPI re-raises it as a 400 for the routes whose body it reads itself."""
+    return isinstance(exc, ClientDisconnect) or (
+        isinstance(exc, StarletteHTTPException) and isinstance(exc.__cause__, ClientDisconnect)
+    )
 
 
 def describe_validation(errors: Any) -> str:
@@ -151,5 +162,7 @@ def install_error_handlers(app: FastAPI, on_error: Callable[[str], None]) -> Non
         on_error(error_type)
         return response
 
-    for exc_class in (ServiceError, RequestValidationError, StarletteHTTPException, Exception):
+    # ClientDisconnect by name: an exception left to the ``Exception`` handler is answered with a
+    # 500 and then re-raised to the server, which logs it as a crash.
+    for exc_class in (ServiceError, RequestValidationError, StarletteHTTPException, ClientDisconnect, Exception):
         app.add_exception_handler(exc_class, handle)

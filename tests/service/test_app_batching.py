@@ -7,8 +7,10 @@ test), so every queue state below is reached deterministically rather than by ti
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -81,3 +83,38 @@ def test_client_disconnect_drops_queued_work(held: httpx.Client) -> None:
     # Counted as 499 (not 504): the server noticed the disconnect before the 3 s deadline.
     wait_for_metric(held, "mt_requests_total", disconnects + 1, route=ROUTE, status="499")
     assert metric(scrape(held), "mt_queue_depth_sentences", model=MODEL) == 0
+
+
+def send_half_a_body(url: str, path: str, content_type: str, body: bytes) -> None:
+    """A request whose client closes the connection halfway through sending its body."""
+    parts = urlsplit(url)
+    head = f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: {content_type}\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection((parts.hostname, parts.port)) as sock:
+        sock.sendall(head.encode() + body[: len(body) // 2])
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "body"),
+    [
+        (ROUTE, "application/json", b'{"text": "A dog runs in the park.", "target_lang": "de"}'),
+        ("/translate", "application/json", b'{"q": "A dog runs in the park.", "target": "de"}'),
+        ("/translate", "application/x-www-form-urlencoded", b"q=A+dog+runs+in+the+park.&target=de"),
+        ("/v1/detect", "application/json", b'{"text": "A dog runs in the park."}'),
+        ("/detect", "application/json", b'{"q": "A dog runs in the park."}'),
+    ],
+    ids=["translate", "libretranslate-json", "libretranslate-form", "detect", "libretranslate-detect"],
+)
+def test_a_client_gone_while_sending_its_body_is_a_499_not_a_crash(
+    held: httpx.Client, held_server: ServiceProcess, path: str, content_type: str, body: bytes
+) -> None:
+    before = scrape(held)
+    send_half_a_body(held_server.url, path, content_type, body)
+    wait_for_metric(held, "mt_requests_total", metric(before, "mt_requests_total", route=path, status="499") + 1,
+                    route=path, status="499")  # fmt: skip
+    after = scrape(held)
+    for status in ("400", "500"):  # FastAPI's own answer to an unreadable body is a 400
+        assert metric(after, "mt_requests_total", route=path, status=status) == metric(
+            before, "mt_requests_total", route=path, status=status
+        )
+    assert "Traceback" not in held_server.log()
