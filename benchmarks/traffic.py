@@ -14,8 +14,8 @@ The steady mix, drawn at random by ``Kind.weight``:
   than beams (422), a pair no model serves (400).
 - ``oversize``: more texts than ``MT_MAX_TEXTS``, more characters than ``MT_MAX_CHARS``, a body over
   ``MT_MAX_REQUEST_BYTES`` (413).
-- ``timeout``: ``timeout_s`` of 1 ms (504), one sentence (dropped from the queue) or a full batch
-  (dropped while the engine runs it).
+- ``timeout``: the shortest deadline the API takes (``timeout_s`` 1 s) on a full batch at the widest
+  beam: answered (200) or, where it outlasts the deadline, dropped (504).
 - ``disconnect``: the client hangs up halfway through sending its body, right after sending it, or
   while it is being translated; no answer is awaited.
 
@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.schemas import MAX_BEAM_SIZE, MIN_TIMEOUT_S
 from service.settings import Settings
 
 DISCONNECTED = "disconnected"  # a deliberate disconnect: no answer is awaited
@@ -93,14 +94,16 @@ KINDS: dict[str, Kind] = {
     "detect": Kind(10, outcomes(200)),
     "bad body": Kind(10, outcomes(400, 422)),
     "oversize": Kind(5, outcomes(413)),
-    "timeout": Kind(8, outcomes(504)),
+    # The API's shortest deadline is 1 s (service.schemas.MIN_TIMEOUT_S): whether the heavy requests
+    # of this kind outlast it depends on the machine and the load, so a 504 is allowed, not required.
+    "timeout": Kind(8, outcomes()),
     "disconnect": Kind(7, outcomes(DISCONNECTED)),
     "flood": Kind(0, outcomes(200, 429)),
 }
 STEADY = [name for name, kind in KINDS.items() if kind.weight]
 # Options no other kind asks for: a timed-out translation is never cached, so with these every
 # timeout request waits for the engine, whatever the other kinds have translated before.
-TIMEOUT_OPTIONS = {"timeout_s": 0.001, "max_length": 200}
+TIMEOUT_OPTIONS = {"timeout_s": MIN_TIMEOUT_S, "max_length": 200, "beam_size": MAX_BEAM_SIZE}
 
 
 def flood_pair(number: int) -> tuple[str, str]:
@@ -214,9 +217,9 @@ class Traffic:
 
     def timeout(self) -> Request:
         source, target = self.pair()
-        count = self.rng.choice([1, self.limits.max_texts])
+        count = self.limits.max_texts
         body = {"text": self.texts(source, count), "source_lang": source, "target_lang": target, **TIMEOUT_OPTIONS}
-        return Request("timeout", "/v1/translate", encoded(body), outcomes(504))
+        return Request("timeout", "/v1/translate", encoded(body), outcomes(200, 504))
 
     def disconnect(self) -> Request:
         source, target = self.pair()

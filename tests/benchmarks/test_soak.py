@@ -64,7 +64,7 @@ def test_the_server_counted_every_request_and_no_unintended_5xx(soaked: tuple[in
             statuses[row["status"]] = statuses.get(row["status"], 0) + row["count"]
     assert counted == sent
     assert statuses["499"] > 0  # the deliberate disconnects, as the server saw them
-    assert {status for status in statuses if int(status) >= 500} == {"504"}
+    assert {status for status in statuses if int(status) >= 500} <= {"504"}, "only deadlines end in 5xx"
 
 
 def test_rss_was_sampled_in_every_process(soaked: tuple[int, dict]) -> None:
