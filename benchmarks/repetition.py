@@ -130,17 +130,18 @@ def measure(bundle: Path, name: str, data: Path, args: argparse.Namespace) -> di
     hyps, test_seconds = translate(translator, test_src, options)
     outputs, stress_seconds = translate(translator, stress, options)
     translator.close()
+    looping = [loops(s, o) for s, o in zip(stress, outputs, strict=True)]
     return {
         "model": manifest.name,
         "variant": translator.info.variant,
         "guard": name,
         "bleu": round(score_translations(hyps, refs).bleu, 2),
-        "looping": sum(loops(s, o) for s, o in zip(stress, outputs, strict=True)) / len(stress),
+        "looping": sum(looping) / len(stress),
         "runaway": sum(runs_away(s, o) for s, o in zip(stress, outputs, strict=True)) / len(stress),
         "test_seconds": round(test_seconds, 2),
         "stress_seconds": round(stress_seconds, 2),
         "stress_inputs": len(stress),
-        "examples": [(s, o) for s, o in zip(stress, outputs, strict=True) if loops(s, o)][:5],
+        "examples": [(s, o) for s, o, loop in zip(stress, outputs, looping, strict=True) if loop][:5],
     }
 
 
