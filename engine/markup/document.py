@@ -276,6 +276,7 @@ class Document:
                 start, stop = min(max(start, cursor), end), min(max(stop, cursor), end)
                 out.append(self._escape(target[cursor:start]))
                 if child.atom is not None:
+                    out.append(" " if child.spaced[0] and start > 0 and not target[start - 1].isspace() else "")
                     out.append(self._verbatim(child.atom, translations))
                     out.append(" " if _needs_space(child, target, start) else "")
                 else:
