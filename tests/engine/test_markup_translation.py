@@ -106,3 +106,9 @@ def test_several_hypotheses_each_keep_the_tags(translator: Translator) -> None:
     assert len(result.hypotheses) == 3
     for hypothesis in result.hypotheses:
         assert_same_elements(markup, hypothesis.text)
+
+
+def test_a_heading_cell_or_alt_text_without_a_period_gets_none(translator: Translator) -> None:
+    out = html(translator, '<h1>A dog in the park</h1><table><tr><td>A red car</td></tr></table><img alt="A cat">')
+    assert re.search(r"<h1>[^<.]+</h1><table><tr><td>[^<.]+</td></tr></table><img alt=\"[^\".]+\">$", out), out
+    assert html(translator, "<p>A dog runs.</p>").endswith(".</p>")
