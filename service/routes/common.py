@@ -24,7 +24,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
     },
     413: {"description": "Too many texts, characters or bytes"},
-    422: {"description": "Invalid request"},
+    422: {"description": "Invalid request, or malformed HTML or XML (malformed_markup)"},
     429: {
         "description": "Overloaded: too many texts queued",
         "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer", "minimum": 0}}},

@@ -2,7 +2,8 @@
 
 A translation request that its schema allows can still be refused for what its texts are: a text
 identified as a language that no model translates from (400 ``unsupported_language`` naming the
-``detected_language``), or texts over ``MT_MAX_CHARS`` together when each is within it (413). Every
+``detected_language``), texts over ``MT_MAX_CHARS`` together when each is within it (413), or
+``format`` html or xml with a text that is not well-formed markup (422 ``malformed_markup``). Every
 other refusal of schema-valid data fails, as the built-in check (which the run excludes) would.
 """
 
@@ -26,9 +27,11 @@ def positive_data_acceptance_unless_refused_for_its_texts(ctx: Any, response: An
 
 
 def _refused_for_its_texts(status: int, content: bytes, body: Any) -> bool:
-    if status not in (400, 413) or not isinstance(body, dict):
+    if status not in (400, 413, 422) or not isinstance(body, dict):
         return False
     error = json.loads(content).get("error", {})
+    if status == 422:
+        return error.get("type") == "malformed_markup" and body.get("format") in ("html", "xml")
     if status == 400:
         return error.get("type") == "unsupported_language" and "detected_language" in error
     texts = body.get("text", body.get("q", []))

@@ -34,7 +34,7 @@ def test_xml_comes_back_with_its_elements(client: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("markup", "format", "message"),
     [
-        ("<p>A <b>dog</p>", "html", "malformed HTML: </p> at line 1, column 12 closes <p> while <b>"),
+        ("<p>A <b>dog</p>", "html", "text 1: malformed HTML: </p> at line 1, column 12 closes <p> while <b>"),
         ("<p>A dog", "xml", "malformed XML at line 1, column"),
         ("<p>A <b", "html", "unterminated tag at line 1, column 6"),
     ],
@@ -42,8 +42,9 @@ def test_xml_comes_back_with_its_elements(client: httpx.Client) -> None:
 def test_malformed_markup_is_a_422_that_says_what_and_where(
     client: httpx.Client, markup: str, format: str, message: str
 ) -> None:
-    error = assert_error(translate(client, ["A cat sits.", markup], format), 422, "invalid_request")
-    assert message in error["message"]
+    error = assert_error(translate(client, ["A cat sits.", markup], format), 422, "malformed_markup")
+    assert message in error["message"] and error["text_index"] == 1
+    assert f"line {error['line']}, column {error['column']}" in error["message"]
 
 
 def test_plain_text_is_not_read_as_markup(client: httpx.Client) -> None:
