@@ -24,61 +24,14 @@ from xml.parsers import expat
 
 MarkupFormat = Literal["html", "xml"]
 
-VOID = frozenset(
-    [
-        "area",
-        "base",
-        "br",
-        "col",
-        "embed",
-        "hr",
-        "img",
-        "input",
-        "link",
-        "meta",
-        "param",
-        "source",
-        "track",
-        "wbr",
-        "keygen",
-    ]
-)
+VOID_NAMES = "area base br col embed hr img input link meta param source track wbr keygen"
+VOID = frozenset(VOID_NAMES.split())
 # Elements whose end tag may be left out, and the start tags that end them (HTML's "optional tags").
-P_CLOSERS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "details",
-        "dialog",
-        "div",
-        "dl",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hgroup",
-        "hr",
-        "main",
-        "menu",
-        "nav",
-        "ol",
-        "p",
-        "pre",
-        "section",
-        "table",
-        "ul",
-    ]
+P_CLOSER_NAMES = (
+    "address article aside blockquote details dialog div dl fieldset figcaption figure footer form "
+    "h1 h2 h3 h4 h5 h6 header hgroup hr main menu nav ol p pre section table ul"
 )
+P_CLOSERS = frozenset(P_CLOSER_NAMES.split())
 IMPLIED_END_BY: dict[str, frozenset[str]] = {
     "p": P_CLOSERS,
     "li": frozenset({"li"}),
