@@ -51,6 +51,7 @@ IMPLIED_END_BY: dict[str, frozenset[str]] = {
 # Also closed by the end of their parent or of the input.
 OPTIONAL_END = frozenset({*IMPLIED_END_BY, "html", "body", "colgroup", "caption"})
 SYNTHETIC_ROOT = "mt-fragment-root"
+MAX_DEPTH = 256  # elements open at once: the tree is walked recursively
 
 
 class MarkupError(ValueError):
@@ -131,6 +132,11 @@ class _TreeBuilder:
             self.open.pop()
         self.current.children.append(element)
         if not closed and element.name not in VOID:
+            if len(self.open) > MAX_DEPTH:
+                where = f"line {element.line}, column {element.column}"
+                raise MarkupError(
+                    f"<{element.name}> at {where} nests deeper than {MAX_DEPTH}", element.line, element.column
+                )
             self.open.append(element)
 
     def end(self, name: str, source: str, line: int, column: int) -> None:
