@@ -172,10 +172,10 @@ def test_a_client_that_disconnects_cancels_the_sentences_left(held: httpx.Client
 
 def test_a_deadline_mid_stream_ends_it_with_an_error_event(held: httpx.Client) -> None:
     before = scrape(held)
-    events = stream(held, text=held_text(10), target_lang="de", timeout_s=1)
+    events = stream(held, text=held_text(10), target_lang="de", timeout_s=2)  # time enough for the first 8
     assert [e.event for e in events] == ["sentence"] * 8 + ["error"]
     error = events[-1].json()["error"]
-    assert error["type"] == "timeout" and "within 1 s" in error["message"]
+    assert error["type"] == "timeout" and "within 2 s" in error["message"]
     # The 2 queued sentences are cancelled once the response has ended, which the client may see first.
     wait_for_metric(held, "mt_queue_depth_sentences", 0, model=MODEL)
     wait_for_metric(held, "mt_requests_total", metric(before, "mt_requests_total", route=ROUTE, status="200") + 1,
