@@ -19,7 +19,7 @@ from service import openapi
 from service.errors import install_error_handlers
 from service.metrics import Metrics
 from service.middleware import BodyLimit, RequestAccounting
-from service.routes import libretranslate, operations, v1
+from service.routes import libretranslate, operations, stream, v1
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
@@ -60,7 +60,7 @@ def create_app(
     # Added last = outermost: accounting sees every request, including those the body limit refuses.
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics)
     app.add_middleware(RequestAccounting, runtime=runtime)
-    for module in (v1, operations, libretranslate):
+    for module in (v1, stream, operations, libretranslate):
         app.include_router(module.router)
     openapi.install(app, runtime)
     return app
