@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from engine.alignment import Alignment
 from engine.beam_search import SearchOptions
 from engine.bundle import DecodingDefaults, Languages
 from engine.languages import resolve_pair
+
+TextFormat = Literal["text", "html", "xml"]
 
 
 @dataclass(frozen=True)  # hashable: the batcher merges only equal options
@@ -30,6 +32,8 @@ class TranslationOptions:
     no_repeat_ngram_size: int = 0
     max_consecutive_repeats: int | None = None  # a span of generated pieces at most this many times in a row; 0: any
     return_alignments: bool = False
+    # "html", "xml": each text is markup, translated with its tags in place (engine.markup)
+    format: TextFormat = "text"
 
     def __post_init__(self) -> None:
         if self.max_length is not None and self.max_length < 1:

@@ -48,16 +48,33 @@ class SegmentedText:
         """The translations in the places of their segments. Segments that touched in the source (a
         sentence cut into chunks, or one ending where the next begins) are joined by ``word_separator``
         (a space; none for languages written without them), so that "Axt." and "Eine" do not run together."""
+        return self.join_spans(translations, word_separator)[0]
+
+    def join_spans(self, translations: Sequence[str], word_separator: str = " ") -> tuple[str, list[int]]:
+        """``join``, and where each translation starts in the result."""
         if not self.segments:
-            return ""
+            return "", []
         parts = [self.separators[0]]
+        length = len(self.separators[0])
+        starts = []
         tail = self.separators[0][-1:]  # the last character so far
         for translation, separator in zip(translations, self.separators[1:], strict=True):
             if tail and not tail.isspace() and translation[:1] and not translation[0].isspace():
                 parts.append(word_separator)
+                length += len(word_separator)
+            starts.append(length)
             parts += [translation, separator]
+            length += len(translation) + len(separator)
             tail = (translation + separator)[-1:] or tail
-        return "".join(parts)
+        return "".join(parts), starts
+
+    def starts(self) -> list[int]:
+        """Where each segment starts in the text it came from."""
+        starts, position = [], len(self.separators[0])
+        for segment, separator in zip(self.segments, self.separators[1:], strict=True):
+            starts.append(position)
+            position += len(segment.text) + len(separator)
+        return starts
 
     def add(self, text: str, truncated: bool = False) -> None:
         self.segments.append(Segment(text, truncated))

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,7 @@ from engine.bundle import Bundle, BundleError, Language, load_bundle
 from engine.cpus import available_cpus, default_threads
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
+from engine.markup import Document, Translation, WordAlignment
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.segmenter import SegmentedText, segment
 from engine.tokenizer import Tokenizer
@@ -159,18 +161,30 @@ class Translator:
             in_source=self.manifest.languages.target_tokens_in == "source",
         )
         search = options.search_options()
+        # Markup: each text's blocks and attribute values are translated as texts of their own, with
+        # alignments, which put the inline tags back (engine.markup).
+        documents = [Document(text, options.format) for text in texts] if options.format != "text" else None
+        units = [unit for d in documents for unit in d.units] if documents else texts
         stats = BatchStats()
-        segmented = [self._segment(text, pair) for text in texts]
+        segmented = [self._segment(text, pair) for text in units]
         sentences = [
             self._sentence(i, s.text, s.truncated, pair) for i, seg in enumerate(segmented) for s in seg.segments
         ]
         # prefix and EOS alone: nothing to say
         spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
-        self._decode(spoken, search, options.max_length, pair, stats)
-        by_text: list[list[_Sentence]] = [[] for _ in texts]
+        decode_search = replace(search, return_alignments=True) if documents else search
+        self._decode(spoken, decode_search, options.max_length, pair, stats)
+        by_unit: list[list[_Sentence]] = [[] for _ in units]
         for s in sentences:
-            by_text[s.text_index].append(s)
-        results = [self._result(seg, parts, search, pair) for seg, parts in zip(segmented, by_text, strict=True)]
+            by_unit[s.text_index].append(s)
+        translated = list(zip(segmented, by_unit, strict=True))
+        if documents is None:
+            results = [self._result([unit], _plain, search, pair) for unit in translated]
+        else:
+            results, first = [], 0
+            for d in documents:
+                results.append(self._result(translated[first : first + len(d.units)], d.render, search, pair))
+                first += len(d.units)
         return TranslatedBatch(results, stats)
 
     def close(self) -> None:
@@ -260,21 +274,32 @@ class Translator:
         return max(1, min(self.max_positions, wanted))
 
     def _result(
-        self, seg: SegmentedText, parts: list[_Sentence], search: SearchOptions, pair: _Pair
+        self,
+        units: list[tuple[SegmentedText, list[_Sentence]]],
+        render: Callable[[list[Translation]], str],
+        search: SearchOptions,
+        pair: _Pair,
     ) -> TranslationResult:
-        """Reassemble one text. Its hypothesis i joins every sentence's i-th best (or last) hypothesis.
-        The target language's forced tokens are generated (they count in scores and lengths) but
-        are not part of the translation."""
+        """Reassemble one text from its units (the text itself, or a markup text's blocks and
+        attribute values, put back by ``render``). Its hypothesis i joins every sentence's i-th
+        best (or last) hypothesis. The target language's forced tokens are generated (they count
+        in scores and lengths) but are not part of the translation."""
+        parts = [p for _, unit_parts in units for p in unit_parts]
         n_best = max([1, *(len(p.hypotheses) for p in parts)])
         words = len(pair.target_prefix)
+        aligned = render is not _plain
         hypotheses = []
         for i in range(n_best):
             picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
             score = sum(h.score for h in picks if h)
             length = sum(h.length for h in picks if h)
-            text = seg.join([self._text(p, h, words) for p, h in zip(parts, picks, strict=True)], pair.word_separator)
+            translations, done = [], 0
+            for seg, unit_parts in units:
+                unit_picks = picks[done : done + len(unit_parts)]
+                translations.append(self._joined(seg, unit_parts, unit_picks, pair, aligned=aligned))
+                done += len(unit_parts)
             normalized = beam_search.normalized(score, length, search.length_penalty) if length else 0.0
-            hypotheses.append(Hypothesis(text, score, normalized))
+            hypotheses.append(Hypothesis(render(translations), score, normalized))
         best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
         alignment = None
         if search.return_alignments:
@@ -289,6 +314,33 @@ class Translator:
             input_tokens=sum(len(p.ids) for p in parts),
             output_tokens=sum(len(h.tokens) - words for h in best if h),
         )
+
+    def _joined(
+        self,
+        seg: SegmentedText,
+        parts: list[_Sentence],
+        picks: list[beam_search.Hypothesis | None],
+        pair: _Pair,
+        *,
+        aligned: bool,
+    ) -> Translation:
+        """One text's sentences translated by ``picks``, joined; with their words aligned if asked."""
+        texts = [self._text(p, h, len(pair.target_prefix)) for p, h in zip(parts, picks, strict=True)]
+        text, starts = seg.join_spans(texts, pair.word_separator)
+        if not aligned:
+            return Translation(text)
+        words = WordAlignment()
+        sentences = zip(seg.segments, seg.starts(), parts, picks, texts, starts, strict=True)
+        for piece, source_at, sentence, hypothesis, target, target_at in sentences:
+            if sentence.verbatim is not None:  # copied word for word
+                words.add(piece.text, source_at, target, target_at, None)
+            elif hypothesis is not None and hypothesis.attention is not None:
+                a = self._alignment(sentence, hypothesis, pair)
+                groups = len(a.source_words), len(a.target_words)
+                words.add(piece.text, source_at, target, target_at, a.word_alignment, groups)
+            else:
+                words.add(piece.text, source_at, target, target_at, [])
+        return Translation(text, words)
 
     def _text(self, sentence: _Sentence, hypothesis: beam_search.Hypothesis | None, words: int) -> str:
         if sentence.verbatim is not None:
@@ -317,6 +369,11 @@ class _Pair:
         if in_source:
             return cls([*source.tokens, *target.tokens], [], word_separator(target))
         return cls(source.tokens, target.tokens, word_separator(target))
+
+
+def _plain(translations: list[Translation]) -> str:
+    """A plain text is its one unit."""
+    return translations[0].text
 
 
 def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine import languages
-from engine.api import Engine, Hypothesis, ModelInfo, TranslationOptions, TranslationResult
+from engine.api import Engine, Hypothesis, ModelInfo, TextFormat, TranslationOptions, TranslationResult
 from engine.language_id import (
     Detection,
     LanguageIdentifier,
@@ -26,6 +26,7 @@ from engine.language_id import (
     is_passthrough,
     supported_languages,
 )
+from engine.markup import Document, MarkupError
 from engine.repository import Route, Router, discover, single
 from engine.translator import TranslatorConfig, auto_streams
 from service.batcher import BatcherConfig
@@ -220,8 +221,9 @@ class Runtime:
         _, router = self._loaded()
         texts = list(job.texts)
         auto = job.source_lang is None or job.source_lang.lower() == "auto"
-        verbatim = [is_passthrough(t) for t in texts]
-        detections = [None if v else self._identify(t, router) for t, v in zip(texts, verbatim, strict=True)]
+        readable = [_readable(t, job.options.format) for t in texts]
+        verbatim = [is_passthrough(t) for t in readable]
+        detections = [None if v else self._identify(t, router) for t, v in zip(readable, verbatim, strict=True)]
         routes = self._routes(router, texts, verbatim, job, detections if auto else None)
         results: list[TranslationResult | None] = [None] * len(texts)
         models: list[str | None] = [None] * len(texts)
@@ -374,6 +376,17 @@ def prefer_served(detection: Detection, text: str, served: Sequence[str]) -> Det
         if candidate.language in served:
             return replace(detection, language=candidate.language, confidence=candidate.confidence)
     return detection
+
+
+def _readable(text: str, format: TextFormat) -> str:
+    """What a text says: for markup, the text of its blocks and attributes. Malformed markup is
+    refused here, before it could fail a batch of other requests' texts."""
+    if format == "text":
+        return text
+    try:
+        return "\n".join(Document(text, format).units)
+    except MarkupError as e:
+        raise InvalidRequest(f"malformed {format.upper()}: {e}") from None
 
 
 def _unchanged(text: str) -> TranslationResult:

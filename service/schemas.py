@@ -8,7 +8,7 @@ the running service knows (its languages, pairs and limits), which ``service.ope
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -149,6 +149,11 @@ class TranslateRequest(BaseModel):
         description="A span of up to 8 generated pieces occurs at most this many times in a row, which ends "
         "runaway loops; 0 = no limit; omitted = model default.",
     )
+    format: Literal["text", "html", "xml"] = Field(
+        "text",
+        description="html, xml: each text is markup, translated with its tags in place (code, pre, script, "
+        'style, translate="no" and attributes other than alt and title kept as written); malformed markup is a 422.',
+    )
     return_scores: bool = False
     return_alignments: bool = False
     timeout_s: float | None = Field(
@@ -171,6 +176,7 @@ class TranslateRequest(BaseModel):
                 max_length=self.max_length,
                 max_consecutive_repeats=self.max_consecutive_repeats,
                 return_alignments=self.return_alignments,
+                format=self.format,
             )
         except ValueError as e:  # the engine's checks across fields (num_hypotheses <= beam_size)
             raise InvalidRequest(str(e)) from None

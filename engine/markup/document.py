@@ -1,0 +1,412 @@
+"""A markup text as units to translate and a template to put their translations back into.
+
+The tree (``engine.markup.tree``) is cut into blocks:
+
+- HTML: block elements (p, li, h1-h6, td, div, br, ...) bound blocks; the text and inline elements
+  (b, i, a, span, ...) between them form one block, translated as a whole (sentence by sentence)
+  with its inline elements re-inserted around the aligned target words (``engine.markup.projection``).
+- XML has no block names: an element with text of its own holds one block, its child elements
+  being inline; an element with only child elements bounds blocks.
+
+Kept as written and never translated: code, kbd, samp, var, pre, script, style, textarea, svg, math
+and template elements, anything under ``translate="no"`` or ``class="notranslate"``, comments,
+declarations, processing instructions, CDATA, attributes, and the whitespace around each block.
+``alt`` and ``title`` attribute values are units of their own. Inside a block, runs of whitespace
+read as one space; translated text is escaped again with the entities the input used (``&nbsp;``
+stays ``&nbsp;``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.markup.projection import Span, WordAlignment, place
+from engine.markup.tree import Element, MarkupFormat, Node, Text, parse
+
+HTML_BLOCKS = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "audio",
+        "blockquote",
+        "body",
+        "br",
+        "canvas",
+        "caption",
+        "center",
+        "col",
+        "colgroup",
+        "dd",
+        "details",
+        "dialog",
+        "dir",
+        "div",
+        "dl",
+        "dt",
+        "embed",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "frameset",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "head",
+        "header",
+        "hgroup",
+        "hr",
+        "html",
+        "iframe",
+        "legend",
+        "li",
+        "link",
+        "main",
+        "menu",
+        "meta",
+        "nav",
+        "noscript",
+        "object",
+        "ol",
+        "optgroup",
+        "option",
+        "p",
+        "pre",
+        "script",
+        "section",
+        "select",
+        "source",
+        "style",
+        "summary",
+        "table",
+        "tbody",
+        "td",
+        "template",
+        "textarea",
+        "tfoot",
+        "th",
+        "thead",
+        "title",
+        "tr",
+        "track",
+        "ul",
+        "video",
+    ]
+)
+HTML_KEPT = frozenset(["code", "kbd", "samp", "var", "pre", "script", "style", "textarea", "svg", "math", "template"])
+TRANSLATED_ATTRIBUTES = ("alt", "title")
+SPACE = " \t\n\r\f"
+SPACES = re.compile(r"([ \t\n\r\f]+)")
+REFERENCE = re.compile(r"&#?\w+;")
+# name, then `=value`, inside a start tag the parser has already read: where to put a translation.
+ATTRIBUTE = r"""(?<=[\s"'])({name})(\s*=\s*)("[^"]*"|'[^']*'|[^\s"'=<>`]+)"""
+
+
+@dataclass
+class Translation:
+    """A unit's translation; ``alignment`` links its words to the unit's (blocks need it)."""
+
+    text: str
+    alignment: WordAlignment | None = None
+
+
+@dataclass
+class _Block:
+    unit: int
+    lead: str  # whitespace before and after the text, kept as written
+    trail: str
+    root: Span
+
+
+@dataclass
+class _StartTag:
+    element: Element
+
+
+@dataclass
+class _Verbatim:
+    """An element between blocks with no text of its own: copied, but for translated attributes."""
+
+    element: Element
+
+
+class Document:
+    """``units``: the texts to translate, in document order; ``render`` puts translations back."""
+
+    def __init__(self, markup: str, kind: MarkupFormat) -> None:
+        self.kind = kind
+        self.units: list[str] = []
+        self._parts: list[str | _Block | _StartTag | _Verbatim] = []
+        self._attributes: dict[int, list[tuple[str, int]]] = {}  # id(element) -> [(name, unit)]
+        nodes = parse(markup, kind)
+        self._entities = _entities(nodes)  # character -> the reference the input wrote it as
+        self._flow(nodes)
+
+    def render(self, translations: Sequence[Translation]) -> str:
+        if len(translations) != len(self.units):
+            raise ValueError(f"{len(self.units)} units, {len(translations)} translations")
+        out: list[str] = []
+        for part in self._parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, _StartTag):
+                out.append(self._start_tag(part.element, translations))
+            elif isinstance(part, _Verbatim):
+                out.append(self._verbatim(part.element, translations))
+            else:
+                out.append(part.lead + self._block(part, translations) + part.trail)
+        return "".join(out)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def _flow(self, children: list[Node]) -> None:
+        """Children of a container: block children recursively, the runs between them as blocks."""
+        run: list[Node] = []
+        for child in children:
+            if isinstance(child, Element) and self._bounds_blocks(child, children):
+                self._run(run)
+                run = []
+                self._container(child)
+            else:
+                run.append(child)
+        self._run(run)
+
+    def _bounds_blocks(self, element: Element, siblings: list[Node]) -> bool:
+        if self.kind == "xml":
+            return not any(isinstance(s, Text) and s.text.strip(SPACE) for s in siblings)
+        return element.name in HTML_BLOCKS or (not self._kept(element) and _has_block(element))
+
+    def _container(self, element: Element) -> None:
+        if self._kept(element):
+            self._parts.append(element.source)
+            return
+        self._note_attributes(element)
+        self._parts.append(_StartTag(element))
+        self._flow(element.children)
+        self._parts.append(element.end)
+
+    def _run(self, run: list[Node]) -> None:
+        """Inline nodes between blocks: a block if they have text, else copied (attributes translated)."""
+        if not any(self._text_in(node) for node in run):
+            for node in run:
+                self._note_subtree(node)
+                self._parts.append(_Verbatim(node) if isinstance(node, Element) else node.source)
+            return
+        text = _TextBuffer()
+        root = Span(None, 0, 0)
+        self._inline(run, root, text)
+        unit = len(self.units)
+        self.units.append(text.finish(root))
+        self._parts.append(_Block(unit, _space(run[0], leading=True), _space(run[-1], leading=False), root))
+
+    def _inline(self, nodes: list[Node], span: Span, text: _TextBuffer) -> None:
+        for i, node in enumerate(nodes):
+            if isinstance(node, Text):
+                text.add(node)
+            elif isinstance(node, Element) and not self._kept(node) and self._text_in(node):
+                self._note_attributes(node)
+                child = Span(node, text.position, 0)
+                self._inline(node.children, child, text)
+                child.end = text.position
+                span.children.append(child)
+            else:
+                self._note_subtree(node)
+                spaced = _space_at(nodes[i - 1], end=True) if i else False, _space_at(nodes[i + 1 : i + 2], end=False)
+                span.children.append(Span(None, text.position, text.position, atom=node, spaced=spaced))
+
+    def _text_in(self, node: Node) -> bool:
+        if isinstance(node, Text):
+            return bool(node.text.strip(SPACE))
+        if isinstance(node, Element) and not self._kept(node):
+            return any(self._text_in(child) for child in node.children)
+        return False
+
+    def _kept(self, element: Element) -> bool:
+        a = element.attributes
+        if a.get("translate", a.get("its:translate", "")).lower() == "no":
+            return True
+        if "notranslate" in a.get("class", "").split():
+            return True
+        return self.kind == "html" and element.name in HTML_KEPT
+
+    def _note_subtree(self, node: Node) -> None:
+        if isinstance(node, Element) and not self._kept(node):
+            self._note_attributes(node)
+            for child in node.children:
+                self._note_subtree(child)
+
+    def _note_attributes(self, element: Element) -> None:
+        for name in TRANSLATED_ATTRIBUTES:
+            value = element.attributes.get(name, "")
+            if value.strip(SPACE):
+                self._attributes.setdefault(id(element), []).append((name, len(self.units)))
+                self.units.append(value.strip(SPACE))
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def _block(self, block: _Block, translations: Sequence[Translation]) -> str:
+        translation = translations[block.unit]
+        alignment = translation.alignment or WordAlignment()
+        ranges = place(block.root, alignment)
+        words = alignment.target_words
+        target = translation.text
+        out: list[str] = []
+
+        def char_range(span: Span) -> tuple[int, int]:
+            a, b = ranges[id(span)]
+            if a < b:
+                return _punctuation_out(span, self.units[block.unit], alignment, target, words[a][0], words[b - 1][1])
+            if span.spaced[0] and a < len(words):  # after the space before the next word
+                return words[a][0], words[a][0]
+            at = words[a - 1][1] if a > 0 else (words[0][0] if words else 0)
+            return at, at
+
+        def write(span: Span, begin: int, end: int) -> None:
+            cursor = begin
+            for child in sorted(span.children, key=lambda c: ranges[id(c)]):
+                start, stop = char_range(child)
+                start, stop = min(max(start, cursor), end), min(max(stop, cursor), end)
+                out.append(self._escape(target[cursor:start]))
+                if child.atom is not None:
+                    out.append(self._verbatim(child.atom, translations))
+                    out.append(" " if _needs_space(child, target, start) else "")
+                else:
+                    assert child.element is not None
+                    out.append(self._start_tag(child.element, translations))
+                    write(child, start, stop)
+                    out.append(child.element.end)
+                cursor = stop
+            out.append(self._escape(target[cursor:end]))
+
+        write(block.root, 0, len(target))
+        return "".join(out)
+
+    def _verbatim(self, node: Node, translations: Sequence[Translation]) -> str:
+        if not isinstance(node, Element) or self._kept(node):
+            return node.source
+        inner = "".join(self._verbatim(child, translations) for child in node.children)
+        return self._start_tag(node, translations) + inner + node.end
+
+    def _start_tag(self, element: Element, translations: Sequence[Translation]) -> str:
+        tag = element.start
+        for name, unit in self._attributes.get(id(element), []):
+            value = self._escape(translations[unit].text)
+            pattern = re.compile(ATTRIBUTE.format(name=re.escape(name)), re.IGNORECASE)
+            tag = pattern.sub(lambda m, v=value: m[1] + m[2] + _quoted(m[3][:1], v), tag, count=1)
+        return tag
+
+    def _escape(self, text: str) -> str:
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        for char, reference in self._entities.items():
+            text = text.replace(char, reference)
+        return text
+
+
+class _TextBuffer:
+    """A block's text, whitespace runs read as one space and none at either end."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.position = 0
+
+    def add(self, node: Text) -> None:
+        for piece in SPACES.split(node.text):
+            if piece and piece[0] not in SPACE:
+                self._append(piece)
+            elif piece and self.parts and self.parts[-1] != " ":
+                self._append(" ")
+
+    def _append(self, piece: str) -> None:
+        self.parts.append(piece)
+        self.position += len(piece)
+
+    def finish(self, root: Span) -> str:
+        text = "".join(self.parts)
+        if text.endswith(" "):
+            text = text[:-1]
+            _clamp(root, len(text))
+        return text
+
+
+def _clamp(span: Span, length: int) -> None:
+    span.start, span.end = min(span.start, length), min(span.end, length)
+    for child in span.children:
+        _clamp(child, length)
+
+
+def _has_block(element: Element) -> bool:
+    return any(isinstance(c, Element) and (c.name in HTML_BLOCKS or _has_block(c)) for c in element.children)
+
+
+def _space(node: Node, *, leading: bool) -> str:
+    """The whitespace a block starts (ends) with, as written, when that is text at its edge."""
+    if not isinstance(node, Text):
+        return ""
+    kept = node.source.lstrip(SPACE) if leading else node.source.rstrip(SPACE)
+    return node.source[: len(node.source) - len(kept)] if leading else node.source[len(kept) :]
+
+
+def _punctuation_out(
+    span: Span, source: str, alignment: WordAlignment, target: str, start: int, stop: int
+) -> tuple[int, int]:
+    """Target characters [start, stop) less the punctuation at either end that the element left
+    out of its source words: "<b>runs</b>." gives "<b>rennt</b>.", not "<b>rennt.</b>"."""
+    covered = [(s, e) for s, e in alignment.source_words if s < span.end and e > span.start]
+    if not covered:
+        return start, stop
+    if span.start > covered[0][0] and not _has_word_character(source[covered[0][0] : span.start]):
+        while start < stop and not target[start].isalnum():
+            start += 1
+    if span.end < covered[-1][1] and not _has_word_character(source[span.end : covered[-1][1]]):
+        while stop > start and not target[stop - 1].isalnum():
+            stop -= 1
+    return start, stop
+
+
+def _has_word_character(text: str) -> bool:
+    return any(c.isalnum() for c in text)
+
+
+def _needs_space(atom: Span, target: str, at: int) -> bool:
+    """An atom spaced on both sides in the source, placed before a word: a space between them."""
+    before, after = atom.spaced
+    return after and 0 < at < len(target) and not target[at].isspace() and (before or target[at - 1].isspace())
+
+
+def _space_at(node: Node | list[Node], *, end: bool) -> bool:
+    """Whether text with whitespace at its end (start) is there: around an item placed in a block."""
+    node = node if isinstance(node, Node) else (node[0] if node else None)
+    if not isinstance(node, Text):
+        return False
+    return node.text[-1:] in SPACE if end else node.text[:1] in SPACE
+
+
+def _quoted(quote: str, value: str) -> str:
+    """``value`` (already escaped for text) as an attribute value in the quotes the input used."""
+    if quote == "'":
+        return "'" + value.replace("'", "&#39;") + "'"
+    return '"' + value.replace('"', "&quot;") + '"'
+
+
+def _entities(nodes: list[Node]) -> dict[str, str]:
+    """Characters the input wrote as references (``&nbsp;``, ``&#8217;``): written so again."""
+    found: dict[str, str] = {}
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Element):
+            stack += node.children
+        elif isinstance(node, Text) and node.source != node.text:
+            for reference in REFERENCE.findall(node.source):
+                char = html.unescape(reference)
+                if len(char) == 1 and char not in "&<>":
+                    found.setdefault(char, reference)
+    return found

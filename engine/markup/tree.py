@@ -1,0 +1,358 @@
+"""HTML and XML parsed into a lossless tree: every node keeps the exact source text it came from.
+
+Two real parsers do the tokenizing, each reporting where every token starts, which a byte-exact copy
+of what is not translated needs (tree-building parsers such as lxml or html5lib re-serialize instead):
+
+- HTML: the standard library's ``html.parser`` (the tokenizer BeautifulSoup uses by default), with
+  the tree built here by HTML's rules for void elements and optional end tags (``<li>`` closes the
+  previous ``<li>``, a block closes an open ``<p>``). What browsers would silently repair, such as
+  mis-nested or unclosed inline elements, is refused: its translation could not be put back in place.
+- XML: expat, which checks well-formedness. A fragment without one root element is parsed inside a
+  synthetic root that is not part of the result.
+
+Concatenating every node's ``source`` (``Element.start`` + children + ``Element.end``) gives back the
+input exactly; ``parse`` checks this.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Literal
+from xml.parsers import expat
+
+MarkupFormat = Literal["html", "xml"]
+
+VOID = frozenset(
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+        "keygen",
+    ]
+)
+# Elements whose end tag may be left out, and the start tags that end them (HTML's "optional tags").
+P_CLOSERS = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "details",
+        "dialog",
+        "div",
+        "dl",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hgroup",
+        "hr",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "table",
+        "ul",
+    ]
+)
+IMPLIED_END_BY: dict[str, frozenset[str]] = {
+    "p": P_CLOSERS,
+    "li": frozenset({"li"}),
+    "dt": frozenset({"dt", "dd"}),
+    "dd": frozenset({"dt", "dd"}),
+    "td": frozenset({"td", "th", "tr", "tbody", "thead", "tfoot"}),
+    "th": frozenset({"td", "th", "tr", "tbody", "thead", "tfoot"}),
+    "tr": frozenset({"tr", "tbody", "thead", "tfoot"}),
+    "thead": frozenset({"tbody", "tfoot"}),
+    "tbody": frozenset({"tbody", "tfoot"}),
+    "option": frozenset({"option", "optgroup"}),
+    "optgroup": frozenset({"optgroup"}),
+    "rt": frozenset({"rt", "rp"}),
+    "rp": frozenset({"rt", "rp"}),
+    "head": frozenset({"body"}),
+}
+# Also closed by the end of their parent or of the input.
+OPTIONAL_END = frozenset({*IMPLIED_END_BY, "html", "body", "colgroup", "caption"})
+SYNTHETIC_ROOT = "mt-fragment-root"
+
+
+class MarkupError(ValueError):
+    """Markup that cannot be translated with its tags in place: what is wrong and where."""
+
+
+@dataclass
+class Text:
+    source: str  # as written, entities included
+    text: str  # what it says: entities decoded
+
+
+@dataclass
+class Other:
+    """A comment, doctype, processing instruction or CDATA section: copied as it is."""
+
+    source: str
+
+
+@dataclass
+class Element:
+    name: str  # lower case in HTML
+    start: str  # the start tag as written (the whole tag for a void or self-closing element)
+    attributes: dict[str, str]  # decoded values
+    line: int
+    column: int
+    children: list[Node] = field(default_factory=list)
+    end: str = ""  # the end tag as written; "" when void, self-closing or implied
+
+    @property
+    def source(self) -> str:
+        return self.start + "".join(child.source for child in self.children) + self.end
+
+
+Node = Text | Other | Element
+
+
+def parse(markup: str, kind: MarkupFormat) -> list[Node]:
+    """The top-level nodes of ``markup``; MarkupError if it is malformed."""
+    nodes = _parse_html(markup) if kind == "html" else _parse_xml(markup)
+    if "".join(node.source for node in nodes) != markup:
+        raise AssertionError("the markup tree lost part of its source")
+    return nodes
+
+
+# -- HTML -------------------------------------------------------------------------------------
+
+
+class _TreeBuilder:
+    """Nodes from tokens, each token with its exact source; HTML's implied end tags, strict otherwise."""
+
+    def __init__(self) -> None:
+        self.root = Element("", "", {}, 1, 1)
+        self.open: list[Element] = [self.root]
+
+    @property
+    def current(self) -> Element:
+        return self.open[-1]
+
+    def text(self, source: str, text: str) -> None:
+        children = self.current.children
+        if children and isinstance(children[-1], Text):
+            children[-1].source += source
+            children[-1].text += text
+        else:
+            children.append(Text(source, text))
+
+    def other(self, source: str) -> None:
+        self.current.children.append(Other(source))
+
+    def start(self, element: Element, *, closed: bool) -> None:
+        while self.current.name in IMPLIED_END_BY and element.name in IMPLIED_END_BY[self.current.name]:
+            self.open.pop()
+        self.current.children.append(element)
+        if not closed and element.name not in VOID:
+            self.open.append(element)
+
+    def end(self, name: str, source: str, where: str) -> None:
+        if name in VOID:
+            raise MarkupError(f"</{name}> at {where}: <{name}> is a void element and has no end tag")
+        if all(e.name != name for e in self.open[1:]):
+            raise MarkupError(f"</{name}> at {where} closes nothing: no <{name}> is open")
+        while self.current.name != name and self.current.name in OPTIONAL_END:
+            self.open.pop()
+        if self.current.name != name:
+            inner = self.current
+            raise MarkupError(
+                f"</{name}> at {where} closes <{name}> while <{inner.name}> "
+                f"(line {inner.line}, column {inner.column}) inside it is still open"
+            )
+        self.open.pop().end = source
+
+    def finish(self) -> list[Node]:
+        for element in reversed(self.open[1:]):
+            if element.name not in OPTIONAL_END:
+                raise MarkupError(f"<{element.name}> at line {element.line}, column {element.column} is never closed")
+        return self.root.children
+
+
+class _HTMLTokens(HTMLParser):
+    """Feeds ``_TreeBuilder``. Each handler runs while ``getpos()`` is at the token's start, so a
+    token's source runs from there to the next token's start (``_flush``)."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(convert_charrefs=False)
+        self.markup = markup
+        self.line_starts = [0] + [i + 1 for i, c in enumerate(markup) if c == "\n"]
+        self.tree = _TreeBuilder()
+        self.pending: tuple[int, str, tuple] | None = None  # the token whose end is not known yet
+
+    def _at(self) -> int:
+        line, column = self.getpos()
+        return self.line_starts[line - 1] + column
+
+    def _token(self, kind: str, *args: object) -> None:
+        position = self._at()
+        self._flush(position)
+        self.pending = (position, kind, args)
+
+    def _flush(self, end: int) -> None:
+        if self.pending is None:
+            return
+        start, kind, args = self.pending
+        self.pending = None
+        source = self.markup[start:end]
+        where = _where(self.markup, start)
+        tree = self.tree
+        if kind == "data":
+            after = self.markup[start + 1 : start + 2]
+            if self.cdata_elem is None and source.startswith("<") and (after.isalpha() or after == "/"):
+                raise MarkupError(f"unterminated tag at {where}: {source[:30]!r}")
+            tree.text(source, source)
+        elif kind == "reference":
+            tree.text(source, html.unescape(source))
+        elif kind == "start":
+            name, attrs, closed = args
+            line, column = _line_column(self.markup, start)
+            values = {k: v or "" for k, v in attrs}  # type: ignore[union-attr]
+            tree.start(Element(name, source, values, line, column), closed=closed)  # type: ignore[arg-type]
+        elif kind == "end":
+            tree.end(args[0], source, where)  # type: ignore[arg-type]
+        else:
+            tree.other(source)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._token("start", tag, attrs, False)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._token("start", tag, attrs, True)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._token("end", tag)
+
+    def handle_data(self, data: str) -> None:
+        self._token("data")
+
+    def handle_entityref(self, name: str) -> None:
+        self._token("reference")
+
+    def handle_charref(self, name: str) -> None:
+        self._token("reference")
+
+    def handle_comment(self, data: str) -> None:
+        self._token("other")
+
+    def handle_decl(self, decl: str) -> None:
+        self._token("other")
+
+    def unknown_decl(self, data: str) -> None:
+        self._token("other")
+
+    def handle_pi(self, data: str) -> None:
+        self._token("other")
+
+
+def _parse_html(markup: str) -> list[Node]:
+    tokens = _HTMLTokens(markup)
+    tokens.feed(markup)
+    tokens.close()
+    tokens._flush(len(markup))
+    return tokens.tree.finish()
+
+
+# -- XML --------------------------------------------------------------------------------------
+
+
+def _parse_xml(markup: str) -> list[Node]:
+    """expat reports each event's byte offset; an event's source runs to the next one's."""
+    document = markup.lstrip().startswith(("<?xml", "<!DOCTYPE"))
+    prefix, suffix = ("", "") if document else (f"<{SYNTHETIC_ROOT}>", f"</{SYNTHETIC_ROOT}>")
+    data = (prefix + markup + suffix).encode()
+    parser = expat.ParserCreate()
+    parser.ordered_attributes = True
+    events: list[tuple[int, str, tuple]] = []
+
+    def record(kind: str):
+        return lambda *args: events.append((parser.CurrentByteIndex, kind, args))
+
+    parser.StartElementHandler = record("start")
+    parser.EndElementHandler = record("end")
+    parser.CharacterDataHandler = record("text")
+    parser.StartCdataSectionHandler = record("cdata")
+    parser.EndCdataSectionHandler = record("cdata_end")
+    parser.DefaultHandler = record("other")  # comments, declarations, PIs: no handler of their own
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as e:
+        column = e.offset + 1 - (len(prefix) if e.lineno == 1 else 0)
+        reason = expat.errors.messages[e.code]
+        raise MarkupError(f"malformed XML at line {e.lineno}, column {column}: {reason}") from None
+    return _xml_tree(events, data, len(prefix.encode()), len(data) - len(suffix.encode()))
+
+
+def _xml_tree(events: list[tuple[int, str, tuple]], data: bytes, begin: int, end: int) -> list[Node]:
+    tree = _TreeBuilder()
+    in_cdata = False
+    positions = [position for position, _, _ in events] + [end]
+    for (start, kind, args), stop in zip(events, positions[1:], strict=True):
+        source = data[start:stop].decode()
+        if start < begin or start >= end:  # the synthetic root's own tags
+            continue
+        if kind == "cdata" or in_cdata:
+            in_cdata = kind != "cdata_end"
+            tree.other(source) if kind == "cdata" else _extend_other(tree, source)
+        elif kind == "start":
+            name, flat = args
+            attributes = dict(zip(flat[::2], flat[1::2], strict=True))
+            before = data[begin:start].decode()
+            line, column = _line_column(before, len(before))
+            tree.start(Element(name, source, attributes, line, column), closed=False)
+        elif kind == "end":
+            tree.current.end = source
+            tree.open.pop()
+        elif kind == "text":
+            tree.text(source, args[0])
+        else:
+            tree.other(source)
+    return tree.finish()
+
+
+def _extend_other(tree: _TreeBuilder, source: str) -> None:
+    """A CDATA section's content and end join its start: one node copied as it is."""
+    last = tree.current.children[-1]
+    assert isinstance(last, Other)
+    last.source += source
+
+
+# -- positions --------------------------------------------------------------------------------
+
+
+def _line_column(markup: str, offset: int) -> tuple[int, int]:
+    line = markup.count("\n", 0, offset) + 1
+    return line, offset - (markup.rfind("\n", 0, offset) + 1) + 1
+
+
+def _where(markup: str, offset: int) -> str:
+    line, column = _line_column(markup, offset)
+    return f"line {line}, column {column}"
