@@ -72,8 +72,8 @@ SRT = (
 def test_subtitles_keep_cue_numbers_timings_tags_and_line_breaks() -> None:
     doc = read_document(SRT.encode(), "film.srt")
     assert doc.format == "html"
-    # A cue is one text: its lines joined by <br>, its tags kept, its text escaped.
-    assert doc.texts == ["<i>A sentence that runs</i><br><i>over two lines &amp; more.</i>", "On top."]
+    # A cue is one text: its lines joined by <wbr>, its tags kept, its text escaped.
+    assert doc.texts == ["<i>A sentence that runs</i><wbr><i>over two lines &amp; more.</i>", "On top."]
     assert doc.write([shout(t) for t in doc.texts]).decode() == (
         "\ufeff5\r\n"
         "00:00:01,000 --> 00:00:02,500 X1:40 X2:600\r\n"
@@ -89,12 +89,19 @@ def test_subtitles_keep_cue_numbers_timings_tags_and_line_breaks() -> None:
 
 def test_a_cue_takes_the_lines_the_engine_gives_it_but_never_a_blank_one() -> None:
     doc = read_document(b"1\n00:00:01,000 --> 00:00:02,000\nOne\ntwo\n\n", "a.srt")
-    assert doc.write(["ONE TWO<br><br> <br>"]) == b"1\n00:00:01,000 --> 00:00:02,000\nONE TWO\n\n"
+    assert doc.write(["ONE TWO<wbr><wbr> <wbr/>"]) == b"1\n00:00:01,000 --> 00:00:02,000\nONE TWO\n\n"
+
+
+def test_a_dialogue_is_translated_line_by_line_its_dashes_kept() -> None:
+    cue = "1\n00:00:01,000 --> 00:00:02,000\n"
+    doc = read_document(f"{cue}- Where to?\n– Home.\n\n".encode(), "a.srt")
+    assert doc.texts == ["Where to?<br>Home."]  # <br>: the engine translates each line on its own
+    assert doc.write(["Wohin?<br>Nach Hause."]).decode() == f"{cue}- Wohin?\n– Nach Hause.\n\n"
 
 
 def test_a_cue_whose_tags_do_not_nest_is_translated_without_them() -> None:
     doc = read_document(b"1\n00:00:01,000 --> 00:00:02,000\n<i>Open\nand <b>never</i> closed\n\n", "a.srt")
-    assert doc.texts == ["Open<br>and never closed"]
+    assert doc.texts == ["Open<wbr>and never closed"]
 
 
 @pytest.mark.parametrize("data", [b"not subtitles at all", b"1\n00:00:01,000 -> broken\ntext\n"])
@@ -222,36 +229,37 @@ HTML = """\
 <style>p { color: red }</style><script>var x = "<p>kept</p>";</script></head>
 <body>
   <h1 class="big">Hello <em>world</em></h1>
-  <p>Fish &amp; chips<br>with <a href="/menu" title="kept">a link</a>.</p>
   <div>Loose text <p>paragraph</p> tail</div>
   <ul><li>One<li>Two <b>bold</b></ul>
-  <p translate="no">Brand name</p>
+  <div translate="no"><p>Brand name</p></div>
   <pre>  kept  </pre>
   <!-- a comment -->
-  <p>Misnested <b>bold <i>italic</b></i> kept</p>
-  <p><img src="a.png" alt="kept"></p>
 </body>
 </html>
 """
 
 
-def test_html_translates_each_block_and_keeps_everything_else() -> None:
+def test_html_is_cut_into_blocks_and_the_rest_is_kept() -> None:
     doc = read_document(HTML.encode(), "page.HTM")
-    assert doc.format == "html"
+    assert (doc.format, doc.media_type) == ("html", "text/html; charset=utf-8")
     assert doc.texts == [
-        "My page",
-        "Hello <em>world</em>",
-        'Fish &amp; chips<br>with <a href="/menu" title="kept">a link</a>.',
-        "Loose text",
-        "paragraph",
-        "tail",
-        "One",
-        "Two <b>bold</b>",
+        "<title>My page</title>",
+        '<h1 class="big">Hello <em>world</em></h1>',
+        "Loose text ",
+        "<p>paragraph</p>",
+        " tail",
+        "<li>One",
+        "<li>Two <b>bold</b>",
     ]
     expected = HTML
     for text in doc.texts:
         expected = expected.replace(text, shout(text), 1)
     assert doc.write([shout(t) for t in doc.texts]).decode() == expected
+
+
+def test_html_the_engine_could_not_put_back_together_is_refused() -> None:
+    with pytest.raises(DocumentError, match=r"malformed HTML: </b> at line 1, column 21"):
+        read_document(b"<p>Mis <b>bold <i>it</b></i></p>", "bad.html")
 
 
 # -- Word ---------------------------------------------------------------------------------------
