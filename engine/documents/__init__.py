@@ -12,35 +12,39 @@ One module per format; none of them translates, or knows HTTP. What each keeps i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import PurePath
+from types import ModuleType
 
 from engine.documents import html, markdown, subtitles, text, word
 from engine.documents.base import Document, DocumentError, Format, UnsupportedFormat
 
-READERS: dict[str, Callable[[bytes], Document]] = {
-    ".txt": text.read,
-    ".md": markdown.read,
-    ".markdown": markdown.read,
-    ".html": html.read,
-    ".htm": html.read,
-    ".srt": subtitles.read,
-    ".docx": word.read,
+# Extension -> the module of its format: its ``read(data) -> Document`` and ``MEDIA_TYPE``.
+FORMATS: dict[str, ModuleType] = {
+    ".txt": text,
+    ".md": markdown,
+    ".markdown": markdown,
+    ".html": html,
+    ".htm": html,
+    ".srt": subtitles,
+    ".docx": word,
 }
-SUPPORTED_EXTENSIONS = tuple(READERS)
+SUPPORTED_EXTENSIONS = tuple(FORMATS)
+MEDIA_TYPES = tuple(dict.fromkeys(module.MEDIA_TYPE for module in FORMATS.values()))
 
 
 def read_document(data: bytes, filename: str) -> Document:
     """The document in ``data``, of the format its file name's extension names (in any case)."""
     extension = PurePath(filename).suffix.lower()
-    reader = READERS.get(extension)
-    if reader is None:
+    module = FORMATS.get(extension)
+    if module is None:
         supported = ", ".join(SUPPORTED_EXTENSIONS)
         raise UnsupportedFormat(f"unsupported file type {extension or '(no extension)'!r}: supported are {supported}")
-    return reader(data)
+    document: Document = module.read(data)
+    return document
 
 
 __all__ = [
+    "MEDIA_TYPES",
     "SUPPORTED_EXTENSIONS",
     "Document",
     "DocumentError",

@@ -20,6 +20,8 @@ from engine.markup import MarkupError
 from engine.markup.document import HTML_BLOCKS
 from engine.markup.tree import Element, Node, parse
 
+MEDIA_TYPE = "text/html; charset=utf-8"
+
 
 def read(data: bytes) -> Document:
     source = Utf8Text.decode(data)
@@ -41,7 +43,7 @@ def read(data: bytes) -> Document:
         texts=[pieces[i] for i in translated],
         format="html",
         extension=".html",
-        media_type="text/html; charset=utf-8",
+        media_type=MEDIA_TYPE,
         writer=write,
     )
 

@@ -32,6 +32,7 @@ from engine.documents import fragments
 from engine.documents.base import Document, Utf8Text
 from engine.segmenter import LINE_BREAK
 
+MEDIA_TYPE = "text/markdown; charset=utf-8"
 PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 PAIRED_TAGS = {"em": "em", "strong": "strong", "s": "s", "link": "a"}  # markdown-it token name -> fragment tag
 # Characters that Markdown could read as syntax in translated text ("|" ends a table cell).
@@ -78,8 +79,7 @@ def read(data: bytes) -> Document:
             out = out[: block.start] + _markdown(translation, block, eol) + out[block.end :]
         return source.encode(out)
 
-    media_type = "text/markdown; charset=utf-8"
-    return Document(texts=texts, format="html", extension=".md", media_type=media_type, writer=write)
+    return Document(texts=texts, format="html", extension=".md", media_type=MEDIA_TYPE, writer=write)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:

@@ -24,6 +24,8 @@ import srt
 from engine.documents import fragments
 from engine.documents.base import Document, DocumentError, Utf8Text
 
+MEDIA_TYPE = "application/x-subrip; charset=utf-8"
+
 TAG = re.compile(r"(</?[A-Za-z][^<>]*>)")
 DASH = re.compile(r"^[-–—]\s*")  # a dialogue line's speaker dash
 LINE_BREAKS = ("wbr", "br")
@@ -50,7 +52,7 @@ def read(data: bytes) -> Document:
         texts=[cue.fragment for _, cue in translated],
         format="html",
         extension=".srt",
-        media_type="application/x-subrip; charset=utf-8",
+        media_type=MEDIA_TYPE,
         writer=write,
     )
 

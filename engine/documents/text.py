@@ -10,6 +10,8 @@ from __future__ import annotations
 from engine.documents.base import Document, Utf8Text
 from engine.segmenter import LINE_BREAK
 
+MEDIA_TYPE = "text/plain; charset=utf-8"
+
 
 def read(data: bytes) -> Document:
     source = Utf8Text.decode(data)
@@ -28,6 +30,6 @@ def read(data: bytes) -> Document:
         texts=[line.strip() for _, line in lines],
         format="text",
         extension=".txt",
-        media_type="text/plain; charset=utf-8",
+        media_type=MEDIA_TYPE,
         writer=write,
     )
