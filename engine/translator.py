@@ -287,7 +287,7 @@ class Translator:
         parts = [p for _, unit_parts in units for p in unit_parts]
         n_best = max([1, *(len(p.hypotheses) for p in parts)])
         words = len(pair.target_prefix)
-        aligned = render is not _plain
+        markup = render is not _plain
         hypotheses = []
         for i in range(n_best):
             picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
@@ -296,7 +296,7 @@ class Translator:
             translations, done = [], 0
             for seg, unit_parts in units:
                 unit_picks = picks[done : done + len(unit_parts)]
-                translations.append(self._joined(seg, unit_parts, unit_picks, pair, aligned=aligned))
+                translations.append(self._joined(seg, unit_parts, unit_picks, pair, markup=markup))
                 done += len(unit_parts)
             normalized = beam_search.normalized(score, length, search.length_penalty) if length else 0.0
             hypotheses.append(Hypothesis(render(translations), score, normalized))
@@ -322,12 +322,16 @@ class Translator:
         picks: list[beam_search.Hypothesis | None],
         pair: _Pair,
         *,
-        aligned: bool,
+        markup: bool,
     ) -> Translation:
-        """One text's sentences translated by ``picks``, joined; with their words aligned if asked."""
+        """One text's sentences translated by ``picks``, joined. For a unit of markup, with its
+        words aligned, and without the final period the model adds to a text that has none (a
+        heading, a table cell, an alt text: the captions it learned from all end in one)."""
         texts = [self._text(p, h, len(pair.target_prefix)) for p, h in zip(parts, picks, strict=True)]
+        if markup and texts and _added_period(seg.segments[-1].text, texts[-1]):
+            texts[-1] = texts[-1][:-1]
         text, starts = seg.join_spans(texts, pair.word_separator)
-        if not aligned:
+        if not markup:
             return Translation(text)
         words = WordAlignment()
         sentences = zip(seg.segments, seg.starts(), parts, picks, texts, starts, strict=True)
@@ -369,6 +373,10 @@ class _Pair:
         if in_source:
             return cls([*source.tokens, *target.tokens], [], word_separator(target))
         return cls(source.tokens, target.tokens, word_separator(target))
+
+
+def _added_period(source: str, translation: str) -> bool:
+    return source[-1:].isalnum() and translation.endswith(".") and not translation.endswith("..")
 
 
 def _plain(translations: list[Translation]) -> str:

@@ -1,7 +1,8 @@
 """The service's error taxonomy and the one place where errors become HTTP responses.
 
 Every error response has the body ``{"error": {"type": ..., "message": ...}}``, plus machine-readable
-fields where an error has them (``supported_pairs``, ``detected_language``). The ``type`` is a
+fields where an error has them (``supported_pairs``, ``detected_language``, ``text_index``,
+``line`` and ``column``). The ``type`` is a
 short stable identifier that clients can branch on and that doubles as the ``type`` label of the
 ``mt_errors_total`` metric, so it must come from the bounded set in ``ERROR_TYPES``.
 """
@@ -39,6 +40,12 @@ class ServiceError(Exception):
 
 class InvalidRequest(ServiceError):
     status, type = 422, "invalid_request"
+
+
+class MalformedMarkup(InvalidRequest):
+    """HTML or XML that cannot be translated with its tags in place; details say where."""
+
+    type = "malformed_markup"
 
 
 class PayloadTooLarge(ServiceError):
@@ -106,6 +113,7 @@ _HTTP_STATUS_TYPES = {
 
 _SERVICE_ERRORS: tuple[type[ServiceError], ...] = (
     InvalidRequest,
+    MalformedMarkup,
     PayloadTooLarge,
     UnsupportedMediaType,
     NotFound,

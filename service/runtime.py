@@ -32,7 +32,14 @@ from engine.translator import TranslatorConfig, auto_streams
 from service.batcher import BatcherConfig
 from service.cache import TranslationCache
 from service.engine_process import EngineHost
-from service.errors import InvalidRequest, PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
+from service.errors import (
+    InvalidRequest,
+    MalformedMarkup,
+    PayloadTooLarge,
+    Unauthorized,
+    Unavailable,
+    UnsupportedLanguage,
+)
 from service.metrics import Metrics
 from service.models import EngineLoader, InProcessLoader, ModelPool, PoolConfig
 from service.settings import Settings
@@ -221,7 +228,7 @@ class Runtime:
         _, router = self._loaded()
         texts = list(job.texts)
         auto = job.source_lang is None or job.source_lang.lower() == "auto"
-        readable = [_readable(t, job.options.format) for t in texts]
+        readable = [_readable(i, t, job.options.format) for i, t in enumerate(texts)]
         verbatim = [is_passthrough(t) for t in readable]
         detections = [None if v else self._identify(t, router) for t, v in zip(readable, verbatim, strict=True)]
         routes = self._routes(router, texts, verbatim, job, detections if auto else None)
@@ -378,7 +385,7 @@ def prefer_served(detection: Detection, text: str, served: Sequence[str]) -> Det
     return detection
 
 
-def _readable(text: str, format: TextFormat) -> str:
+def _readable(index: int, text: str, format: TextFormat) -> str:
     """What a text says: for markup, the text of its blocks and attributes. Malformed markup is
     refused here, before it could fail a batch of other requests' texts."""
     if format == "text":
@@ -386,7 +393,8 @@ def _readable(text: str, format: TextFormat) -> str:
     try:
         return "\n".join(Document(text, format).units)
     except MarkupError as e:
-        raise InvalidRequest(f"malformed {format.upper()}: {e}") from None
+        details = {"text_index": index, "line": e.line, "column": e.column}
+        raise MalformedMarkup(f"text {index}: malformed {format.upper()}: {e}", details=details) from None
 
 
 def _unchanged(text: str) -> TranslationResult:

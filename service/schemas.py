@@ -301,6 +301,9 @@ class ErrorDetail(BaseModel):
     detected_language: str | None = Field(
         None, description="unsupported_language of an identified text: its language; null when none was identified"
     )
+    text_index: int | None = Field(None, description="malformed_markup: which text of the request")
+    line: int | None = Field(None, description="malformed_markup: where in that text (from 1)")
+    column: int | None = Field(None, description="malformed_markup: where in that line (from 1)")
 
 
 class ErrorResponse(BaseModel):

@@ -24,61 +24,14 @@ from xml.parsers import expat
 
 MarkupFormat = Literal["html", "xml"]
 
-VOID = frozenset(
-    [
-        "area",
-        "base",
-        "br",
-        "col",
-        "embed",
-        "hr",
-        "img",
-        "input",
-        "link",
-        "meta",
-        "param",
-        "source",
-        "track",
-        "wbr",
-        "keygen",
-    ]
-)
+VOID_NAMES = "area base br col embed hr img input link meta param source track wbr keygen"
+VOID = frozenset(VOID_NAMES.split())
 # Elements whose end tag may be left out, and the start tags that end them (HTML's "optional tags").
-P_CLOSERS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "details",
-        "dialog",
-        "div",
-        "dl",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hgroup",
-        "hr",
-        "main",
-        "menu",
-        "nav",
-        "ol",
-        "p",
-        "pre",
-        "section",
-        "table",
-        "ul",
-    ]
+P_CLOSER_NAMES = (
+    "address article aside blockquote details dialog div dl fieldset figcaption figure footer form "
+    "h1 h2 h3 h4 h5 h6 header hgroup hr main menu nav ol p pre section table ul"
 )
+P_CLOSERS = frozenset(P_CLOSER_NAMES.split())
 IMPLIED_END_BY: dict[str, frozenset[str]] = {
     "p": P_CLOSERS,
     "li": frozenset({"li"}),
@@ -98,10 +51,16 @@ IMPLIED_END_BY: dict[str, frozenset[str]] = {
 # Also closed by the end of their parent or of the input.
 OPTIONAL_END = frozenset({*IMPLIED_END_BY, "html", "body", "colgroup", "caption"})
 SYNTHETIC_ROOT = "mt-fragment-root"
+MAX_DEPTH = 256  # elements open at once: the tree is walked recursively
 
 
 class MarkupError(ValueError):
-    """Markup that cannot be translated with its tags in place: what is wrong and where."""
+    """Markup that cannot be translated with its tags in place: what is wrong, and where (1-based)."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
 
 
 @dataclass
@@ -173,27 +132,36 @@ class _TreeBuilder:
             self.open.pop()
         self.current.children.append(element)
         if not closed and element.name not in VOID:
+            if len(self.open) > MAX_DEPTH:
+                where = f"line {element.line}, column {element.column}"
+                raise MarkupError(
+                    f"<{element.name}> at {where} nests deeper than {MAX_DEPTH}", element.line, element.column
+                )
             self.open.append(element)
 
-    def end(self, name: str, source: str, where: str) -> None:
+    def end(self, name: str, source: str, line: int, column: int) -> None:
+        where = f"line {line}, column {column}"
         if name in VOID:
-            raise MarkupError(f"</{name}> at {where}: <{name}> is a void element and has no end tag")
+            raise MarkupError(f"</{name}> at {where}: <{name}> is a void element and has no end tag", line, column)
         if all(e.name != name for e in self.open[1:]):
-            raise MarkupError(f"</{name}> at {where} closes nothing: no <{name}> is open")
+            raise MarkupError(f"</{name}> at {where} closes nothing: no <{name}> is open", line, column)
         while self.current.name != name and self.current.name in OPTIONAL_END:
             self.open.pop()
         if self.current.name != name:
             inner = self.current
             raise MarkupError(
                 f"</{name}> at {where} closes <{name}> while <{inner.name}> "
-                f"(line {inner.line}, column {inner.column}) inside it is still open"
+                f"(line {inner.line}, column {inner.column}) inside it is still open",
+                line,
+                column,
             )
         self.open.pop().end = source
 
     def finish(self) -> list[Node]:
         for element in reversed(self.open[1:]):
             if element.name not in OPTIONAL_END:
-                raise MarkupError(f"<{element.name}> at line {element.line}, column {element.column} is never closed")
+                where = f"line {element.line}, column {element.column}"
+                raise MarkupError(f"<{element.name}> at {where} is never closed", element.line, element.column)
         return self.root.children
 
 
@@ -223,22 +191,22 @@ class _HTMLTokens(HTMLParser):
         start, kind, args = self.pending
         self.pending = None
         source = self.markup[start:end]
-        where = _where(self.markup, start)
+        line, column = _line_column(self.markup, start)
         tree = self.tree
         if kind == "data":
             after = self.markup[start + 1 : start + 2]
             if self.cdata_elem is None and source.startswith("<") and (after.isalpha() or after == "/"):
-                raise MarkupError(f"unterminated tag at {where}: {source[:30]!r}")
+                where = f"line {line}, column {column}"
+                raise MarkupError(f"unterminated tag at {where}: {source[:30]!r}", line, column)
             tree.text(source, source)
         elif kind == "reference":
             tree.text(source, html.unescape(source))
         elif kind == "start":
             name, attrs, closed = args
-            line, column = _line_column(self.markup, start)
             values = {k: v or "" for k, v in attrs}  # type: ignore[union-attr]
             tree.start(Element(name, source, values, line, column), closed=closed)  # type: ignore[arg-type]
         elif kind == "end":
-            tree.end(args[0], source, where)  # type: ignore[arg-type]
+            tree.end(args[0], source, line, column)  # type: ignore[arg-type]
         else:
             tree.other(source)
 
@@ -307,7 +275,7 @@ def _parse_xml(markup: str) -> list[Node]:
     except expat.ExpatError as e:
         column = e.offset + 1 - (len(prefix) if e.lineno == 1 else 0)
         reason = expat.errors.messages[e.code]
-        raise MarkupError(f"malformed XML at line {e.lineno}, column {column}: {reason}") from None
+        raise MarkupError(f"malformed XML at line {e.lineno}, column {column}: {reason}", e.lineno, column) from None
     return _xml_tree(events, data, len(prefix.encode()), len(data) - len(suffix.encode()))
 
 
@@ -351,8 +319,3 @@ def _extend_other(tree: _TreeBuilder, source: str) -> None:
 def _line_column(markup: str, offset: int) -> tuple[int, int]:
     line = markup.count("\n", 0, offset) + 1
     return line, offset - (markup.rfind("\n", 0, offset) + 1) + 1
-
-
-def _where(markup: str, offset: int) -> str:
-    line, column = _line_column(markup, offset)
-    return f"line {line}, column {column}"

@@ -66,7 +66,9 @@ class LibreTranslateRequest(BaseModel):
     )
     source: SourceLanguage = Field("auto", description=f'"auto" = identified per text. {OTHER_LANGUAGE_NAMES}')
     target: TargetLanguage = Field(description=OTHER_LANGUAGE_NAMES)
-    format: Literal["text"] = Field("text", description="Only plain text is supported.")
+    format: Literal["text", "html"] = Field(
+        "text", description="html: each text is HTML, translated with its tags in place (as /v1/translate's)."
+    )
     alternatives: Annotated[int, Field(ge=0, le=MAX_BEAM_SIZE - 1), INTEGRAL] = 0
     api_key: str | None = None
 
@@ -94,7 +96,8 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
         texts=body.texts,
         source_lang=None if auto else body.source,
         target_lang=body.target,
-        options=_options(body.alternatives),
+        # The beam widens to hold the alternatives.
+        options=TranslationOptions(num_hypotheses=body.alternatives + 1, format=body.format),
         api_key=body.api_key or bearer_key(request),
     )
     done = await unless_disconnected(request, runtime.translate(job))
@@ -169,11 +172,6 @@ async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
     return [
         LibreLanguage(code=code, name=LANGUAGE_NAMES.get(code, code), targets=t) for code, t in sorted(targets.items())
     ]
-
-
-def _options(alternatives: int) -> TranslationOptions:
-    """The model's defaults, with ``alternatives`` more hypotheses (the beam widens to hold them)."""
-    return TranslationOptions(num_hypotheses=alternatives + 1)
 
 
 async def _parse(request: Request) -> LibreTranslateRequest:

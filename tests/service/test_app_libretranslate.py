@@ -63,7 +63,7 @@ def test_single_text_with_alternatives_has_flat_lists(client: httpx.Client) -> N
 @pytest.mark.parametrize(
     ("kwargs", "status", "error_type"),
     [
-        ({"json": {"q": TEXT, "target": "de", "format": "html"}}, 422, "invalid_request"),
+        ({"json": {"q": TEXT, "target": "de", "format": "pdf"}}, 422, "invalid_request"),
         ({"json": {"q": TEXT}}, 422, "invalid_request"),
         ({"json": {"q": 7, "target": "de"}}, 422, "invalid_request"),
         ({"json": {"q": TEXT, "target": "de", "alternatives": -1}}, 422, "invalid_request"),

@@ -1,0 +1,194 @@
+"""engine.markup on its own: parsing, what is translated and what is kept, and tags placed by a
+word alignment, with stand-in translations whose alignment is known (upper-casing, word reversal)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from markup_checks import assert_same_elements
+
+from engine.markup import Document, MarkupError, Translation, WordAlignment
+from engine.markup.tree import parse
+
+Translate = Callable[[str], tuple[str, list[tuple[int, int]] | None]]
+
+
+def upper(text: str) -> tuple[str, None]:
+    """Word for word: each word upper-cased, in place."""
+    return text.upper(), None
+
+
+def reverse(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """The words in reverse order, each aligned to itself."""
+    words = text.split()
+    return " ".join(reversed(words)), [(i, len(words) - 1 - i) for i in range(len(words))]
+
+
+def translate(markup: str, kind: str = "html", by: Translate = upper) -> str:
+    document = Document(markup, kind)  # type: ignore[arg-type]
+    translations = []
+    for unit in document.units:
+        target, pairs = by(unit)
+        alignment = WordAlignment()
+        alignment.add(unit, 0, target, 0, pairs)
+        translations.append(Translation(target, alignment))
+    return document.render(translations)
+
+
+SNIPPETS = [
+    "<p>Hello <b>big</b> world &amp; you&nbsp;me!</p>",
+    "<p>A <b>man <i>with a hat</i></b> walks.</p>",
+    "<p><b>A</b><i>dog</i> <u>runs</u></p>",
+    "<ul>\n  <li>a dog\n  <li>a cat\n</ul>",
+    "<table><tr><td>one<td>two</tr></table>",
+    "<p>first<p>second",
+    "<p>Two <a href='/x?a=1&amp;b=2' class=link data-x=\"y\">dogs</a> play.</p>",
+    "<p>A <span></span> dog <img src=x.png> runs <br/> fast</p>",
+    "<div>\n\t<p>  Spaced   out  </p>\n</div>\n",
+    "<!DOCTYPE html><html><head><meta charset=utf-8><title>A page</title><style>p { x: 1 }</style></head>"
+    "<body><p>Text</p><script>if (a < b) go();</script></body></html>",
+    "Tom & Jerry <i>run</i> &#8217;fast&#8217;",
+]
+
+
+@pytest.mark.parametrize("markup", SNIPPETS)
+def test_the_tree_keeps_every_character(markup: str) -> None:
+    assert "".join(node.source for node in parse(markup, "html")) == markup
+
+
+@pytest.mark.parametrize(
+    ("markup", "expected"),
+    [
+        ("<p>Hello <b>big</b> world &amp; you&nbsp;me!</p>", "<p>HELLO <b>BIG</b> WORLD &amp; YOU&nbsp;ME!</p>"),
+        ("<p>A <b>man <i>with a hat</i></b> walks.</p>", "<p>A <b>MAN <i>WITH A HAT</i></b> WALKS.</p>"),
+        ("<p><b>A</b> <i>dog</i> <u>runs</u></p>", "<p><b>A</b> <i>DOG</i> <u>RUNS</u></p>"),
+        ("<ul>\n  <li>a dog\n  <li>a cat\n</ul>", "<ul>\n  <li>A DOG\n  <li>A CAT\n</ul>"),
+        ("<div>\n\t<p>  Spaced   out  </p>\n</div>\n", "<div>\n\t<p>  SPACED OUT  </p>\n</div>\n"),
+        ("Tom & Jerry <i>run</i> &#8217;fast&#8217;", "TOM &amp; JERRY <i>RUN</i> &#8217;FAST&#8217;"),
+        ("<p>A dog <b>runs</b>.</p>", "<p>A DOG <b>RUNS</b>.</p>"),
+        ("<p>A <span></span> dog <img src=x.png> runs</p>", "<p>A <span></span> DOG <img src=x.png> RUNS</p>"),
+    ],
+)
+def test_word_for_word_gives_the_input_back_with_its_text_translated(markup: str, expected: str) -> None:
+    assert translate(markup) == expected
+
+
+KEPT = [
+    "<code>a  &lt;&#x3C; b</code>",
+    "<pre>\n  x  &amp;\n</pre>",
+    "<script>if (a < b && c) { go(); }</script>",
+    "<style>p::after { content: '&'; }</style>",
+    '<span translate="no">Berlin  Mitte</span>',
+    '<em class="big notranslate">Keep me</em>',
+    "<!-- a comment, not text -->",
+    "<kbd>Ctrl</kbd>",
+]
+
+
+@pytest.mark.parametrize("kept", KEPT)
+def test_code_scripts_styles_no_translate_and_comments_are_kept_byte_for_byte(kept: str) -> None:
+    markup = f"<div>Press {kept} to go on.</div><div>{kept}</div>"
+    out = translate(markup)
+    assert out.count(kept) == 2, out
+    assert "PRESS" in out and "GO ON." in out
+
+
+def test_attributes_are_kept_but_alt_and_title_are_translated() -> None:
+    markup = '<p title="a tip" data-x=\'a b\'>A <img src="dog.png" alt=\'a "dog"\' width=3> runs</p>'
+    out = translate(markup)
+    assert out == '<p title="A TIP" data-x=\'a b\'>A <img src="dog.png" alt=\'A "DOG"\' width=3> RUNS</p>'
+
+
+def test_the_units_are_block_texts_and_attribute_values_in_document_order() -> None:
+    document = Document('<h1>Title</h1><p>One <b>two</b>.<br>Three</p><img alt="Four">', "html")
+    assert document.units == ["Title", "One two.", "Three", "Four"]
+
+
+def test_inline_tags_follow_their_words_when_the_order_changes() -> None:
+    out = translate("<p>one <b>two</b> <i>three four</i> five</p>", by=reverse)
+    assert out == "<p>five <i>four three</i> <b>two</b> one</p>"
+
+
+def test_nested_tags_stay_nested_when_the_order_changes() -> None:
+    markup = "<p>a <b>b <i>c</i> d</b> e</p>"
+    out = translate(markup, by=reverse)
+    assert out == "<p>e <b>d <i>c</i> b</b> a</p>"
+    assert_same_elements(markup, out)
+
+
+def test_crossing_alignments_still_give_each_element_once_and_well_formed() -> None:
+    def crossing(text: str) -> tuple[str, list[tuple[int, int]]]:
+        # words 0 1 | 2 3 -> "1 3 0 2": <b> over 0-1 and <i> over 2-3 would interleave
+        words = text.split()
+        return " ".join(words[i] for i in (1, 3, 0, 2)), [(1, 0), (3, 1), (0, 2), (2, 3)]
+
+    markup = "<p><b>w0 w1</b> <i>w2 w3</i></p>"
+    out = translate(markup, by=crossing)
+    assert_same_elements(markup, out)
+    assert out.count("<b>") == out.count("<i>") == 1
+
+
+def test_a_word_nobody_aligned_to_keeps_its_tag_next_to_its_neighbour() -> None:
+    def drop(text: str) -> tuple[str, list[tuple[int, int]]]:  # "a b c" -> "A C", b unaligned
+        words = text.split()
+        return f"{words[0].upper()} {words[2].upper()}", [(0, 0), (2, 1)]
+
+    out = translate("<p>a <b>b</b> c</p>", by=drop)
+    assert out == "<p>A<b></b> C</p>"
+
+
+@pytest.mark.parametrize(
+    ("markup", "message"),
+    [
+        ("<p>a <b>b</p>", "</p> at line 1, column 10 closes <p> while <b> (line 1, column 6) inside it is still open"),
+        ("<b><i>x</b></i>", "</b> at line 1, column 8 closes <b> while <i>"),
+        ("<p>a</b>", "</b> at line 1, column 5 closes nothing: no <b> is open"),
+        ("<p>one\n<em>two", "<em> at line 2, column 1 is never closed"),
+        ("<p>a <b", "unterminated tag at line 1, column 6"),
+        ('<a href="x>text</a>', "unterminated tag at line 1, column 1"),
+        ("<p>a</br>", "</br> at line 1, column 5: <br> is a void element"),
+        ("<b>" * 300 + "deep" + "</b>" * 300, "<b> at line 1, column 769 nests deeper than 256"),
+    ],
+)
+def test_malformed_html_is_refused_with_what_and_where(markup: str, message: str) -> None:
+    with pytest.raises(MarkupError) as raised:
+        Document(markup, "html")
+    assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("markup", "message"),
+    [
+        ("<a><b>x</a>", "malformed XML at line 1, column 10: mismatched tag"),
+        ("<a>x &nbsp; y</a>", "malformed XML at line 1, column 6: undefined entity"),
+        ("<a>x</a>\n<b", "malformed XML at line 2"),
+        ("<b>" * 300 + "deep" + "</b>" * 300, "nests deeper than 256"),
+    ],
+)
+def test_malformed_xml_is_refused_with_what_and_where(markup: str, message: str) -> None:
+    with pytest.raises(MarkupError) as raised:
+        Document(markup, "xml")
+    assert message in str(raised.value)
+
+
+def test_xml_elements_with_text_hold_one_block_and_the_others_bound_blocks() -> None:
+    markup = (
+        '<?xml version="1.0"?>\n<doc>\n  <title>A dog</title>\n  <para>It <b>runs</b> &amp; <x/> jumps.</para>\n</doc>'
+    )
+    document = Document(markup, "xml")
+    assert document.units == ["A dog", "It runs & jumps."]
+    out = translate(markup, "xml")
+    assert out == markup.replace("A dog", "A DOG").replace(
+        "It <b>runs</b> &amp; <x/> jumps.", "IT <b>RUNS</b> &amp; <x/> JUMPS."
+    )
+    assert_same_elements(markup.split("\n", 1)[1], out.split("\n", 1)[1], "xml")
+
+
+def test_an_xml_fragment_without_one_root_is_accepted() -> None:
+    assert translate("Hello <b>world</b> &lt;3", "xml") == "HELLO <b>WORLD</b> &lt;3"
+
+
+def test_its_translate_no_is_kept_in_xml() -> None:
+    markup = '<p>A <term its:translate="no" xmlns:its="http://www.w3.org/2005/11/its">dog</term> runs</p>'
+    assert 'its:translate="no" xmlns:its="http://www.w3.org/2005/11/its">dog</term>' in translate(markup, "xml")
