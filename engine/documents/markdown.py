@@ -73,11 +73,11 @@ def read(data: bytes) -> Document:
     eol = match.group() if (match := LINE_BREAK.search(text)) else "\n"
 
     def write(translations: list[str]) -> bytes:
-        out = text
-        # From the end, so that the offsets of the blocks before stay right.
-        for block, translation in sorted(zip(blocks, translations, strict=True), key=lambda bt: -bt[0].start):
-            out = out[: block.start] + _markdown(translation, block, eol) + out[block.end :]
-        return source.encode(out)
+        out, done = [], 0  # the blocks are in file order and never overlap
+        for block, translation in zip(blocks, translations, strict=True):
+            out += [text[done : block.start], _markdown(translation, block, eol)]
+            done = block.end
+        return source.encode("".join([*out, text[done:]]))
 
     return Document(texts=texts, format="html", extension=".md", media_type=MEDIA_TYPE, writer=write)
 
