@@ -10,6 +10,7 @@ upload is read in memory and its spooled temporary file closed (deleted) before 
 from __future__ import annotations
 
 import urllib.parse
+from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
@@ -144,7 +145,9 @@ async def _form(request: Request) -> tuple[dict[str, Any], str]:
             fields = {key: value for key, value in form.multi_items() if isinstance(value, str)}
             upload = form.get("file")
             if isinstance(upload, UploadFile):
-                fields["file"], filename = await upload.read(), upload.filename or ""
+                fields["file"] = await upload.read()
+                # The name only: a client may send a path (a Windows one, even).
+                filename = PurePosixPath((upload.filename or "").replace("\\", "/")).name
     except HTTPException as exc:  # Starlette's answer to a malformed form; the body limit's 413
         if exc.status_code == PayloadTooLarge.status:
             raise PayloadTooLarge(str(exc.detail)) from None
@@ -161,5 +164,5 @@ def _store(request: Request) -> FileStore:
 
 def _attachment(filename: str) -> str:
     """Content-Disposition for a download named ``filename`` (RFC 6266; non-ASCII as RFC 5987)."""
-    quoted = urllib.parse.quote(filename)
+    quoted = urllib.parse.quote(filename, safe="")
     return f'attachment; filename="{filename}"' if quoted == filename else f"attachment; filename*=utf-8''{quoted}"

@@ -53,6 +53,12 @@ def test_a_text_file_comes_back_translated_line_by_line(client: httpx.Client) ->
     assert response.text == f"{dog}\r\n\r\n  {cat}  \n{man}\n"
 
 
+@pytest.mark.parametrize("sent", ["C:\\Users\\me\\notes.txt", "../../notes.txt"])
+def test_a_path_sent_as_the_file_name_comes_back_as_the_name(client: httpx.Client, sent: str) -> None:
+    response = upload(client, sent, TEXT_FILE.encode(), source_lang="en")
+    assert response.headers["content-disposition"] == 'attachment; filename="notes.txt"'
+
+
 def test_the_source_language_is_identified_once_for_the_file(client: httpx.Client) -> None:
     identified = upload(client, "notes.txt", TEXT_FILE.encode())  # source_lang omitted: "auto"
     assert identified.status_code == 200, identified.text
