@@ -218,6 +218,12 @@ def test_files_over_the_limits_give_413(start_service: StartService) -> None:
         assert "4800 bytes; the limit is 4096 (MT_MAX_FILE_BYTES)" in error["message"]
         # Far over: refused by its Content-Length, before it is read.
         assert_error(upload(c, "a.txt", b"x" * (1 << 20)), 413, "payload_too_large")
+        # Without a Content-Length: refused while it streams in.
+        boundary = "x" * 16
+        form = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\n'
+        body = [form.encode(), b"A dog runs.\n" * (100 << 10), f"\r\n--{boundary}--\r\n".encode()]
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        assert_error(c.post("/v1/translate_file", content=iter(body), headers=headers), 413, "payload_too_large")
         error = assert_error(upload(c, "a.txt", b"A dog runs." * 10), 413, "payload_too_large")
         assert "text 1 of the file" in error["message"] and "110 characters" in error["message"]
 
