@@ -200,9 +200,9 @@ def test_files_expire_and_temporary_files_are_removed(
         assert c.get(url["translatedFileUrl"]).content.endswith(b"\n" * 1000)
         [store] = ours()  # the upload's spooled file is gone; the translated file is kept
         assert store.name.startswith("mt-files-") and len(list(store.iterdir())) == 1
-        time.sleep(1.5)
-        assert_error(c.get(url["translatedFileUrl"]), 404, "not_found")
+        time.sleep(2.5)  # expired after 1 s, and looked for every second: deleted with no request
         assert list(store.iterdir()) == []
+        assert_error(c.get(url["translatedFileUrl"]), 404, "not_found")
         c.post("/translate_file", files={"file": ("big.txt", big)}, data={"target": "de"}).raise_for_status()
     assert server.stop() == 0  # a file not yet expired is deleted with the store at shutdown
     assert ours() == []
