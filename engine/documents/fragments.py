@@ -32,6 +32,12 @@ class Start:
     def void(self) -> bool:
         return self.tag in VOID_ELEMENTS
 
+    def number(self, attribute: str, count: int) -> int | None:
+        """The number in ``attribute`` that the fragment was built with, below ``count``; None for an
+        element without one (or with one the engine could not have been given)."""
+        value = self.attrs.get(attribute, "")
+        return int(value) if value.isdigit() and int(value) < count else None
+
 
 @dataclass(frozen=True)
 class End:

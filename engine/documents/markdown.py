@@ -37,6 +37,7 @@ PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 PAIRED_TAGS = {"em": "em", "strong": "strong", "s": "s", "link": "a"}  # markdown-it token name -> fragment tag
 # Characters that Markdown could read as syntax in translated text ("|" ends a table cell).
 # An underscore inside a word is never emphasis: left alone.
+DATA_MARK = "data-i"  # numbers an element of a fragment: its index in the block's marks
 MARKDOWN_SYNTAX = re.compile(r"([\\`*\[\]<|]|(?<!\w)_|_(?!\w))")
 # YAML front matter (Jekyll, Hugo, ...): not Markdown, never translated.
 FRONT_MATTER = re.compile(r"\A---[ \t]*(?:\r\n|\r|\n).*?^(?:---|\.\.\.)[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -125,7 +126,7 @@ def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
 
     def numbered(tag: str, mark: _Mark, content: str = "") -> str:
         marks.append(mark)
-        element = f'<{tag} data-i="{len(marks) - 1}">'
+        element = f'<{tag} {DATA_MARK}="{len(marks) - 1}">'
         return element if tag in fragments.VOID_ELEMENTS else f"{element}{fragments.escape(content)}</{tag}>"
 
     tokens = iter(children)
@@ -144,7 +145,7 @@ def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
             parts.append(numbered("a", _Mark(f"<{url}>", atomic=True), url))
         elif kind in PAIRED_TAGS and token.nesting == 1:
             marks.append(_paired(token))
-            parts.append(f'<{PAIRED_TAGS[kind]} data-i="{len(marks) - 1}">')
+            parts.append(f'<{PAIRED_TAGS[kind]} {DATA_MARK}="{len(marks) - 1}">')
         elif kind in PAIRED_TAGS:
             parts.append(f"</{PAIRED_TAGS[kind]}>")
         elif token.type == "code_inline":
@@ -200,7 +201,7 @@ def _markdown(fragment: str, block: _Block, eol: str) -> str:
         if isinstance(event, fragments.Text):
             out.append(MARKDOWN_SYNTAX.sub(r"\\\1", event.text))
         elif isinstance(event, fragments.Start):
-            number = _number(event, len(marks))
+            number = event.number(DATA_MARK, len(marks))
             if event.tag == "br" and number is None:
                 out.append("\\" + eol + block.continuation)
             elif number is not None and marks[number].atomic:
@@ -216,12 +217,6 @@ def _markdown(fragment: str, block: _Block, eol: str) -> str:
         _close(stack, marks)
     missing = [marks[n].open for n, mark in enumerate(marks) if mark.atomic and n not in written]
     return " ".join(["".join(stack[0][2]).strip(), *missing]).strip()
-
-
-def _number(event: fragments.Start, count: int) -> int | None:
-    """The ``data-i`` of an element the fragment was built with; None for any other."""
-    number = event.attrs.get("data-i", "")
-    return int(number) if number.isdigit() and int(number) < count else None
 
 
 def _close(stack: list[tuple[str, int | None, list[str]]], marks: list[_Mark]) -> None:

@@ -154,7 +154,7 @@ def _span_texts(fragment: str, groups: list[_Group]) -> list[str]:
             texts[current] += event.text
         elif isinstance(event, fragments.Text):
             between += event.text
-        elif isinstance(event, fragments.Start) and (number := _number(event, len(groups))) is not None:
+        elif isinstance(event, fragments.Start) and (number := event.number(DATA_RUN, len(groups))) is not None:
             if between.strip() or not groups[number].separated:
                 texts[number if last is None else last] += between
             current, between = number, ""
@@ -163,8 +163,3 @@ def _span_texts(fragment: str, groups: list[_Group]) -> list[str]:
     if between and groups:
         texts[len(groups) - 1 if last is None else last] += between
     return texts
-
-
-def _number(event: fragments.Start, count: int) -> int | None:
-    number = event.attrs.get(DATA_RUN, "")
-    return int(number) if number.isdigit() and int(number) < count else None
