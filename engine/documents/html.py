@@ -17,7 +17,7 @@ from __future__ import annotations
 from engine.documents.base import Document, DocumentError, Utf8Text
 from engine.markup import Document as Markup
 from engine.markup import MarkupError
-from engine.markup.document import HTML_BLOCKS
+from engine.markup.document import HTML_BLOCKS, holds_blocks, kept
 from engine.markup.tree import Element, Node, parse
 
 MEDIA_TYPE = "text/html; charset=utf-8"
@@ -55,7 +55,7 @@ def _cut(nodes: list[Node], pieces: list[str], translated: list[int]) -> None:
         if isinstance(node, Element) and node.name in HTML_BLOCKS:
             _piece(run, pieces, translated)
             run = []
-            if _holds_blocks(node) and _translated(node):
+            if holds_blocks(node) and not kept(node, "html"):
                 pieces.append(node.start)
                 _cut(node.children, pieces, translated)
                 pieces.append(node.end)
@@ -72,13 +72,3 @@ def _piece(nodes: list[Node], pieces: list[str], translated: list[int]) -> None:
     if text and Markup(text, "html").units:
         translated.append(len(pieces))
     pieces.append(text)
-
-
-def _holds_blocks(element: Element) -> bool:
-    return any(isinstance(c, Element) and (c.name in HTML_BLOCKS or _holds_blocks(c)) for c in element.children)
-
-
-def _translated(element: Element) -> bool:
-    """Whether the engine translates inside ``element`` at all (``translate="no"``, ``<pre>``,
-    ``<script>`` and the like it keeps as written), asked of the element with one word inside."""
-    return "x" in Markup(element.start + "x" + element.end, "html").units

@@ -116,7 +116,7 @@ class Document:
     def _bounds_blocks(self, element: Element, mixed: bool) -> bool:
         if self.kind == "xml":
             return not mixed
-        return element.name in HTML_BLOCKS or (not self._kept(element) and _has_block(element))
+        return element.name in HTML_BLOCKS or (not self._kept(element) and holds_blocks(element))
 
     def _container(self, element: Element) -> None:
         if self._kept(element):
@@ -164,12 +164,7 @@ class Document:
         return False
 
     def _kept(self, element: Element) -> bool:
-        a = element.attributes
-        if a.get("translate", a.get("its:translate", "")).lower() == "no":
-            return True
-        if "notranslate" in a.get("class", "").split():
-            return True
-        return self.kind == "html" and element.name in HTML_KEPT
+        return kept(element, self.kind)
 
     def _note_subtree(self, node: Node) -> None:
         if isinstance(node, Element) and not self._kept(node):
@@ -277,8 +272,19 @@ def _clamp(span: Span, length: int) -> None:
         _clamp(child, length)
 
 
-def _has_block(element: Element) -> bool:
-    return any(isinstance(c, Element) and (c.name in HTML_BLOCKS or _has_block(c)) for c in element.children)
+def holds_blocks(element: Element) -> bool:
+    """Whether an HTML block element is somewhere inside ``element``."""
+    return any(isinstance(c, Element) and (c.name in HTML_BLOCKS or holds_blocks(c)) for c in element.children)
+
+
+def kept(element: Element, kind: MarkupFormat) -> bool:
+    """Whether ``element`` and everything in it are kept as written, untranslated."""
+    a = element.attributes
+    if a.get("translate", a.get("its:translate", "")).lower() == "no":
+        return True
+    if "notranslate" in a.get("class", "").split():
+        return True
+    return kind == "html" and element.name in HTML_KEPT
 
 
 def _space(node: Node, *, leading: bool) -> str:
