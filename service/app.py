@@ -18,8 +18,8 @@ from fastapi_offline import FastAPIOffline
 from service import openapi
 from service.errors import install_error_handlers
 from service.metrics import Metrics
-from service.middleware import BodyLimit, RequestAccounting
-from service.routes import libretranslate, operations, v1
+from service.middleware import BodyLimit, RequestAccounting, RootPath
+from service.routes import libretranslate, operations, v1, web
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
@@ -57,11 +57,16 @@ def create_app(
     )
     app.state.runtime = runtime
     install_error_handlers(app, lambda error_type: metrics.errors.labels(error_type).inc())
-    # Added last = outermost: accounting sees every request, including those the body limit refuses.
+    # Added later = further out: accounting sees every request, including those the body limit
+    # refuses, with the path prefix known.
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics)
     app.add_middleware(RequestAccounting, runtime=runtime)
+    if settings.root_path:
+        app.add_middleware(RootPath, prefix=settings.root_path)
     for module in (v1, operations, libretranslate):
         app.include_router(module.router)
+    if settings.web_ui:
+        web.install(app)
     openapi.install(app, runtime)
     return app
 

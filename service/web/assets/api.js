@@ -1,0 +1,56 @@
+// The service's HTTP API as the page uses it. URLs are relative: the document's <base> holds the
+// path prefix the page was served under.
+
+export class ApiError extends Error {
+  constructor(status, error, retryAfter) {
+    super(error.message || `HTTP ${status}`);
+    this.status = status;
+    this.type = error.type;
+    this.details = error;
+    this.retryAfter = retryAfter;
+  }
+}
+
+export async function getJson(path) {
+  return answer(await fetch(path, { headers: { Accept: "application/json" } }));
+}
+
+export async function postJson(path, body, { apiKey, signal } = {}) {
+  const headers = { "Content-Type": "application/json", Accept: "application/json" };
+  if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
+  return answer(await fetch(path, { method: "POST", headers, body: JSON.stringify(body), signal }));
+}
+
+async function answer(response) {
+  const body = await response.json().catch(() => ({}));
+  if (response.ok) return body;
+  throw new ApiError(response.status, body.error || {}, response.headers.get("Retry-After"));
+}
+
+// What to tell the user about a failed request; `languageName` turns a code into a name.
+export function describe(error, { apiKey, languageName }) {
+  if (!(error instanceof ApiError)) return "The service cannot be reached. Check your connection and try again.";
+  switch (error.status) {
+    case 400:
+      if (error.details.detected_language) {
+        return `The text seems to be in ${languageName(error.details.detected_language)}, which this service does not translate from. Choose the source language if it is another one.`;
+      }
+      return `This language pair is not available: ${error.message}.`;
+    case 401:
+      return apiKey
+        ? "The API key was not accepted. Check it and try again."
+        : "This service needs an API key: enter yours in the API key field.";
+    case 413:
+      return `The text is too long for this service: ${error.message}.`;
+    case 429: {
+      const wait = error.retryAfter ? ` in ${error.retryAfter} s` : " in a moment";
+      return `The service is busy. Please try again${wait}.`;
+    }
+    case 503:
+      return `The service cannot translate this right now: ${error.message}. Please try again later.`;
+    case 504:
+      return "The translation took too long and was stopped. Try a shorter text, or try again in a moment.";
+    default:
+      return `The request failed (${error.status}): ${error.message}.`;
+  }
+}
