@@ -436,14 +436,14 @@ def contrast(foreground: str, background: str) -> float:
 
 def test_the_shipped_model_and_the_screenshot(open_page: OpenPage, tmp_path: Path) -> None:
     """The README's screenshot: the shipped en->de model, a word hovered."""
-    text = "Two young children are playing in the sand at the beach. A dog runs after them."
+    text = "A man in a blue shirt is riding a bicycle down the street. Two dogs are playing in the snow."
     with ServiceProcess(REPO / "models" / "en-de" / "bundle", tmp_path / "service.log") as shipped:
         page = open_page(shipped.url)
         page.choose("en", "de")
         page.translate(text)
         expected = api_translation(shipped, text=text, source_lang="en", target_lang="de")
         expect(page.output).to_have_text(expected["text"])
-        page.page.locator(".word.target").nth(3).hover()
+        page.page.get_by_text("fährt", exact=True).hover()
         expect(page.page.locator(".word.source.linked")).not_to_have_count(0)
         path = Path(os.environ.get("WEB_UI_SCREENSHOT", tmp_path / "web-ui.png"))
         page.page.screenshot(path=path, full_page=True)

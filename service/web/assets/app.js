@@ -9,7 +9,6 @@ const HYPOTHESES = 3; // the translation and two alternatives
 // An alignment carries a target × source matrix over the whole text: for longer texts the
 // response would grow to megabytes on every pause in typing.
 const ALIGNMENT_MAX_CHARS = 1000;
-const DEFAULT_DEBOUNCE_MS = 500;
 const KEY_STORAGE = "mt-service.api-key";
 const AUTO = "auto";
 
@@ -38,7 +37,7 @@ const words = new WordLinks($("word-links"), $("word-readout"));
 const heatmap = new Heatmap($("heatmap"), $("cell-readout"));
 const displayNames = new Intl.DisplayNames(["en"], { type: "language" });
 
-let settings = { charLimit: Infinity, frontendTimeout: DEFAULT_DEBOUNCE_MS, keyRequired: false };
+let settings; // /frontend/settings: charLimit, frontendTimeout (the pause before translating), keyRequired
 let languages = new Map(); // code -> {name, targets}
 let detectedLanguage = null;
 let pending = null; // the debounce timer
@@ -88,12 +87,8 @@ function showDetected(code, confidence) {
   updateSwap();
 }
 
-function characters(text) {
-  return [...text].length; // code points, as the service counts them
-}
-
 function updateCount() {
-  const count = characters(ui.text.value);
+  const count = [...ui.text.value].length; // code points, as the service counts them
   const over = count > settings.charLimit;
   ui.count.textContent = `${count.toLocaleString("en")} / ${settings.charLimit.toLocaleString("en")}`;
   ui.count.classList.toggle("over", over);
@@ -249,7 +244,6 @@ async function start() {
     showMessage(describe(error, { apiKey: "", languageName }));
     return;
   }
-  settings.frontendTimeout ??= DEFAULT_DEBOUNCE_MS;
   languages = new Map(list.map((l) => [l.code, { name: l.name, targets: l.targets }]));
   const sources = byName(list.filter((l) => l.targets.length).map((l) => l.code));
   ui.source.replaceChildren(option(AUTO, "Detect language"), ...sources.map((c) => option(c, languageName(c))));
