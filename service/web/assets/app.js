@@ -281,6 +281,7 @@ async function start() {
     scheduleTranslation();
   });
   ui.form.dataset.ready = "true"; // for tests and scripts: the controls are filled in
+  if (ui.text.value) translate(); // a text the browser kept across a reload
 }
 
 start();

@@ -52,7 +52,7 @@ export class WordLinks {
   show(alignment) {
     const words = { source: alignment.source_words, target: alignment.target_words };
     this.words = words;
-    this.links = { source: words.source.map(() => []), target: words.target.map(() => []) };
+    this.aligned = { source: words.source.map(() => []), target: words.target.map(() => []) }; // word -> words
     this.chips = { source: [], target: [] };
     this.lines = [];
     this.focused = null;
@@ -61,8 +61,8 @@ export class WordLinks {
     this.container.replaceChildren();
     const pairs = alignment.word_alignment;
     for (const [s, t] of pairs) {
-      this.links.source[s].push(t);
-      this.links.target[t].push(s);
+      this.aligned.source[s].push(t);
+      this.aligned.target[t].push(s);
     }
     for (const segment of segments(words.source.length, words.target.length, pairs)) {
       this.container.append(this.segment(segment, pairs));
@@ -81,15 +81,15 @@ export class WordLinks {
       const [start, end] = segment[side];
       for (let i = start; i < end; i++) rows[side].append(this.chip(side, i));
     }
-    // The links' box is sized by the words around it, the drawing inside it by the box.
-    const links = document.createElement("div");
-    links.className = "links";
+    // The box between the rows is sized by the words around it, the drawing inside it by the box.
+    const gap = document.createElement("div");
+    gap.className = "links";
     const svg = document.createElementNS(SVG, "svg");
     svg.setAttribute("aria-hidden", "true");
-    links.append(svg);
-    const [first, end] = segment.source;
+    gap.append(svg);
+    const [start, end] = segment.source;
     const drawn = pairs
-      .filter(([s]) => s >= first && s < end)
+      .filter(([s]) => s >= start && s < end)
       .map(([s, t]) => {
         const line = document.createElementNS(SVG, "line");
         svg.append(line);
@@ -97,7 +97,7 @@ export class WordLinks {
         this.lines.push(link);
         return link;
       });
-    element.append(rows.source, links, rows.target);
+    element.append(rows.source, gap, rows.target);
     this.linksOf.set(element, drawn);
     this.resizes.observe(element);
     return element;
@@ -152,7 +152,7 @@ export class WordLinks {
       return;
     }
     const other = OTHER[side];
-    const aligned = this.links[side][index];
+    const aligned = this.aligned[side][index];
     this.chips[side][index].classList.add("active");
     for (const i of aligned) this.chips[other][i].classList.add("linked");
     for (const link of this.lines) if (link[side] === index) link.line.classList.add("active");
@@ -170,7 +170,7 @@ export class WordLinks {
     const index = Number(chip.dataset.index);
     const last = this.chips[side].length - 1;
     // Across: to the first word aligned to this one, else to the word at the same place.
-    const across = [OTHER[side], this.links[side][index][0] ?? Math.min(index, this.chips[OTHER[side]].length - 1)];
+    const across = [OTHER[side], this.aligned[side][index][0] ?? Math.min(index, this.chips[OTHER[side]].length - 1)];
     const moves = {
       ArrowLeft: [side, Math.max(index - 1, 0)],
       ArrowRight: [side, Math.min(index + 1, last)],
