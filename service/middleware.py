@@ -1,9 +1,10 @@
 """Pure ASGI middleware: request accounting (metrics, in-flight, draining), the body size limit and
 the path prefix behind a reverse proxy.
 
-Accounting and the limit run before routing and body parsing, so that a draining server refuses new translation
-requests before reading them, a request counts as accepted from its first byte (SIGTERM lets it
-finish even if its body is still arriving), and an oversized body is never buffered.
+Accounting and the limit run before routing and body parsing, so that a draining server refuses
+new translation requests before reading them, a request counts as accepted from its first byte
+(SIGTERM lets it finish even if its body is still arriving), and an oversized body is never
+buffered.
 """
 
 from __future__ import annotations

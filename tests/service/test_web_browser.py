@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from live_server import API_KEYS, ServiceProcess, StartService
-from playwright.sync_api import Browser, BrowserContext, Request, Route, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Locator, Request, Route, expect, sync_playwright
 from repo_root import REPO
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -67,11 +67,14 @@ class WebPage:
     def translation_requests(self) -> list[dict[str, Any]]:
         return [r.post_data_json for r in self.requests if r.method == "POST" and r.url.endswith("/v1/translate")]
 
-    def word_indices(self, selector: str) -> list[int]:
-        return self.page.locator(selector).evaluate_all("words => words.map((w) => Number(w.dataset.index))")
-
 
 OpenPage = Callable[..., WebPage]
+
+
+def indices(words: Locator) -> list[int]:
+    """The word indices (in the alignment's word lists) of the word elements ``words``."""
+    found: list[int] = words.evaluate_all("words => words.map((w) => Number(w.dataset.index))")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -198,8 +201,8 @@ def test_hovering_a_word_highlights_the_words_aligned_to_it(service: ServiceProc
         for i in range(len(alignment[f"{side}_words"])):
             words.nth(i).hover()
             aligned = sorted(pair[1 - position] for pair in pairs if pair[position] == i)
-            assert sorted(page.word_indices(f".word.{other}.linked")) == aligned, (side, i)
-            assert page.word_indices(f".word.{side}.active") == [i]
+            assert sorted(indices(page.page.locator(f".word.{other}.linked"))) == aligned, (side, i)
+            assert indices(page.page.locator(f".word.{side}.active")) == [i]
             expect(page.page.locator(".links line.active")).to_have_count(len(aligned))
     expect(page.page.locator(".links line")).to_have_count(len(pairs))
     # Several sentences: no group of linked words spans two of them.
@@ -209,10 +212,8 @@ def test_hovering_a_word_highlights_the_words_aligned_to_it(service: ServiceProc
     groups = page.page.locator(".segment")
     assert groups.count() >= 3
     for g in range(groups.count()):
-        indices = [
-            int(i) for i in groups.nth(g).locator(".word.source").evaluate_all("ws => ws.map(w => w.dataset.index)")
-        ]
-        assert len({sentence_of[i] for i in indices}) == 1, indices
+        words_of_group = indices(groups.nth(g).locator(".word.source"))
+        assert len({sentence_of[i] for i in words_of_group}) == 1, words_of_group
 
 
 def test_words_and_the_heatmap_by_keyboard(service: ServiceProcess, open_page: OpenPage) -> None:

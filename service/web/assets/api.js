@@ -5,8 +5,7 @@ export class ApiError extends Error {
   constructor(status, error, retryAfter) {
     super(error.message || `HTTP ${status}`);
     this.status = status;
-    this.type = error.type;
-    this.details = error;
+    this.details = error; // the service's {"type", "message", ...}
     this.retryAfter = retryAfter;
   }
 }
