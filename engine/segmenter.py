@@ -11,6 +11,9 @@ Rules (pure string work; nothing here raises on any ``str``):
   (``,;:``), then at whitespace, then inside a word, into chunks that fit; its chunks are translated
   separately and flagged ``truncated``. Nothing is ever dropped.
 - Text that is empty or whitespace only has no segments: its translation is empty.
+
+``split_sentences`` is the first two rules alone: the sentences of a text, which the service's
+streaming route translates one by one (each as a text of its own, so the third rule applies to it).
 """
 
 from __future__ import annotations
@@ -86,9 +89,24 @@ class SegmentedText:
 
 def segment(text: str, *, count_tokens: Callable[[str], int], max_tokens: int) -> SegmentedText:
     """Split ``text`` into sentences that each fit ``max_tokens`` pieces (as counted by ``count_tokens``)."""
+    sentences = split_sentences(text)
+    result = SegmentedText(separators=sentences.separators[:1])
+    for sentence, space in zip(sentences.segments, sentences.separators[1:], strict=True):
+        if count_tokens(sentence.text) <= max_tokens:
+            result.add(sentence.text)
+        else:
+            for chunk, chunk_space in _fit(sentence.text, count_tokens, max_tokens):
+                result.add(chunk, truncated=True)
+                result.add_space(chunk_space)
+        result.add_space(space)
+    return result
+
+
+def split_sentences(text: str) -> SegmentedText:
+    """``text`` split into lines and sentences, whatever their length; its separators hold every
+    other character, so that they and the sentences rebuild it (all of a whitespace-only text is
+    its first separator)."""
     result = SegmentedText()
-    if not text.strip():
-        return result
     for part in LINE_BREAK.split(text):
         if LINE_BREAK.fullmatch(part) or not part.strip():
             result.add_space(part)
@@ -97,12 +115,7 @@ def segment(text: str, *, count_tokens: Callable[[str], int], max_tokens: int) -
         start = part.index(content)
         result.add_space(part[:start])
         for sentence, space in _cut(content, sentence_boundaries(content)):
-            if count_tokens(sentence) <= max_tokens:
-                result.add(sentence)
-            else:
-                for chunk, chunk_space in _fit(sentence, count_tokens, max_tokens):
-                    result.add(chunk, truncated=True)
-                    result.add_space(chunk_space)
+            result.add(sentence)
             result.add_space(space)
         result.add_space(part[start + len(content) :])
     return result

@@ -19,7 +19,7 @@ from service import openapi
 from service.errors import install_error_handlers
 from service.metrics import Metrics
 from service.middleware import BodyLimit, RequestAccounting, RootPath
-from service.routes import libretranslate, operations, v1, web
+from service.routes import libretranslate, operations, stream, v1, web
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
@@ -63,7 +63,7 @@ def create_app(
     app.add_middleware(RequestAccounting, runtime=runtime)
     if settings.root_path:
         app.add_middleware(RootPath, prefix=settings.root_path)
-    for module in (v1, operations, libretranslate):
+    for module in (v1, stream, operations, libretranslate):
         app.include_router(module.router)
     if settings.web_ui:
         web.install(app)

@@ -15,11 +15,11 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import PayloadTooLarge, ServiceError, error_response
+from service.errors import ClientDisconnected, PayloadTooLarge, ServiceError, error_response
 from service.metrics import Metrics
 from service.runtime import Runtime
 
-TRANSLATION_PATHS = frozenset({"/v1/translate", "/translate"})
+TRANSLATION_PATHS = frozenset({"/v1/translate", "/v1/translate/stream", "/translate"})
 # Probes and scrapes are counted, but their latency would only dilute the API's latency histogram.
 UNTIMED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -46,11 +46,13 @@ class RequestAccounting:
         started = time.perf_counter()
         status = 500  # if the app dies before sending a response, that is what the client sees
         translating = route_path(scope) in TRANSLATION_PATHS
+        unfinished = False  # a response started and not ended
 
         async def send_and_record(message: Message) -> None:
-            nonlocal status
+            nonlocal status, unfinished
             if message["type"] == "http.response.start":
                 status = message["status"]
+            unfinished = message["type"] == "http.response.start" or message.get("more_body", False)
             await send(message)
 
         try:
@@ -61,6 +63,9 @@ class RequestAccounting:
         else:
             try:
                 await self.app(scope, receive, send_and_record)
+                if unfinished:  # a stream whose client left before its end
+                    status = ClientDisconnected.status
+                    metrics.errors.labels(ClientDisconnected.type).inc()
             finally:
                 if translating:
                     self.runtime.leave()

@@ -4,7 +4,9 @@ The request schemas (``service.schemas``) hold placeholders where the answer dep
 service: the language codes its models serve and the pairs they make, its request limits. Whether
 an API key is required depends on its settings. ``install`` makes ``app.openapi()`` fill them in,
 so that /openapi.json (and /docs) describes exactly what this service accepts. Until the model
-repository is read the languages are not known: that document is served but not kept.
+repository is read the languages are not known: that document is served but not kept. Schemas that
+routes write into the document themselves (``schemas.embedded_schema``) bring the models they refer
+to along in ``$defs``: they join the document's components.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ def install(app: FastAPI, runtime: Runtime) -> None:
 def complete(document: dict[str, Any], settings: Settings, router: Router | None) -> None:
     """Fill the placeholders of ``document`` in; the languages only when ``router`` is known."""
     _authentication(document, required=bool(settings.api_key_set))
+    components = document.setdefault("components", {}).setdefault("schemas", {})
     for schema in list(_objects(document)):
+        for name, definition in schema.pop("$defs", {}).items():  # of an ``embedded_schema``
+            components.setdefault(name, definition)
         for keyword, setting in schema.pop(SETTING_LIMITS, {}).items():
             schema[keyword] = getattr(settings, setting)
         side = schema.pop(SERVED_LANGUAGES, None)

@@ -6,7 +6,9 @@ identification, the cache, readiness and draining. Routes describe what they wan
 the source language of each text when it is not given, routes each text to one model or two
 through a pivot language, answers what it can from the cache, and sends the rest through that
 model's batcher. It knows nothing of HTTP: cancelling the call (the route does when its client
-disconnects) drops the job's texts that are still queued.
+disconnects) drops the job's texts that are still queued. The streaming route splits the work:
+``plan`` makes every check that needs no model, once for its whole text, and ``translate_part``
+translates each sentence of that text along the planned route.
 """
 
 from __future__ import annotations
@@ -67,6 +69,16 @@ class TranslationJob:
     options: TranslationOptions = field(default_factory=TranslationOptions)
     api_key: str | None = None
     timeout_s: float | None = None  # capped at MT_REQUEST_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A job that passed every check that needs no model, ready to translate."""
+
+    job: TranslationJob
+    routes: list[Route | None]  # per text; None: returned as it is (nothing to translate, or already in the target)
+    detections: list[Detection | None] | None  # when the source language was identified
+    timeout_s: float  # the job's deadline, within MT_REQUEST_TIMEOUT_S
 
 
 @dataclass
@@ -220,9 +232,9 @@ class Runtime:
 
     # -- translating -------------------------------------------------------------------------
 
-    async def translate(self, job: TranslationJob) -> Translated:
-        """Results for ``job.texts`` in order, after every check: text with nothing to translate
-        as it is, cached ones at once, the rest through their model's batcher."""
+    def plan(self, job: TranslationJob) -> Plan:
+        """Every check of ``job`` that needs no model: the key, the limits, the languages (its texts'
+        identified when the source is not given) and each text's route; raises what they find."""
         self.authorize(job.api_key)
         self._check_size(job.texts)
         _, router = self._loaded()
@@ -232,22 +244,43 @@ class Runtime:
         verbatim = [is_passthrough(t) for t in readable]
         detections = [None if v else self._identify(t, router) for t, v in zip(readable, verbatim, strict=True)]
         routes = self._routes(router, texts, verbatim, job, detections if auto else None)
+        for route in dict.fromkeys(route for route in routes if route is not None):
+            _check_options(route, job.options)
+        timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
+        return Plan(job, routes, detections if auto else None, timeout)
+
+    async def translate(self, job: TranslationJob) -> Translated:
+        """Results for ``job.texts`` in order, after every check: text with nothing to translate
+        as it is, cached ones at once, the rest through their model's batcher."""
+        plan = self.plan(job)
+        texts = list(job.texts)
         results: list[TranslationResult | None] = [None] * len(texts)
         models: list[str | None] = [None] * len(texts)
         groups: dict[Route, list[int]] = {}
-        for i, route in enumerate(routes):
+        for i, route in enumerate(plan.routes):
             if route is None:
                 results[i] = _unchanged(texts[i])
             else:
                 groups.setdefault(route, []).append(i)
-        timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
         done = await asyncio.gather(
-            *(self._translate_route(r, [texts[i] for i in idx], job.options, timeout) for r, idx in groups.items())
+            *(
+                self._translate_route(r, [texts[i] for i in idx], job.options, plan.timeout_s)
+                for r, idx in groups.items()
+            )
         )
         for (_, idx), (translated, model) in zip(groups.items(), done, strict=True):
             for i, result in zip(idx, translated, strict=True):
                 results[i], models[i] = result, model
-        return Translated([r for r in results if r is not None], models, detections if auto else None)
+        return Translated([r for r in results if r is not None], models, plan.detections)
+
+    async def translate_part(self, plan: Plan, part: str) -> tuple[TranslationResult, str | None]:
+        """``part`` of the plan's one text (a sentence of it) along that text's route, as a text of
+        its own; with the model that translated it (None: passed through)."""
+        [route] = plan.routes
+        if route is None or is_passthrough(part):
+            return _unchanged(part), None
+        [result], model = await self._translate_route(route, [part], plan.job.options, plan.timeout_s)
+        return result, model
 
     def _routes(
         self,
@@ -295,9 +328,6 @@ class Runtime:
     async def _translate_route(
         self, route: Route, texts: list[str], asked: TranslationOptions, timeout: float
     ) -> tuple[list[TranslationResult], str]:
-        if route.pivot is not None and asked.return_alignments:
-            hops = " -> ".join([route.source, *(h.target for h in route.hops)])
-            raise InvalidRequest(f"alignments are not available for a pair served through a pivot ({hops})")
         # The pivot text is an intermediate: one hypothesis, the model's own length rule.
         first = replace(asked, num_hypotheses=1, max_length=None, min_length=0) if route.pivot else asked
         names = []
@@ -395,6 +425,12 @@ def _readable(index: int, text: str, format: TextFormat) -> str:
     except MarkupError as e:
         details = {"text_index": index, "line": e.line, "column": e.column}
         raise MalformedMarkup(f"text {index}: malformed {format.upper()}: {e}", details=details) from None
+
+
+def _check_options(route: Route, options: TranslationOptions) -> None:
+    if route.pivot is not None and options.return_alignments:
+        hops = " -> ".join([route.source, *(h.target for h in route.hops)])
+        raise InvalidRequest(f"alignments are not available for a pair served through a pivot ({hops})")
 
 
 def _unchanged(text: str) -> TranslationResult:

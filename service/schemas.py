@@ -8,7 +8,7 @@ the running service knows (its languages, pairs and limits), which ``service.ope
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -28,6 +28,7 @@ MIN_TIMEOUT_S = 1.0
 SERVED_LANGUAGES = "x-served-languages"  # "source" or "target": the codes served on that side
 LANGUAGE_PAIR = "x-language-pair"  # [source field, target field] of an object: only served pairs
 SETTING_LIMITS = "x-setting-limits"  # {JSON schema keyword: Settings field}: the configured limit
+COMPONENT_REF = "#/components/schemas/{model}"  # where a schema's $defs go in the document
 
 # The translation routes read their bodies and keys themselves (see ``validated``); these document
 # both in the OpenAPI schema, where FastAPI would otherwise have derived them from the parameters.
@@ -60,6 +61,14 @@ def _without_null(schema: Any) -> Any:
     return cleaned
 
 
+def embedded_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema, to write into the OpenAPI document by hand (where FastAPI would not
+    place it: an event's data, an error body of a route that streams). The models it refers to stay
+    in its ``$defs``, which ``service.openapi`` moves to the document's components, where its
+    references point."""
+    return model.model_json_schema(ref_template=COMPONENT_REF, mode="serialization")
+
+
 def validated(model: type[Model], data: bytes | dict[str, Any]) -> Model:
     """A JSON body (bytes: parsed and validated in one pass) or a parsed form as ``model``; any
     problem is an ``InvalidRequest`` (422). A JSON body's content type is not checked.
@@ -79,12 +88,23 @@ def _text_or_texts(value: Any) -> Any:
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
         raise ValueError("must be a string or a non-empty list of strings")
     for i, text in enumerate(texts):
-        # JSON may carry lone surrogates ("\ud800"): not text, and impossible to tokenize or encode.
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(f"text {i}: invalid Unicode at position {e.start} (lone surrogate)") from None
+        _check_unicode(text, f"text {i}")
     return value
+
+
+def _one_text(value: Any) -> Any:
+    """A string of valid Unicode (anything else is left to the strict ``str`` to refuse)."""
+    if isinstance(value, str):
+        _check_unicode(value, "text")
+    return value
+
+
+def _check_unicode(text: str, name: str) -> None:
+    # JSON may carry lone surrogates ("\ud800"): not text, and impossible to tokenize or encode.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name}: invalid Unicode at position {e.start} (lone surrogate)") from None
 
 
 def _integral(value: Any) -> Any:
@@ -97,6 +117,7 @@ INTEGRAL = BeforeValidator(_integral)
 _Text = Annotated[str, Field(json_schema_extra={SETTING_LIMITS: {"maxLength": "max_chars"}})]
 _Texts = Annotated[list[_Text], Field(min_length=1, json_schema_extra={SETTING_LIMITS: {"maxItems": "max_texts"}})]
 TextOrTexts = Annotated[_Text | _Texts, BeforeValidator(_text_or_texts)]
+OneText = Annotated[_Text, BeforeValidator(_one_text)]
 # A served code (an enum in the OpenAPI document); the service also takes the models' own codes in any case.
 SourceLanguage = Annotated[str, Field(min_length=1, max_length=35, json_schema_extra={SERVED_LANGUAGES: "source"})]
 TargetLanguage = Annotated[str, Field(min_length=1, max_length=35, json_schema_extra={SERVED_LANGUAGES: "target"})]
@@ -182,6 +203,18 @@ class TranslateRequest(BaseModel):
             raise InvalidRequest(str(e)) from None
 
 
+class TranslateStreamRequest(TranslateRequest):
+    """``POST /v1/translate/stream``: /v1/translate's body for one text."""
+
+    text: OneText = Field(
+        description="The text: at most MT_MAX_CHARS characters (413). It is translated sentence by sentence; "
+        "lines and whitespace are kept."
+    )
+    format: Literal["text"] = Field(
+        "text", description="Plain text only: HTML and XML are translated whole, by /v1/translate (422)."
+    )
+
+
 class Scored(BaseModel):
     text: str
     score: float = Field(description="Length-normalized log-probability, the ranking criterion.")
@@ -200,41 +233,82 @@ class DetectedLanguage(BaseModel):
     language: str = Field(description="ISO 639-1 code")
     confidence: float = Field(ge=0, le=1)
 
+    @classmethod
+    def of(cls, detection: Detection | None) -> DetectedLanguage | None:
+        """What a response says of ``detection``: nothing when no language was identified."""
+        if detection is None or detection.language is None:
+            return None
+        return cls(language=detection.language, confidence=round(detection.confidence, 4))
 
-class TranslationOut(BaseModel):
+
+class TextOut(BaseModel):
+    """What every answer says of a translated text."""
+
     text: str
     model: str | None = Field(
         None, description='Model that translated it ("a:1+b:2" through a pivot); absent when passed through.'
     )
     detected_language: DetectedLanguage | None = Field(None, description="When the source language was identified.")
+    truncated: bool | None = Field(None, description="Present and true when an over-long sentence was cut.")
+
+
+class TranslationOut(TextOut):
     score: float | None = None
     alternatives: list[Scored] | None = None
     alignment: AlignmentOut | None = None
-    truncated: bool | None = Field(None, description="Present and true when an over-long sentence was cut.")
 
     @classmethod
     def from_result(
-        cls, result: TranslationResult, request: TranslateRequest, model: str | None, detection: Detection | None
-    ) -> TranslationOut:
+        cls,
+        result: TranslationResult,
+        request: TranslateRequest,
+        model: str | None,
+        detection: Detection | None,
+        **fields: Any,
+    ) -> Self:
+        """``result`` as ``request`` asked for it; ``fields``: those of a subclass."""
         best, *others = result.hypotheses or [None]
         alignment = result.alignment if request.return_alignments else None
-        detected = detection if detection is not None and detection.language is not None else None
         return cls(
             text=result.text,
             model=model,
-            detected_language=DetectedLanguage(language=detected.language, confidence=round(detected.confidence, 4))
-            if detected
-            else None,
+            detected_language=DetectedLanguage.of(detection),
             score=best.normalized_score if request.return_scores and best is not None else None,
             alternatives=[Scored(text=h.text, score=h.normalized_score) for h in others] if others else None,
             alignment=AlignmentOut.model_validate(alignment, from_attributes=True) if alignment else None,
             truncated=True if result.truncated else None,
+            **fields,
         )
 
 
 class TranslateResponse(BaseModel):
     model: str = Field(description="name:version of the models that translated, in order of first use.")
     translations: list[TranslationOut]
+
+
+class StreamSentence(TranslationOut):
+    """The data of a ``sentence`` event: one sentence's translation, as /v1/translate gives a text's."""
+
+    index: int = Field(ge=0, description="The sentence's place in the text: 0, 1, 2, ...")
+    source: str = Field(description="The sentence, as it is in the text.")
+    separator: str = Field(
+        description="What comes before the sentence in the text (whitespace and line breaks; for the first, the "
+        "text's leading whitespace), to be written before its translation."
+    )
+
+
+class StreamDone(TextOut):
+    """The data of the ``done`` event: the whole translation, as /v1/translate gives it for the same text."""
+
+    text: str = Field(
+        description="Each sentence event's separator and text, in order, then this event's separator: the whole "
+        "translation."
+    )
+    separator: str = Field(
+        description="What comes after the last sentence in the text (its trailing whitespace); all of a text "
+        "without sentences."
+    )
+    sentences: int = Field(ge=0, description="How many sentence events came before.")
 
 
 class LanguageOut(BaseModel):

@@ -24,84 +24,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.markup.projection import Span, WordAlignment, place
-from engine.markup.tree import Element, MarkupFormat, Node, Text, parse
+from engine.markup.tree import P_CLOSERS, Element, MarkupFormat, Node, Text, parse
 
-HTML_BLOCKS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "audio",
-        "blockquote",
-        "body",
-        "br",
-        "canvas",
-        "caption",
-        "center",
-        "col",
-        "colgroup",
-        "dd",
-        "details",
-        "dialog",
-        "dir",
-        "div",
-        "dl",
-        "dt",
-        "embed",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "frameset",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "head",
-        "header",
-        "hgroup",
-        "hr",
-        "html",
-        "iframe",
-        "legend",
-        "li",
-        "link",
-        "main",
-        "menu",
-        "meta",
-        "nav",
-        "noscript",
-        "object",
-        "ol",
-        "optgroup",
-        "option",
-        "p",
-        "pre",
-        "script",
-        "section",
-        "select",
-        "source",
-        "style",
-        "summary",
-        "table",
-        "tbody",
-        "td",
-        "template",
-        "textarea",
-        "tfoot",
-        "th",
-        "thead",
-        "title",
-        "tr",
-        "track",
-        "ul",
-        "video",
-    ]
+# Elements that bound blocks: those that end a paragraph, and others that hold no inline text.
+OTHER_BLOCK_NAMES = (
+    "audio body br canvas caption center col colgroup dd dir dt embed frameset head html iframe legend li link meta "
+    "noscript object optgroup option script select source style summary tbody td template textarea tfoot th thead "
+    "title tr track video"
 )
-HTML_KEPT = frozenset(["code", "kbd", "samp", "var", "pre", "script", "style", "textarea", "svg", "math", "template"])
+HTML_BLOCKS = P_CLOSERS | frozenset(OTHER_BLOCK_NAMES.split())
+KEPT_NAMES = "code kbd samp var pre script style textarea svg math template"
+HTML_KEPT = frozenset(KEPT_NAMES.split())
 TRANSLATED_ATTRIBUTES = ("alt", "title")
 SPACE = " \t\n\r\f"
 SPACES = re.compile(r"([ \t\n\r\f]+)")
@@ -170,8 +103,9 @@ class Document:
     def _flow(self, children: list[Node]) -> None:
         """Children of a container: block children recursively, the runs between them as blocks."""
         run: list[Node] = []
+        mixed = any(isinstance(c, Text) and c.text.strip(SPACE) for c in children)  # text of their own
         for child in children:
-            if isinstance(child, Element) and self._bounds_blocks(child, children):
+            if isinstance(child, Element) and self._bounds_blocks(child, mixed):
                 self._run(run)
                 run = []
                 self._container(child)
@@ -179,9 +113,9 @@ class Document:
                 run.append(child)
         self._run(run)
 
-    def _bounds_blocks(self, element: Element, siblings: list[Node]) -> bool:
+    def _bounds_blocks(self, element: Element, mixed: bool) -> bool:
         if self.kind == "xml":
-            return not any(isinstance(s, Text) and s.text.strip(SPACE) for s in siblings)
+            return not mixed
         return element.name in HTML_BLOCKS or (not self._kept(element) and _has_block(element))
 
     def _container(self, element: Element) -> None:

@@ -24,61 +24,14 @@ from xml.parsers import expat
 
 MarkupFormat = Literal["html", "xml"]
 
-VOID = frozenset(
-    [
-        "area",
-        "base",
-        "br",
-        "col",
-        "embed",
-        "hr",
-        "img",
-        "input",
-        "link",
-        "meta",
-        "param",
-        "source",
-        "track",
-        "wbr",
-        "keygen",
-    ]
-)
+VOID_NAMES = "area base br col embed hr img input link meta param source track wbr keygen"
+VOID = frozenset(VOID_NAMES.split())
 # Elements whose end tag may be left out, and the start tags that end them (HTML's "optional tags").
-P_CLOSERS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "details",
-        "dialog",
-        "div",
-        "dl",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hgroup",
-        "hr",
-        "main",
-        "menu",
-        "nav",
-        "ol",
-        "p",
-        "pre",
-        "section",
-        "table",
-        "ul",
-    ]
+P_CLOSER_NAMES = (
+    "address article aside blockquote details dialog div dl fieldset figcaption figure footer form "
+    "h1 h2 h3 h4 h5 h6 header hgroup hr main menu nav ol p pre section table ul"
 )
+P_CLOSERS = frozenset(P_CLOSER_NAMES.split())
 IMPLIED_END_BY: dict[str, frozenset[str]] = {
     "p": P_CLOSERS,
     "li": frozenset({"li"}),
@@ -98,6 +51,7 @@ IMPLIED_END_BY: dict[str, frozenset[str]] = {
 # Also closed by the end of their parent or of the input.
 OPTIONAL_END = frozenset({*IMPLIED_END_BY, "html", "body", "colgroup", "caption"})
 SYNTHETIC_ROOT = "mt-fragment-root"
+MAX_DEPTH = 256  # elements open at once: the tree is walked recursively
 
 
 class MarkupError(ValueError):
@@ -178,6 +132,11 @@ class _TreeBuilder:
             self.open.pop()
         self.current.children.append(element)
         if not closed and element.name not in VOID:
+            if len(self.open) > MAX_DEPTH:
+                where = f"line {element.line}, column {element.column}"
+                raise MarkupError(
+                    f"<{element.name}> at {where} nests deeper than {MAX_DEPTH}", element.line, element.column
+                )
             self.open.append(element)
 
     def end(self, name: str, source: str, line: int, column: int) -> None:

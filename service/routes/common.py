@@ -1,4 +1,5 @@
-"""What every route module shares: the runtime dependency, the API key, disconnect handling."""
+"""What every route module shares: the runtime dependency, the API key, the translation job, disconnect
+handling, the documented errors."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from fastapi import Depends, Request
 from fastapi.security.utils import get_authorization_scheme_param
 
 from service.errors import ClientDisconnected
-from service.runtime import Runtime
-from service.schemas import ErrorResponse
+from service.runtime import Runtime, TranslationJob
+from service.schemas import ErrorResponse, TranslateRequest, embedded_schema
 
 T = TypeVar("T")
 
@@ -39,6 +40,13 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorResponse, **_ERRORS[status]} for status in statuses}
 
 
+def json_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``error_responses`` of a route whose answer is not JSON (an event stream): FastAPI would list
+    a ``model`` under the route's own media type, so the JSON schema is given in full."""
+    content = {"application/json": {"schema": embedded_schema(ErrorResponse)}}
+    return {status: {"content": content, **_ERRORS[status]} for status in statuses}
+
+
 # A coroutine because FastAPI runs plain-function dependencies in its thread pool: a thread hop
 # per dependency per request, on the path that carries the load.
 async def get_runtime(request: Request) -> Runtime:
@@ -55,6 +63,18 @@ def bearer_key(request: Request) -> str | None:
     through a FastAPI security dependency, whose machinery runs on every request."""
     scheme, key = get_authorization_scheme_param(request.headers.get("authorization"))
     return key if scheme.lower() == "bearer" and key else None
+
+
+def translation_job(body: TranslateRequest, request: Request) -> TranslationJob:
+    """What a /v1 translation body asks for, with the request's API key."""
+    return TranslationJob(
+        texts=body.texts,
+        source_lang=body.source_lang,
+        target_lang=body.target_lang,
+        options=body.options(),
+        api_key=bearer_key(request),
+        timeout_s=body.timeout_s,
+    )
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request, Response
 
 from engine.runner import resolve_provider
 from service.models import ModelSlot
-from service.routes.common import RuntimeDep, bearer_key, error_responses, get_runtime, unless_disconnected
-from service.runtime import Runtime, TranslationJob
+from service.routes.common import RuntimeDep, error_responses, get_runtime, translation_job, unless_disconnected
+from service.runtime import Runtime
 from service.schemas import (
     BEARER_AUTH,
     DetectCandidate,
@@ -40,15 +40,7 @@ async def translate(request: Request) -> Response:
     # than by FastAPI's parameter and response-model machinery: this route carries the load.
     runtime = await get_runtime(request)
     body = validated(TranslateRequest, await request.body())
-    job = TranslationJob(
-        texts=body.texts,
-        source_lang=body.source_lang,
-        target_lang=body.target_lang,
-        options=body.options(),
-        api_key=bearer_key(request),
-        timeout_s=body.timeout_s,
-    )
-    done = await unless_disconnected(request, runtime.translate(job))
+    done = await unless_disconnected(request, runtime.translate(translation_job(body, request)))
     detections = done.detections or [None] * len(done.results)
     translations = [
         TranslationOut.from_result(result, body, model, detection)

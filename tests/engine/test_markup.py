@@ -148,6 +148,7 @@ def test_a_word_nobody_aligned_to_keeps_its_tag_next_to_its_neighbour() -> None:
         ("<p>a <b", "unterminated tag at line 1, column 6"),
         ('<a href="x>text</a>', "unterminated tag at line 1, column 1"),
         ("<p>a</br>", "</br> at line 1, column 5: <br> is a void element"),
+        ("<b>" * 300 + "deep" + "</b>" * 300, "<b> at line 1, column 769 nests deeper than 256"),
     ],
 )
 def test_malformed_html_is_refused_with_what_and_where(markup: str, message: str) -> None:
@@ -160,12 +161,13 @@ def test_malformed_html_is_refused_with_what_and_where(markup: str, message: str
     ("markup", "message"),
     [
         ("<a><b>x</a>", "malformed XML at line 1, column 10: mismatched tag"),
-        ("<a>x &nbsp; y</a>", "undefined entity"),
-        ("<a>x</a>\n<b", "line 2"),
+        ("<a>x &nbsp; y</a>", "malformed XML at line 1, column 6: undefined entity"),
+        ("<a>x</a>\n<b", "malformed XML at line 2"),
+        ("<b>" * 300 + "deep" + "</b>" * 300, "nests deeper than 256"),
     ],
 )
 def test_malformed_xml_is_refused_with_what_and_where(markup: str, message: str) -> None:
-    with pytest.raises(MarkupError, match="malformed XML") as raised:
+    with pytest.raises(MarkupError) as raised:
         Document(markup, "xml")
     assert message in str(raised.value)
 

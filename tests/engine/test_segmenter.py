@@ -8,7 +8,7 @@ import pytest
 
 from engine.bundle import Language
 from engine.languages import word_separator
-from engine.segmenter import segment
+from engine.segmenter import segment, split_sentences
 
 
 def words(text: str) -> int:
@@ -118,3 +118,20 @@ def test_translations_of_segments_that_touched_are_joined_by_the_word_separator(
 @pytest.mark.parametrize(("code", "separator"), [("de", " "), ("en", " "), ("zh-Hant", ""), ("ja", ""), ("th", "")])
 def test_languages_written_without_spaces_join_sentences_without_one(code: str, separator: str) -> None:
     assert word_separator(Language(code=code)) == separator
+
+
+def test_split_sentences_keeps_every_character_and_each_sentence_is_a_text_of_one_sentence() -> None:
+    """What the streaming route relies on: the sentences and separators rebuild the text, and a
+    sentence segmented on its own is the one segment (or the chunks) it is inside the whole text."""
+    rng = random.Random(1)
+    pieces = ["A dog.", "Mr.", "J.", "it", "Go!", "Yes…", "z.B.", " ", "  ", "\n", "\r\n", "\t", "1.", "«Ja.»", "x" * 9]
+    for _ in range(500):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        sentences = split_sentences(text)
+        parts = [s.text for s in sentences.segments]
+        rebuilt = "".join(sep + part for sep, part in zip(sentences.separators, [*parts, ""], strict=True))
+        assert rebuilt == text
+        assert all(sep.isspace() for sep in sentences.separators[1:-1]), "sentences never touch"
+        whole = segment(text, count_tokens=len, max_tokens=8).segments
+        alone = [chunk for part in parts for chunk in segment(part, count_tokens=len, max_tokens=8).segments]
+        assert alone == whole

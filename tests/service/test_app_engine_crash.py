@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
-from live_server import ServiceProcess, StartService, assert_error
+from httpx_sse import connect_sse
+from live_server import ServiceProcess, StartService, assert_error, wait_for_metric
 
 ROUTE = "/v1/translate"
+STREAM_ROUTE = "/v1/translate/stream"
 BODY = {"text": ["A dog runs.", "The boy plays."], "target_lang": "de", "beam_size": 2}
 
 
@@ -40,6 +43,26 @@ def test_a_killed_engine_fails_one_batch_then_the_service_recovers(start_service
         assert client.get("/readyz").status_code == 200
         assert client.post(ROUTE, json=BODY).json() == expected
         assert engine_pid(server.process.pid) != first
+    assert server.stop() == 0, server.log()
+
+
+def test_a_killed_engine_ends_a_stream_with_an_error_event(start_service: StartService) -> None:
+    """Batches start only when full (8 texts), and a streamed text has at most 8 sentences queued (MT_MAX_TEXTS):
+    of 10 sentences, the first 8 are translated and the other 2 wait for 6 more texts, from another request."""
+    held = {"max_batch_sentences": 8, "max_wait_ms": 600_000, "max_texts": 8, "max_queue_sentences": 12}
+    server = start_service(cache_size=0, streams=1, **held)
+    sentences = [f"A {w} runs in the {p}." for w in ("man", "dog", "cat", "boy") for p in ("park", "street")]
+    text = " ".join(sentences[:8] + sentences[:2])
+    with httpx.Client(base_url=server.url, timeout=60) as client, ThreadPoolExecutor(1) as pool:
+        with connect_sse(client, "POST", STREAM_ROUTE, json={"text": text, "target_lang": "de"}) as source:
+            events = source.iter_sse()
+            assert [next(events).event for _ in range(8)] == ["sentence"] * 8
+            wait_for_metric(client, "mt_queue_depth_sentences", 2, model="mt-en-de")
+            os.kill(engine_pid(server.process.pid), signal.SIGKILL)
+            other = pool.submit(client.post, ROUTE, json={"text": sentences[2:8], "target_lang": "de"})
+            [error] = list(events)
+        assert error.event == "error" and error.json()["error"]["type"] == "internal_error"
+        assert_error(other.result(), 500, "internal_error")  # the same batch
     assert server.stop() == 0, server.log()
 
 

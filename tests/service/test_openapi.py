@@ -138,11 +138,35 @@ def test_security_is_declared_only_when_keys_are_configured(en_de_repository: Pa
         if "401" in operation["responses"]
     }
     if keys:
-        assert secured == answers_401 == {("/v1/translate", "post"), ("/translate", "post"), ("/detect", "post")}
+        assert (
+            secured
+            == answers_401
+            == {
+                ("/v1/translate", "post"),
+                ("/v1/translate/stream", "post"),
+                ("/translate", "post"),
+                ("/detect", "post"),
+            }
+        )
         assert doc["components"]["securitySchemes"]["APIKey"]["scheme"] == "bearer"
     else:
         assert secured == answers_401 == set()
         assert "securitySchemes" not in doc["components"]
+
+
+def test_the_stream_is_documented_as_its_events_and_its_errors_as_json(en_de_repository: Path) -> None:
+    doc = document(en_de_repository, max_chars=99)
+    text = request_schema(doc, "/v1/translate/stream")["properties"]["text"]
+    assert (text["type"], text["maxLength"]) == ("string", 99), "one text"
+    responses = doc["paths"]["/v1/translate/stream"]["post"]["responses"]
+    [stream] = responses.pop("200")["content"].values()
+    events = {event["properties"]["event"]["const"]: event for event in stream["itemSchema"]["oneOf"]}
+    assert list(events) == ["sentence", "done", "error"]
+    data = {name: event["properties"]["data"]["contentSchema"]["properties"] for name, event in events.items()}
+    assert {"index", "source", "separator", "text"} <= set(data["sentence"])
+    assert {"text", "separator", "sentences"} <= set(data["done"]) and set(data["error"]) == {"error"}
+    # FastAPI would file an error's model under the route's own media type, text/event-stream.
+    assert {media_type for response in responses.values() for media_type in response["content"]} == {"application/json"}
 
 
 def test_metrics_are_documented_as_text(en_de_repository: Path) -> None:

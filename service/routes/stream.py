@@ -1,0 +1,129 @@
+"""``POST /v1/translate/stream``: one text translated sentence by sentence, as server-sent events.
+
+The body is /v1/translate's for one text. Everything about the request is checked before the stream
+starts, and the response starts once the first sentence is translated, so that what fails before
+that is an ordinary HTTP error (401, 400, 413, 422; 429, 503, 504). Then come, in the text's order,
+``event: sentence`` for each sentence as soon as it and all before it are translated
+(``StreamSentence``), and ``event: done`` with the whole translation (``StreamDone``), or
+``event: error`` with the service's error body where a sentence fails (429, 504, 500), after which
+the stream ends. Each event's ``separator`` and ``text``, then the done event's ``separator``, make up
+the done event's ``text``: what /v1/translate answers for the same text. A client that disconnects
+cancels the sentences not yet translated (``SentenceStream.close``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel
+
+from engine.language_id import Detection
+from engine.segmenter import split_sentences
+from service.errors import error_response
+from service.metrics import Metrics
+from service.routes.common import get_runtime, json_error_responses, translation_job, unless_disconnected
+from service.schemas import (
+    BEARER_AUTH,
+    DetectedLanguage,
+    ErrorResponse,
+    StreamDone,
+    StreamSentence,
+    TranslateStreamRequest,
+    embedded_schema,
+    json_body,
+    validated,
+)
+from service.sentence_stream import Part, SentenceStream
+
+router = APIRouter()
+
+# The events, by name, and the JSON their data holds.
+EVENTS: dict[str, type[BaseModel]] = {"sentence": StreamSentence, "done": StreamDone, "error": ErrorResponse}
+
+
+def _event_schema(name: str, data: type[BaseModel]) -> dict[str, Any]:
+    """One event of the stream in the OpenAPI document (OpenAPI 3.2's ``itemSchema``, as FastAPI writes it)."""
+    content = {"contentMediaType": "application/json", "contentSchema": embedded_schema(data)}
+    return {"properties": {"event": {"const": name}, "data": content}, "required": ["event", "data"]}
+
+
+STREAM = {
+    "description": "Server-sent events: `sentence` for each sentence, in order, then `done`; or `error` where one "
+    "fails, after which the stream ends.",
+    "content": {"text/event-stream": {"itemSchema": {"oneOf": [_event_schema(*event) for event in EVENTS.items()]}}},
+}
+
+
+@dataclass(frozen=True)
+class _Started:
+    body: TranslateStreamRequest
+    detection: Detection | None  # of the whole text, when the source language was identified
+    sentences: SentenceStream
+    metrics: Metrics
+
+
+async def _started(request: Request) -> AsyncIterator[_Started]:
+    """The checked request, its first sentence translated; once the response has ended, what is left
+    is cancelled. A dependency: what it raises is answered as an HTTP error."""
+    runtime = await get_runtime(request)
+    body = validated(TranslateStreamRequest, await request.body())
+    plan = runtime.plan(translation_job(body, request))
+    sentences = SentenceStream(runtime, plan, split_sentences(body.text), window=runtime.settings.max_texts)
+    try:
+        await unless_disconnected(request, sentences.start())
+        yield _Started(body, plan.detections[0] if plan.detections else None, sentences, runtime.metrics)
+    finally:
+        await sentences.close()
+
+
+@router.post(
+    "/v1/translate/stream",
+    response_class=EventSourceResponse,
+    responses={200: STREAM, **json_error_responses(400, 401, 413, 422, 429, 503, 504)},
+    tags=["translation"],
+    openapi_extra={**json_body(TranslateStreamRequest), **BEARER_AUTH},
+)
+async def translate_stream(started: Annotated[_Started, Depends(_started)]) -> AsyncIterator[ServerSentEvent]:
+    """Translate one text sentence by sentence, as server-sent events: `sentence` for each, in order
+    (its `separator` and `text`, then the next's, ...), then `done` with the whole translation, which
+    /v1/translate would answer; or `error` where a sentence fails. Every check is made before the
+    stream starts: a request refused is answered with an HTTP error, as /v1/translate's is."""
+    parts: list[Part] = []
+    try:
+        async for part in started.sentences:
+            parts.append(part)
+            sentence = StreamSentence.from_result(
+                part.result,
+                started.body,
+                part.model,
+                started.detection,
+                index=part.index,
+                source=part.source,
+                separator=part.separator,
+            )
+            yield _event("sentence", sentence)
+    except Exception as exc:  # ends the stream as an error response would end the request
+        response, error_type = error_response(exc)
+        started.metrics.errors.labels(error_type).inc()
+        yield ServerSentEvent(event="error", raw_data=bytes(response.body).decode())
+        return
+    yield _event("done", _done(parts, started.sentences.trailing, started.detection))
+
+
+def _event(name: str, data: BaseModel) -> ServerSentEvent:
+    return ServerSentEvent(event=name, raw_data=data.model_dump_json(exclude_none=True))
+
+
+def _done(parts: list[Part], trailing: str, detection: Detection | None) -> StreamDone:
+    return StreamDone(
+        text="".join(part.separator + part.result.text for part in parts) + trailing,
+        separator=trailing,
+        sentences=len(parts),
+        model=next((part.model for part in parts if part.model), None),
+        detected_language=DetectedLanguage.of(detection),
+        truncated=True if any(part.result.truncated for part in parts) else None,
+    )
