@@ -17,9 +17,10 @@ from fastapi_offline import FastAPIOffline
 
 from service import openapi
 from service.errors import install_error_handlers
+from service.file_store import FileStore
 from service.metrics import Metrics
 from service.middleware import BodyLimit, RequestAccounting, RootPath
-from service.routes import libretranslate, operations, stream, v1, web
+from service.routes import files, libretranslate, operations, stream, v1, web
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
@@ -38,11 +39,15 @@ def create_app(
     settings = settings or Settings()
     metrics = Metrics()
     runtime = Runtime(settings, metrics, factory=engine_factory)
+    file_store = FileStore(settings.file_expiry_s)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(_load(runtime, on_load_failure))
+        expiring = asyncio.create_task(file_store.expire_periodically())
         yield
+        expiring.cancel()
+        file_store.close()
         await loading
         await runtime.close()
 
@@ -56,14 +61,16 @@ def create_app(
         swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.runtime = runtime
+    app.state.files = file_store
     install_error_handlers(app, lambda error_type: metrics.errors.labels(error_type).inc())
     # Added later = further out: accounting sees every request, including those the body limit
     # refuses, with the path prefix known.
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics)
+    uploads = dict.fromkeys(files.UPLOAD_PATHS, settings.max_file_bytes + files.FORM_OVERHEAD_BYTES)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics, path_limits=uploads)
     app.add_middleware(RequestAccounting, runtime=runtime)
     if settings.root_path:
         app.add_middleware(RootPath, prefix=settings.root_path)
-    for module in (v1, stream, operations, libretranslate):
+    for module in (v1, stream, files, operations, libretranslate):
         app.include_router(module.router)
     if settings.web_ui:
         web.install(app)

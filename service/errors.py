@@ -52,6 +52,16 @@ class PayloadTooLarge(ServiceError):
     status, type = 413, "payload_too_large"
 
 
+class UnsupportedMediaType(ServiceError):
+    """A file of a type that cannot be translated."""
+
+    status, type = 415, "unsupported_media_type"
+
+
+class NotFound(ServiceError):
+    status, type = 404, "not_found"
+
+
 class UnsupportedLanguage(ServiceError):
     status, type = 400, "unsupported_language"
 
@@ -105,6 +115,8 @@ _SERVICE_ERRORS: tuple[type[ServiceError], ...] = (
     InvalidRequest,
     MalformedMarkup,
     PayloadTooLarge,
+    UnsupportedMediaType,
+    NotFound,
     UnsupportedLanguage,
     Unauthorized,
     Overloaded,

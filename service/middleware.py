@@ -10,6 +10,7 @@ buffered.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -19,7 +20,9 @@ from service.errors import ClientDisconnected, PayloadTooLarge, ServiceError, er
 from service.metrics import Metrics
 from service.runtime import Runtime
 
-TRANSLATION_PATHS = frozenset({"/v1/translate", "/v1/translate/stream", "/translate"})
+TRANSLATION_PATHS = frozenset(
+    {"/v1/translate", "/v1/translate/stream", "/translate", "/v1/translate_file", "/translate_file"}
+)
 # Probes and scrapes are counted, but their latency would only dilute the API's latency histogram.
 UNTIMED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -118,20 +121,25 @@ def _route_label(scope: Scope) -> str:
 
 
 class BodyLimit:
-    """Rejects bodies over ``max_bytes`` with 413: by Content-Length up front, else while streaming."""
+    """Rejects bodies over ``max_bytes`` (``path_limits`` for those paths: file uploads) with 413:
+    by Content-Length up front, else while streaming."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, metrics: Metrics) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, metrics: Metrics, path_limits: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.metrics = metrics
+        self.path_limits = dict(path_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = PayloadTooLarge(f"request body larger than {self.max_bytes} bytes")
+        max_bytes = self.path_limits.get(route_path(scope), self.max_bytes)
+        too_large = PayloadTooLarge(f"request body larger than {max_bytes} bytes")
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
+        if declared.isdigit() and int(declared) > max_bytes:
             await _send_error(too_large, scope, receive, send, self.metrics)
             return
         received = 0
@@ -140,7 +148,7 @@ class BodyLimit:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_bytes:
+            if received > max_bytes:
                 # Raised into the route reading the body; the error handler shapes the response.
                 raise HTTPException(413, too_large.message)
             return message

@@ -47,6 +47,12 @@ def json_body(model: type[BaseModel], *form_types: str) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": content}}
 
 
+def form_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads a multipart ``model`` body itself (a file upload)."""
+    content = {"multipart/form-data": {"schema": _without_null(model.model_json_schema())}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
 def _without_null(schema: Any) -> Any:
     """``schema`` with every ``{"type": "null"}`` alternative taken out."""
     if isinstance(schema, list):

@@ -70,6 +70,15 @@ class Settings(BaseSettings):
     max_texts: int = Field(64, ge=1, description="Most texts in one request (413).")
     max_chars: int = Field(20_000, ge=1, description="Most characters in one request, all texts together (413).")
     max_request_bytes: int = Field(1 << 20, ge=1024, description="Largest request body accepted (413).")
+    max_file_bytes: int = Field(
+        10 << 20, ge=1024, description="Largest file /v1/translate_file and /translate_file accept (413)."
+    )
+    file_expiry_s: float = Field(
+        1800,
+        gt=0,
+        allow_inf_nan=False,
+        description="How long a file translated by /translate_file can be downloaded before it is deleted.",
+    )
     api_keys: str = Field("", description="Comma-separated API keys; empty = no authentication.")
     cache_size: int = Field(1024, ge=0, description="Translations kept in the LRU cache; 0 = off.")
     drain_timeout_s: float = Field(30.0, ge=0, description="On SIGTERM, longest wait for accepted requests.")

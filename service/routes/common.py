@@ -24,7 +24,9 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "description": "Missing or invalid API key",
         "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
     },
+    404: {"description": "No such file, or it has expired"},
     413: {"description": "Too many texts, characters or bytes"},
+    415: {"description": "A file of a type that cannot be translated"},
     422: {"description": "Invalid request, or malformed HTML or XML (malformed_markup)"},
     429: {
         "description": "Overloaded: too many texts queued",

@@ -4,7 +4,8 @@
 ``alternatives``, ``api_key``) and answers ``{"translatedText": ...}`` with LibreTranslate's shapes:
 a string for a string ``q``, a list for a list, plus ``alternatives``, and ``detectedLanguage``
 (confidence 0-100) for ``source: "auto"``. ``POST /detect``, ``GET /languages`` and
-``GET /frontend/settings`` answer as LibreTranslate's do. Errors keep this service's own
+``GET /frontend/settings`` answer as LibreTranslate's do (``POST /translate_file`` and
+``GET /download_file``: ``routes/files.py``). Errors keep this service's own
 ``{"error": {"type", "message"}}`` shape.
 """
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from engine.api import TranslationOptions
+from engine.documents import SUPPORTED_EXTENSIONS
 from service.errors import InvalidRequest
 from service.routes.common import RuntimeDep, bearer_key, error_responses, unless_disconnected
 from service.runtime import TranslationJob
@@ -145,8 +147,8 @@ async def frontend_settings(runtime: RuntimeDep) -> dict[str, Any]:
         "apiKeys": bool(s.api_key_set),
         "keyRequired": bool(s.api_key_set),
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": True,
+        "supportedFilesFormat": list(SUPPORTED_EXTENSIONS),
         "language": {
             "source": {"code": "auto", "name": "Auto Detect"},
             "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},

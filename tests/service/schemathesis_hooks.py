@@ -3,8 +3,10 @@
 A translation request that its schema allows can still be refused for what its texts are: a text
 identified as a language that no model translates from (400 ``unsupported_language`` naming the
 ``detected_language``), texts over ``MT_MAX_CHARS`` together when each is within it (413), or
-``format`` html or xml with a text that is not well-formed markup (422 ``malformed_markup``). Every
-other refusal of schema-valid data fails, as the built-in check (which the run excludes) would.
+``format`` html or xml with a text that is not well-formed markup (422 ``malformed_markup``). A
+file can be refused for what it is: its type (415), its content (422 ``invalid_request`` about the
+``file``), a paragraph over ``MT_MAX_CHARS`` (413). Every other refusal of schema-valid data fails,
+as the built-in check (which the run excludes) would.
 """
 
 from __future__ import annotations
@@ -27,13 +29,16 @@ def positive_data_acceptance_unless_refused_for_its_texts(ctx: Any, response: An
 
 
 def _refused_for_its_texts(status: int, content: bytes, body: Any) -> bool:
-    if status not in (400, 413, 422) or not isinstance(body, dict):
+    if status not in (400, 413, 415, 422) or not isinstance(body, dict):
         return False
     error = json.loads(content).get("error", {})
+    unserved = status == 400 and error.get("type") == "unsupported_language" and "detected_language" in error
+    if "file" in body:  # its type, its content, or a paragraph of it over MT_MAX_CHARS
+        return status == 415 or error.get("message", "").startswith(("file: ", "text ")) or unserved
     if status == 422:
         return error.get("type") == "malformed_markup" and body.get("format") in ("html", "xml")
     if status == 400:
-        return error.get("type") == "unsupported_language" and "detected_language" in error
+        return unserved
     texts = body.get("text", body.get("q", []))
     texts = [texts] if isinstance(texts, str) else texts
     return error.get("type") == "payload_too_large" and sum(map(len, texts)) > MAX_CHARS

@@ -122,3 +122,11 @@ def test_translation_requests_are_known_under_the_prefix(path: str) -> None:
     response = web.post(path, json={"text": "A dog.", "target_lang": "de"})
     assert response.status_code == 503
     assert response.json()["error"]["message"] == "the service is shutting down"
+
+
+@pytest.mark.parametrize("path", ["/mt/v1/translate_file", "/v1/translate_file"])
+def test_uploads_keep_their_own_size_limit_under_the_prefix(path: str) -> None:
+    """A file over MT_MAX_REQUEST_BYTES but within MT_MAX_FILE_BYTES is read (then refused: no model)."""
+    web = client(root_path="/mt", max_request_bytes=2048, max_file_bytes=1 << 16)
+    response = web.post(path, files={"file": ("a.txt", b"A dog runs. " * 1000)}, data={"target_lang": "de"})
+    assert response.status_code == 503, response.text

@@ -1,0 +1,54 @@
+"""Documents for translation: read a file into the texts to translate, write it back translated.
+
+Two phases, so that the caller decides how and when the texts are translated (the service sends
+them through its batcher in bounded chunks)::
+
+    doc = read_document(data, "report.docx")  # DocumentError if unsupported or unreadable
+    translations = translate(doc.texts, TranslationOptions(format=doc.format))
+    translated = doc.write(translations)  # bytes of a .docx again
+
+One module per format; none of them translates, or knows HTTP. What each keeps is in its docstring.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from types import ModuleType
+
+from engine.documents import html, markdown, subtitles, text, word
+from engine.documents.base import Document, DocumentError, Format, UnsupportedFormat
+
+# Extension -> the module of its format: its ``read(data) -> Document`` and ``MEDIA_TYPE``.
+FORMATS: dict[str, ModuleType] = {
+    ".txt": text,
+    ".md": markdown,
+    ".markdown": markdown,
+    ".html": html,
+    ".htm": html,
+    ".srt": subtitles,
+    ".docx": word,
+}
+SUPPORTED_EXTENSIONS = tuple(FORMATS)
+MEDIA_TYPES = tuple(dict.fromkeys(module.MEDIA_TYPE for module in FORMATS.values()))
+
+
+def read_document(data: bytes, filename: str) -> Document:
+    """The document in ``data``, of the format its file name's extension names (in any case)."""
+    extension = PurePath(filename).suffix.lower()
+    module = FORMATS.get(extension)
+    if module is None:
+        supported = ", ".join(SUPPORTED_EXTENSIONS)
+        raise UnsupportedFormat(f"unsupported file type {extension or '(no extension)'!r}: supported are {supported}")
+    document: Document = module.read(data)
+    return document
+
+
+__all__ = [
+    "MEDIA_TYPES",
+    "SUPPORTED_EXTENSIONS",
+    "Document",
+    "DocumentError",
+    "Format",
+    "UnsupportedFormat",
+    "read_document",
+]

@@ -1,0 +1,60 @@
+"""What every document format shares: the ``Document`` a reader returns, its errors, UTF-8 text."""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+# How a document's texts must be translated (``engine.api.TranslationOptions.format``): plain text,
+# or HTML fragments whose tags the engine puts back around the translated words.
+Format = Literal["text", "html"]
+
+BOM = "\ufeff"
+
+
+class DocumentError(ValueError):
+    """The file cannot be read as a document of its format (corrupt, not UTF-8, ...)."""
+
+
+class UnsupportedFormat(DocumentError):
+    """No reader for the file's extension."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file read for translation: ``texts`` to translate as ``format``, and how to write it back."""
+
+    texts: list[str]
+    format: Format
+    extension: str  # with its dot, lower case: ".docx"
+    media_type: str
+    writer: Callable[[list[str]], bytes] = field(repr=False)
+
+    def write(self, translations: Sequence[str]) -> bytes:
+        """The file with each of ``texts`` replaced by its translation, in the same order."""
+        if len(translations) != len(self.texts):
+            raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
+        return self.writer(list(translations))
+
+
+@dataclass(frozen=True)
+class Utf8Text:
+    """A text file's content, and whether it began with a byte order mark (written back as it was)."""
+
+    text: str
+    bom: bool
+
+    @classmethod
+    def decode(cls, data: bytes) -> Utf8Text:
+        start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        try:
+            return cls(data[start:].decode("utf-8"), bom=start > 0)
+        except UnicodeDecodeError as e:
+            where = f"invalid byte at offset {start + e.start}"
+            raise DocumentError(f"the file is not UTF-8 text ({where}): save it as UTF-8") from None
+
+    def encode(self, text: str) -> bytes:
+        """``text`` (the document written back) as this file was encoded."""
+        return ((BOM if self.bom else "") + text).encode("utf-8")

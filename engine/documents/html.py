@@ -1,0 +1,84 @@
+"""HTML pages (.html, .htm): cut into blocks, each translated by the engine with format "html".
+
+The engine translates HTML (``engine.markup``) and decides everything about it: which elements
+are blocks, which are kept as written (``<code>``, ``<pre>``, ``<script>``, ``<style>``,
+``translate="no"``, ...), how inline tags are put back around the translated words, which
+attributes are translated (``alt``, ``title``). This module only cuts the page, parsed by the
+engine's lossless parser, into pieces small enough to be translated in batches: each block element
+that holds no other block (a paragraph, heading, list item, cell, ``<title>``) and each run of
+inline content between blocks is one text, with its tags. Everything between these pieces (the
+doctype, ``<head>``'s other elements, the tags of the containers, comments, whitespace) is copied
+byte for byte, as is a UTF-8 byte order mark. Mis-nested or unclosed inline elements, which the
+engine could not put back in place, make the page a DocumentError saying where.
+"""
+
+from __future__ import annotations
+
+from engine.documents.base import Document, DocumentError, Utf8Text
+from engine.markup import Document as Markup
+from engine.markup import MarkupError
+from engine.markup.document import HTML_BLOCKS
+from engine.markup.tree import Element, Node, parse
+
+MEDIA_TYPE = "text/html; charset=utf-8"
+
+
+def read(data: bytes) -> Document:
+    source = Utf8Text.decode(data)
+    try:
+        nodes = parse(source.text, "html")
+    except MarkupError as e:
+        raise DocumentError(f"malformed HTML: {e}") from None
+    pieces: list[str] = []  # the page, cut; concatenated, they are the page again
+    translated: list[int] = []  # the pieces to translate
+    _cut(nodes, pieces, translated)
+
+    def write(translations: list[str]) -> bytes:
+        out = list(pieces)
+        for i, translation in zip(translated, translations, strict=True):
+            out[i] = translation
+        return source.encode("".join(out))
+
+    return Document(
+        texts=[pieces[i] for i in translated],
+        format="html",
+        extension=".html",
+        media_type=MEDIA_TYPE,
+        writer=write,
+    )
+
+
+def _cut(nodes: list[Node], pieces: list[str], translated: list[int]) -> None:
+    """Append the pieces of ``nodes``: containers of blocks opened, the rest as runs between them."""
+    run: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Element) and node.name in HTML_BLOCKS:
+            _piece(run, pieces, translated)
+            run = []
+            if _holds_blocks(node) and _translated(node):
+                pieces.append(node.start)
+                _cut(node.children, pieces, translated)
+                pieces.append(node.end)
+            else:
+                _piece([node], pieces, translated)
+        else:
+            run.append(node)
+    _piece(run, pieces, translated)
+
+
+def _piece(nodes: list[Node], pieces: list[str], translated: list[int]) -> None:
+    """One piece of the page: translated if the engine would find anything in it to translate."""
+    text = "".join(node.source for node in nodes)
+    if text and Markup(text, "html").units:
+        translated.append(len(pieces))
+    pieces.append(text)
+
+
+def _holds_blocks(element: Element) -> bool:
+    return any(isinstance(c, Element) and (c.name in HTML_BLOCKS or _holds_blocks(c)) for c in element.children)
+
+
+def _translated(element: Element) -> bool:
+    """Whether the engine translates inside ``element`` at all (``translate="no"``, ``<pre>``,
+    ``<script>`` and the like it keeps as written), asked of the element with one word inside."""
+    return "x" in Markup(element.start + "x" + element.end, "html").units

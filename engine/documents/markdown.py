@@ -1,0 +1,232 @@
+"""Markdown (.md): the text of each paragraph, heading, list item and table cell is translated.
+
+markdown-it-py (CommonMark, with GitHub's tables and strikethrough) finds the blocks and their
+inline structure; the file itself is rewritten in place, so everything outside a block's text stays
+byte for byte: front matter, list markers and indentation, block quote markers, heading markers,
+table rows and delimiters, code blocks and fences, HTML blocks, reference definitions, blank lines,
+line endings and a byte order mark.
+
+A block's inline content becomes an HTML fragment translated with format "html": emphasis, strong
+and strikethrough as ``<em>``, ``<strong>`` and ``<s>``, links as ``<a>`` (their text translated),
+each numbered (``data-i``) so that it is written back with its own Markdown markers (``*`` or ``_``,
+the link's destination and title). Inline code, autolinks, images and inline HTML are written back
+as they were, wherever the engine put them (at the end if it dropped them).
+
+Changed, not lost: a paragraph's soft line breaks become spaces (its sentences are reordered by the
+translation, so its source lines cannot be kept); hard breaks are written as a backslash and a new
+line; reference links come back as inline links; link destinations as markdown-it normalizes them
+(non-ASCII percent-encoded); text characters that Markdown would read as syntax are escaped. Not
+translated: image alt text, HTML blocks, and a block whose lines markdown-it rewrote (tabs in a
+continuation line's indentation) so that its text cannot be found in the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from engine.documents import fragments
+from engine.documents.base import Document, Utf8Text
+from engine.segmenter import LINE_BREAK
+
+MEDIA_TYPE = "text/markdown; charset=utf-8"
+PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+PAIRED_TAGS = {"em": "em", "strong": "strong", "s": "s", "link": "a"}  # markdown-it token name -> fragment tag
+# Characters that Markdown could read as syntax in translated text ("|" ends a table cell).
+# An underscore inside a word is never emphasis: left alone.
+DATA_MARK = "data-i"  # numbers an element of a fragment: its index in the block's marks
+MARKDOWN_SYNTAX = re.compile(r"([\\`*\[\]<|]|(?<!\w)_|_(?!\w))")
+# YAML front matter (Jekyll, Hugo, ...): not Markdown, never translated.
+FRONT_MATTER = re.compile(r"\A---[ \t]*(?:\r\n|\r|\n).*?^(?:---|\.\.\.)[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """What a numbered element of a fragment is written back as."""
+
+    open: str  # the whole construct when atomic
+    close: str = ""
+    atomic: bool = False  # code, image, autolink, inline HTML: kept as it was, its content untranslated
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A block's inline content: where it lies in the file and how to write its translation."""
+
+    start: int  # offsets in the decoded file
+    end: int
+    marks: list[_Mark]
+    continuation: str  # what begins the block's second line (its container markers): for hard breaks
+
+
+def read(data: bytes) -> Document:
+    source = Utf8Text.decode(data)
+    text = source.text
+    blocks, texts = [], []
+    for block, children in _locate(text):
+        fragment, translatable = _fragment(children, block.marks)
+        if translatable:
+            blocks.append(block)
+            texts.append(fragment)
+    eol = match.group() if (match := LINE_BREAK.search(text)) else "\n"
+
+    def write(translations: list[str]) -> bytes:
+        out, done = [], 0  # the blocks are in file order and never overlap
+        for block, translation in zip(blocks, translations, strict=True):
+            out += [text[done : block.start], _markdown(translation, block, eol)]
+            done = block.end
+        return source.encode("".join([*out, text[done:]]))
+
+    return Document(texts=texts, format="html", extension=".md", media_type=MEDIA_TYPE, writer=write)
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """Each line of ``text`` without its break, with the offset where it starts (markdown-it counts
+    lines as ``LINE_BREAK`` splits them)."""
+    lines, offset = [], 0
+    pieces = LINE_BREAK.split(text)  # line, break, line, break, ..., line
+    for i in range(0, len(pieces), 2):
+        lines.append((offset, pieces[i]))
+        offset += len(pieces[i]) + (len(pieces[i + 1]) if i + 1 < len(pieces) else 0)
+    return lines
+
+
+def _locate(text: str) -> list[tuple[_Block, list[Token]]]:
+    """Every block's inline content whose lines are found in the file, and the span they cover."""
+    lines = _lines(text)
+    cursor = [0] * len(lines)  # table cells share a line: each is looked for after the one before
+    located = []
+    # Front matter is parsed as blank lines, so that the other lines keep their numbers.
+    markdown = FRONT_MATTER.sub(lambda match: re.sub(r"[^\r\n]", "", match.group()), text)
+    for token in PARSER.parse(markdown):
+        if token.type != "inline" or token.map is None or not token.content.strip():
+            continue
+        spans = []  # (line, start column, end column) of each content line
+        for number, content in enumerate(token.content.split("\n"), start=token.map[0]):
+            column = lines[number][1].find(content, cursor[number])
+            if column < 0:
+                break
+            spans.append((number, column, column + len(content)))
+        else:
+            (first, start, _), (last, _, end) = spans[0], spans[-1]
+            cursor[last] = end
+            continuation = lines[spans[1][0]][1][: spans[1][1]] if len(spans) > 1 else ""
+            block = _Block(lines[first][0] + start, lines[last][0] + end, [], continuation)
+            located.append((block, token.children or []))
+    return located
+
+
+def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
+    """Inline tokens as an HTML fragment, their markers appended to ``marks``; and whether it has
+    text to translate."""
+    parts, translatable = [], False
+
+    def numbered(tag: str, mark: _Mark, content: str = "") -> str:
+        marks.append(mark)
+        element = f'<{tag} {DATA_MARK}="{len(marks) - 1}">'
+        return element if tag in fragments.VOID_ELEMENTS else f"{element}{fragments.escape(content)}</{tag}>"
+
+    tokens = iter(children)
+    for token in tokens:
+        kind = token.type.removesuffix("_open").removesuffix("_close")
+        if token.type == "text":
+            parts.append(fragments.escape(token.content))
+            translatable = translatable or bool(token.content.strip())
+        elif token.type == "softbreak":
+            parts.append(" ")
+        elif token.type == "hardbreak":
+            parts.append("<br>")
+        elif token.type == "link_open" and token.markup == "autolink":
+            url = next(tokens).content
+            next(tokens)  # its link_close
+            parts.append(numbered("a", _Mark(f"<{url}>", atomic=True), url))
+        elif kind in PAIRED_TAGS and token.nesting == 1:
+            marks.append(_paired(token))
+            parts.append(f'<{PAIRED_TAGS[kind]} {DATA_MARK}="{len(marks) - 1}">')
+        elif kind in PAIRED_TAGS:
+            parts.append(f"</{PAIRED_TAGS[kind]}>")
+        elif token.type == "code_inline":
+            parts.append(numbered("code", _Mark(_code_span(token), atomic=True), token.content))
+        elif token.type == "image":
+            parts.append(numbered("img", _Mark(_image(token), atomic=True)))
+        elif token.type == "html_inline":
+            parts.append(numbered("img", _Mark(token.content, atomic=True)))
+    return "".join(parts), translatable
+
+
+def _paired(token: Token) -> _Mark:
+    """The markers around emphasis, strong, strikethrough or a link's text."""
+    if token.type == "link_open":
+        return _Mark("[", f"]({_destination(token)})")
+    return _Mark(token.markup, token.markup)
+
+
+def _destination(token: Token) -> str:
+    """A link's or image's destination and title, as written between its parentheses."""
+    href = str(token.attrGet("href") or token.attrGet("src") or "")
+    if not href or re.search(r"[\s()<>]", href):
+        href = "<" + href.replace("<", "%3C").replace(">", "%3E") + ">"
+    title = token.attrGet("title")
+    return href if title is None else href + ' "' + str(title).replace('"', '\\"') + '"'
+
+
+def _image(token: Token) -> str:
+    alt = token.content.replace("[", "\\[").replace("]", "\\]")
+    return f"![{alt}]({_destination(token)})"
+
+
+def _code_span(token: Token) -> str:
+    """A code span as markdown-it read it: its backticks around its content, padded with a space
+    where the content begins or ends with a backtick or a space (CommonMark strips one)."""
+    pad = " " if token.content[:1] in ("`", " ") or token.content[-1:] in ("`", " ") else ""
+    return f"{token.markup}{pad}{token.content}{pad}{token.markup}"
+
+
+def _markdown(fragment: str, block: _Block, eol: str) -> str:
+    """A translated fragment as Markdown: each numbered element with its markers, every atomic
+    one exactly once."""
+    marks = block.marks
+    written: set[int] = set()
+    stack: list[tuple[str, int | None, list[str]]] = [("", None, [])]  # (tag, mark, output) per open element
+    skipping = 0  # depth inside an atomic element: its translated content is not used
+    for event in fragments.parse(fragment):
+        if skipping:
+            skipping += 1 if isinstance(event, fragments.Start) and not event.void else 0
+            skipping -= 1 if isinstance(event, fragments.End) else 0
+            continue
+        out = stack[-1][2]
+        if isinstance(event, fragments.Text):
+            out.append(MARKDOWN_SYNTAX.sub(r"\\\1", event.text))
+        elif isinstance(event, fragments.Start):
+            number = event.number(DATA_MARK, len(marks))
+            if event.tag == "br" and number is None:
+                out.append("\\" + eol + block.continuation)
+            elif number is not None and marks[number].atomic:
+                if number not in written:
+                    out.append(marks[number].open)
+                written.add(number)
+                skipping = 0 if event.void else 1
+            elif not event.void:
+                stack.append((event.tag, number, []))
+        elif len(stack) > 1 and stack[-1][0] == event.tag:
+            _close(stack, marks)
+    while len(stack) > 1:
+        _close(stack, marks)
+    missing = [marks[n].open for n, mark in enumerate(marks) if mark.atomic and n not in written]
+    return " ".join(["".join(stack[0][2]).strip(), *missing]).strip()
+
+
+def _close(stack: list[tuple[str, int | None, list[str]]], marks: list[_Mark]) -> None:
+    """Write the innermost open element into its parent, with its markers around its text and any
+    space at its edges outside them (``*word *`` would not be emphasis)."""
+    _, number, out = stack.pop()
+    content = "".join(out)
+    inner = content.strip()
+    if number is None or not inner:
+        stack[-1][2].append(content)
+        return
+    lead, trail = content[: len(content) - len(content.lstrip())], content[len(content.rstrip()) :]
+    stack[-1][2].append(lead + marks[number].open + inner + marks[number].close + trail)

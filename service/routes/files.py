@@ -1,0 +1,168 @@
+"""File translation: ``POST /v1/translate_file`` answers with the translated file; LibreTranslate's
+``POST /translate_file`` with ``{"translatedFileUrl": ...}``, a link to ``GET /download_file/<name>``
+that works for MT_FILE_EXPIRY_S (``service.file_store``).
+
+Both take a multipart form with the file in ``file`` (its name's extension names its format; at
+most MT_MAX_FILE_BYTES) and the languages; the file is translated by ``service.documents``. The
+upload is read in memory and its spooled temporary file closed (deleted) before translating.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import PurePosixPath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import FileResponse
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+
+from engine.documents import MEDIA_TYPES, SUPPORTED_EXTENSIONS
+from service.documents import FileJob, translate_document
+from service.errors import InvalidRequest, NotFound, PayloadTooLarge
+from service.file_store import FileStore
+from service.routes.common import bearer_key, error_responses, get_runtime, unless_disconnected
+from service.schemas import (
+    BEARER_AUTH,
+    LANGUAGE_PAIR,
+    OTHER_LANGUAGE_NAMES,
+    SourceLanguage,
+    TargetLanguage,
+    form_body,
+    validated,
+)
+
+router = APIRouter()
+
+UPLOAD_PATHS = ("/v1/translate_file", "/translate_file")
+# Room for a form's other fields and its part headers, on top of MT_MAX_FILE_BYTES (service.app).
+FORM_OVERHEAD_BYTES = 64 << 10
+MAX_FORM_FIELDS = 16
+FILE_DESCRIPTION = (
+    f"The file, by its name's extension one of {', '.join(SUPPORTED_EXTENSIONS)} (else 415); "
+    "at most MT_MAX_FILE_BYTES (413). Text files must be UTF-8."
+)
+# A file part of the form, as FastAPI documents an UploadFile in OpenAPI 3.1.
+FileUpload = Annotated[bytes, WithJsonSchema({"type": "string", "contentMediaType": "application/octet-stream"})]
+FILE_ERRORS = error_responses(400, 401, 413, 415, 422, 429, 503, 504)
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+_FILE_CONTENT = {media_type.split(";")[0]: _BINARY for media_type in MEDIA_TYPES}
+_DISPOSITION = {"Content-Disposition": {"description": "attachment, named as the upload", "schema": {"type": "string"}}}
+FILE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The translated file", "content": _FILE_CONTENT, "headers": _DISPOSITION}
+}
+
+
+class FileRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={LANGUAGE_PAIR: ["source_lang", "target_lang"]}
+    )
+
+    file: FileUpload = Field(description=FILE_DESCRIPTION)
+    source_lang: SourceLanguage = Field(
+        "auto", description=f'"auto" = identified from the file. {OTHER_LANGUAGE_NAMES}'
+    )
+    target_lang: TargetLanguage = Field(description=OTHER_LANGUAGE_NAMES)
+
+
+class LibreFileRequest(BaseModel):
+    """LibreTranslate's ``/translate_file`` form; unknown fields are ignored, as it does."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra={LANGUAGE_PAIR: ["source", "target"]})
+
+    file: FileUpload = Field(description=FILE_DESCRIPTION)
+    source: SourceLanguage = Field("auto", description=f'"auto" = identified from the file. {OTHER_LANGUAGE_NAMES}')
+    target: TargetLanguage = Field(description=OTHER_LANGUAGE_NAMES)
+    api_key: str | None = None
+
+
+class LibreFileResponse(BaseModel):
+    translatedFileUrl: str = Field(description="GET it within MT_FILE_EXPIRY_S; the file keeps the upload's name")
+
+
+@router.post(
+    "/v1/translate_file",
+    response_class=Response,
+    responses={**FILE_RESPONSE, **FILE_ERRORS},
+    tags=["translation"],
+    openapi_extra={**form_body(FileRequest), **BEARER_AUTH},
+)
+async def translate_file(request: Request) -> Response:
+    """Translate a file: .txt, .md, .html, .srt or .docx, its structure and formatting kept."""
+    runtime = await get_runtime(request)
+    key = bearer_key(request)
+    runtime.authorize(key)  # before the upload is read
+    fields, filename = await _form(request)
+    body = validated(FileRequest, fields)
+    job = FileJob(body.file, filename, body.target_lang, body.source_lang, api_key=key)
+    data, document = await unless_disconnected(request, translate_document(runtime, job))
+    return Response(data, media_type=document.media_type, headers={"Content-Disposition": _attachment(filename)})
+
+
+@router.post(
+    "/translate_file",
+    response_model=LibreFileResponse,
+    responses=FILE_ERRORS,
+    tags=["LibreTranslate compatibility"],
+    openapi_extra={**form_body(LibreFileRequest), **BEARER_AUTH},
+)
+async def libretranslate_file(request: Request) -> LibreFileResponse:
+    """LibreTranslate's translate_file: a link to the translated file, valid for MT_FILE_EXPIRY_S."""
+    runtime = await get_runtime(request)
+    fields, filename = await _form(request)
+    body = validated(LibreFileRequest, fields)
+    job = FileJob(body.file, filename, body.target, body.source, api_key=body.api_key or bearer_key(request))
+    data, document = await unless_disconnected(request, translate_document(runtime, job))
+    name = await _store(request).put(data, filename=filename, media_type=document.media_type)
+    return LibreFileResponse(translatedFileUrl=str(request.url_for("download_file", name=name)))
+
+
+@router.get(
+    "/download_file/{name}",
+    response_class=FileResponse,
+    responses={**FILE_RESPONSE, **error_responses(404)},
+    tags=["LibreTranslate compatibility"],
+)
+async def download_file(request: Request, name: str) -> FileResponse:
+    """A file translated by /translate_file. Its unguessable name is the only key it needs."""
+    stored = _store(request).get(name)
+    if stored is None:
+        raise NotFound("no such file: translated files are deleted MT_FILE_EXPIRY_S after they are made")
+    return FileResponse(stored.path, media_type=stored.media_type, filename=stored.filename)
+
+
+async def _form(request: Request) -> tuple[dict[str, Any], str]:
+    """The multipart form's text fields, the uploaded file's bytes as ``file``, and its name."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "multipart/form-data":
+        raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send a multipart/form-data form")
+    fields: dict[str, Any] = {}
+    filename = ""
+    try:
+        async with request.form(max_files=1, max_fields=MAX_FORM_FIELDS) as form:
+            fields = {key: value for key, value in form.multi_items() if isinstance(value, str)}
+            upload = form.get("file")
+            if isinstance(upload, UploadFile):
+                fields["file"] = await upload.read()
+                # The name only: a client may send a path (a Windows one, even).
+                filename = PurePosixPath((upload.filename or "").replace("\\", "/")).name
+    except HTTPException as exc:  # Starlette's answer to a malformed form; the body limit's 413
+        if exc.status_code == PayloadTooLarge.status:
+            raise PayloadTooLarge(str(exc.detail)) from None
+        raise InvalidRequest(f"malformed form body: {exc.detail}") from None
+    if "file" in fields and not filename:
+        raise InvalidRequest("file: must be a file upload with a file name, whose extension names its format")
+    return fields, filename
+
+
+def _store(request: Request) -> FileStore:
+    store: FileStore = request.app.state.files
+    return store
+
+
+def _attachment(filename: str) -> str:
+    """Content-Disposition for a download named ``filename`` (RFC 6266; non-ASCII as RFC 5987)."""
+    quoted = urllib.parse.quote(filename, safe="")
+    return f'attachment; filename="{filename}"' if quoted == filename else f"attachment; filename*=utf-8''{quoted}"

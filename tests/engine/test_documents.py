@@ -1,0 +1,369 @@
+"""engine.documents: what each format keeps, shown by a round trip through a stand-in engine that
+upper-cases text and keeps tags where they are (so whatever is not upper-case afterwards was kept)."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+import docx
+import pytest
+from docx.enum.text import WD_COLOR_INDEX
+from docx.shared import Pt
+
+from engine.documents import SUPPORTED_EXTENSIONS, Document, DocumentError, UnsupportedFormat, read_document
+from engine.documents import word as word_module
+
+TAG_OR_REFERENCE = re.compile(r"(<[^>]*>|&#?\w+;)")
+
+
+def shout(text: str) -> str:
+    """The stand-in engine for an HTML fragment: text upper-cased, tags and references as they were."""
+    return "".join(
+        piece if TAG_OR_REFERENCE.fullmatch(piece) else piece.upper() for piece in TAG_OR_REFERENCE.split(text)
+    )
+
+
+def round_trip(data: bytes, filename: str) -> bytes:
+    doc = read_document(data, filename)
+    return doc.write([shout(text) for text in doc.texts])
+
+
+# -- plain text ---------------------------------------------------------------------------------
+
+
+def test_text_keeps_line_endings_blank_lines_indentation_and_bom() -> None:
+    data = "\ufeffFirst line\r\n\r\n   indented line  \nlast\rno break at the end".encode()
+    doc = read_document(data, "notes.txt")
+    assert doc.texts == ["First line", "indented line", "last", "no break at the end"]
+    assert (doc.format, doc.extension, doc.media_type) == ("text", ".txt", "text/plain; charset=utf-8")
+    assert doc.write([t.upper() for t in doc.texts]) == data.decode().upper().replace("\ufeff", "\ufeff").encode()
+
+
+def test_text_without_lines_to_translate_comes_back_unchanged() -> None:
+    doc = read_document(b"\n  \n\t\n", "blank.TXT")
+    assert doc.texts == []
+    assert doc.write([]) == b"\n  \n\t\n"
+
+
+def test_text_that_is_not_utf8_is_refused() -> None:
+    with pytest.raises(DocumentError, match=r"not UTF-8.*offset 3\)"):
+        read_document("Café".encode("latin-1"), "old.txt")
+    with pytest.raises(DocumentError, match=r"offset 6\)"):  # counted in the file, BOM included
+        read_document(b"\xef\xbb\xbfCaf\xe9", "old.txt")
+
+
+# -- subtitles ----------------------------------------------------------------------------------
+
+SRT = (
+    "\ufeff5\r\n"
+    "00:00:01,000 --> 00:00:02,500 X1:40 X2:600\r\n"
+    "<i>A sentence that runs</i>\r\n"
+    "<i>over two lines & more.</i>\r\n"
+    "\r\n"
+    "6\r\n"
+    "00:01:02,003 --> 00:01:04,000\r\n"
+    "{\\an8}On top.\r\n"
+    "\r\n"
+)
+
+
+def test_subtitles_keep_cue_numbers_timings_tags_and_line_breaks() -> None:
+    doc = read_document(SRT.encode(), "film.srt")
+    assert doc.format == "html"
+    # A cue is one text: its lines joined by <wbr>, its tags kept, its text escaped.
+    assert doc.texts == ["<i>A sentence that runs</i><wbr><i>over two lines &amp; more.</i>", "On top."]
+    assert doc.write([shout(t) for t in doc.texts]).decode() == (
+        "\ufeff5\r\n"
+        "00:00:01,000 --> 00:00:02,500 X1:40 X2:600\r\n"
+        "<i>A SENTENCE THAT RUNS</i>\r\n"
+        "<i>OVER TWO LINES & MORE.</i>\r\n"
+        "\r\n"
+        "6\r\n"
+        "00:01:02,003 --> 00:01:04,000\r\n"
+        "{\\an8}ON TOP.\r\n"
+        "\r\n"
+    )
+
+
+def test_a_cue_takes_the_lines_the_engine_gives_it_but_never_a_blank_one() -> None:
+    doc = read_document(b"1\n00:00:01,000 --> 00:00:02,000\nOne\ntwo\n\n", "a.srt")
+    assert doc.write(["ONE TWO<wbr><wbr> <wbr/>"]) == b"1\n00:00:01,000 --> 00:00:02,000\nONE TWO\n\n"
+
+
+def test_a_dialogue_is_translated_line_by_line_its_dashes_kept() -> None:
+    cue = "1\n00:00:01,000 --> 00:00:02,000\n"
+    doc = read_document(f"{cue}- Where to?\n– Home.\n\n".encode(), "a.srt")
+    assert doc.texts == ["Where to?<br>Home."]  # <br>: the engine translates each line on its own
+    assert doc.write(["Wohin?<br>Nach Hause."]).decode() == f"{cue}- Wohin?\n– Nach Hause.\n\n"
+
+
+def test_a_cue_whose_tags_do_not_nest_is_translated_without_them() -> None:
+    doc = read_document(b"1\n00:00:01,000 --> 00:00:02,000\n<i>Open\nand <b>never</i> closed\n\n", "a.srt")
+    assert doc.texts == ["Open<wbr>and never closed"]
+
+
+@pytest.mark.parametrize("data", [b"not subtitles at all", b"1\n00:00:01,000 -> broken\ntext\n"])
+def test_a_file_that_is_not_subrip_is_refused(data: bytes) -> None:
+    with pytest.raises(DocumentError, match="not a SubRip"):
+        read_document(data, "broken.srt")
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+MARKDOWN = """\
+---
+title: Front matter stays
+---
+# A *heading* ##
+
+Some *em*, _em_, **strong**, __strong__ and ~~struck~~ text
+with `code()`.
+
+A [link](https://example.com/page "Title") and ![an image](img.png).
+Hard\\
+break.
+
+> Quoted *text*
+> continued.
+
+- item one
+  continued
+- item two
+  1. nested
+
+| Column | Other |
+|:-------|------:|
+| cell *a* | b |
+
+Setext
+======
+
+<div>
+An HTML block stays.
+</div>
+
+```python
+print("code stays")
+```
+
+    indented code stays
+
+Auto <https://example.com> and <kbd>inline html</kbd>, snake_case and a * star.
+"""
+
+MARKDOWN_TRANSLATED = """\
+---
+title: Front matter stays
+---
+# A *HEADING* ##
+
+SOME *EM*, _EM_, **STRONG**, __STRONG__ AND ~~STRUCK~~ TEXT WITH `code()`.
+
+A [LINK](https://example.com/page "Title") AND ![an image](img.png). HARD\\
+BREAK.
+
+> QUOTED *TEXT* CONTINUED.
+
+- ITEM ONE CONTINUED
+- ITEM TWO
+  1. NESTED
+
+| COLUMN | OTHER |
+|:-------|------:|
+| CELL *A* | B |
+
+SETEXT
+======
+
+<div>
+An HTML block stays.
+</div>
+
+```python
+print("code stays")
+```
+
+    indented code stays
+
+AUTO <https://example.com> AND <kbd>INLINE HTML</kbd>, SNAKE_CASE AND A \\* STAR.
+"""
+
+
+def test_markdown_keeps_its_markup() -> None:
+    doc = read_document(MARKDOWN.encode(), "README.md")
+    assert (doc.format, doc.media_type) == ("html", "text/markdown; charset=utf-8")
+    assert doc.texts[0] == 'A <em data-i="0">heading</em>'
+    assert doc.texts[-1].startswith('Auto <a data-i="0">https://example.com</a> and <img data-i="1">inline html')
+    assert round_trip(MARKDOWN.encode(), "README.md").decode() == MARKDOWN_TRANSLATED
+
+
+def test_markdown_keeps_crlf_and_bom() -> None:
+    data = "\ufeff# Title\r\n\r\nText\r\nmore\\\r\nend\r\n".encode()
+    assert round_trip(data, "a.markdown") == "\ufeff# TITLE\r\n\r\nTEXT MORE\\\r\nEND\r\n".encode()
+
+
+def test_markdown_code_the_engine_moved_or_dropped_is_written_as_it_was() -> None:
+    doc = read_document(b"Call `f(x)` or `g(y)` with *this*.\n", "a.md")
+    assert doc.texts == [
+        'Call <code data-i="0">f(x)</code> or <code data-i="1">g(y)</code> with <em data-i="2">this</em>.'
+    ]
+    # The engine reordered the words, translated inside the code, dropped one, spaced the emphasis.
+    translated = '<em data-i="2">Dies </em> mit <code data-i="1">G(Y)</code> aufrufen.'
+    # The space inside the emphasis goes outside it: "*Dies *" would not be emphasis.
+    assert doc.write([translated]) == b"*Dies*  mit `g(y)` aufrufen. `f(x)`\n"
+
+
+def test_markdown_escapes_syntax_in_translated_text() -> None:
+    doc = read_document(b"| a | b |\n|---|---|\n| c | d |\n", "t.md")
+    assert doc.write(["x|y", "[b]", "*c*", "`d`"]) == b"| x\\|y | \\[b\\] |\n|---|---|\n| \\*c\\* | \\`d\\` |\n"
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+
+HTML = """\
+<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>My page</title>
+<style>p { color: red }</style><script>var x = "<p>kept</p>";</script></head>
+<body>
+  <h1 class="big">Hello <em>world</em></h1>
+  <div>Loose text <p>paragraph</p> tail</div>
+  <ul><li>One<li>Two <b>bold</b></ul>
+  <div translate="no"><p>Brand name</p></div>
+  <pre>  kept  </pre>
+  <!-- a comment -->
+</body>
+</html>
+"""
+
+
+def test_html_is_cut_into_blocks_and_the_rest_is_kept() -> None:
+    doc = read_document(HTML.encode(), "page.HTM")
+    assert (doc.format, doc.media_type) == ("html", "text/html; charset=utf-8")
+    assert doc.texts == [
+        "<title>My page</title>",
+        '<h1 class="big">Hello <em>world</em></h1>',
+        "Loose text ",
+        "<p>paragraph</p>",
+        " tail",
+        "<li>One",
+        "<li>Two <b>bold</b>",
+    ]
+    expected = HTML
+    for text in doc.texts:
+        expected = expected.replace(text, shout(text), 1)
+    assert doc.write([shout(t) for t in doc.texts]).decode() == expected
+
+
+def test_html_the_engine_could_not_put_back_together_is_refused() -> None:
+    with pytest.raises(DocumentError, match=r"malformed HTML: </b> at line 1, column 21"):
+        read_document(b"<p>Mis <b>bold <i>it</b></i></p>", "bad.html")
+
+
+# -- Word ---------------------------------------------------------------------------------------
+
+
+def word_document() -> bytes:
+    document = docx.Document()
+    paragraph = document.add_paragraph("Plain ")
+    bold = paragraph.add_run("bold")
+    bold.bold, bold.font.size = True, Pt(14)
+    paragraph.add_run(" and ")
+    italic = paragraph.add_run("italic")
+    italic.italic, italic.font.highlight_color = True, WD_COLOR_INDEX.YELLOW
+    paragraph.add_run(" spl")
+    paragraph.add_run("it\tafter a tab")  # same formatting as the run before: one group
+    document.add_paragraph("")
+    document.add_heading("A heading", level=1)
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "Cell"
+    table.cell(0, 1).add_table(rows=1, cols=1).cell(0, 0).text = "Nested cell"
+    document.sections[0].header.paragraphs[0].text = "Header"
+    document.sections[0].footer.paragraphs[0].text = "Footer"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def runs(data: bytes) -> list[list[tuple[str, bool | None, bool | None, int | None]]]:
+    """Each body paragraph's runs as (text, bold, italic, size)."""
+    document = docx.Document(io.BytesIO(data))
+    return [[(r.text, r.bold, r.italic, r.font.size) for r in p.runs] for p in document.paragraphs]
+
+
+def test_word_keeps_paragraphs_runs_and_their_formatting() -> None:
+    doc = read_document(word_document(), "report.docx")
+    assert doc.format == "html" and doc.media_type.endswith("wordprocessingml.document")
+    assert doc.texts == [
+        '<span data-r="0">Plain </span><span data-r="1">bold</span><span data-r="2"> and </span>'
+        '<span data-r="3">italic</span><span data-r="4"> split</span> <span data-r="5">after a tab</span>',
+        '<span data-r="0">A heading</span>',
+        '<span data-r="0">Cell</span>',
+        '<span data-r="0">Nested cell</span>',
+        '<span data-r="0">Header</span>',
+        '<span data-r="0">Footer</span>',
+    ]
+    translated = doc.write([shout(t) for t in doc.texts])
+    assert runs(translated) == [
+        [
+            ("PLAIN ", None, None, None),
+            ("BOLD", True, None, Pt(14)),
+            (" AND ", None, None, None),
+            ("ITALIC", None, True, None),
+            (" SPLIT", None, None, None),
+            ("\tAFTER A TAB", None, None, None),  # the second run of the group: its tab kept, its text moved
+        ],
+        [],
+        [("A HEADING", None, None, None)],
+    ]
+    document = docx.Document(io.BytesIO(translated))
+    assert document.paragraphs[0].runs[3].font.highlight_color == WD_COLOR_INDEX.YELLOW
+    assert document.paragraphs[2].style.name == "Heading 1"
+    cell = document.tables[0].cell(0, 1)
+    assert (document.tables[0].cell(0, 0).text, cell.tables[0].cell(0, 0).text) == ("CELL", "NESTED CELL")
+    section = document.sections[0]
+    assert (section.header.paragraphs[0].text, section.footer.paragraphs[0].text) == ("HEADER", "FOOTER")
+
+
+def test_word_runs_follow_their_spans_wherever_the_engine_put_them() -> None:
+    doc = read_document(word_document(), "report.docx")
+    # Reordered, one span dropped, the space between words left outside the spans.
+    first = '<span data-r="3">Kursiv</span> <span data-r="1">fett</span><span data-r="0">Schlicht</span>'
+    translated = doc.write([first, *doc.texts[1:]])
+    assert [text for text, *_ in runs(translated)[0]] == ["Schlicht", "fett", "", "Kursiv ", "", "\t"]
+
+
+def test_word_that_is_not_a_docx_is_refused() -> None:
+    with pytest.raises(DocumentError, match="not a ZIP archive"):
+        read_document(b"\xd0\xcf\x11\xe0 an old .doc", "old.docx")
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("hello.txt", "not a Word document")
+    with pytest.raises(DocumentError, match=r"not a valid \.docx"):
+        read_document(archive.getvalue(), "fake.docx")
+    with pytest.raises(DocumentError):
+        read_document(word_document()[:2000], "truncated.docx")
+
+
+def test_word_that_would_expand_too_far_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(word_module, "MAX_EXPANDED_BYTES", 1000)
+    with pytest.raises(DocumentError, match="expands to"):
+        read_document(word_document(), "bomb.docx")
+
+
+# -- all formats --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("filename", ["program.exe", "no_extension", "archive.tar.gz", "report.doc"])
+def test_unsupported_extensions_are_refused(filename: str) -> None:
+    with pytest.raises(UnsupportedFormat, match=r"unsupported file type .*supported are \.txt"):
+        read_document(b"data", filename)
+
+
+def test_every_extension_has_a_reader_and_write_checks_the_count() -> None:
+    assert set(SUPPORTED_EXTENSIONS) == {".txt", ".md", ".markdown", ".html", ".htm", ".srt", ".docx"}
+    doc: Document = read_document(b"one\ntwo\n", "a.txt")
+    with pytest.raises(ValueError, match="1 translations for 2 texts"):
+        doc.write(["only one"])

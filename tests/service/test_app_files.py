@@ -1,0 +1,270 @@
+"""File translation over HTTP against real servers: /v1/translate_file, LibreTranslate's
+/translate_file and /download_file, their limits, errors, expiry and temporary files. The test
+model's translations are nonsense: these tests check structure, not wording."""
+
+from __future__ import annotations
+
+import io
+import random
+import threading
+import time
+from pathlib import Path
+
+import docx
+import httpx
+import pytest
+import srt
+from live_server import API_KEYS, ServiceProcess, StartService, assert_error, wait_for_metric
+
+from service.documents import chunks
+from tests.conftest import EN
+
+TEXT_FILE = "A dog runs in the park.\r\n\r\n  A cat sits on the red car.  \nThe man walks.\n"
+SUBTITLES = (
+    "7\n00:00:01,000 --> 00:00:02,500\nA big dog runs\nin the park.\n\n"
+    "8\n00:00:03,000 --> 00:00:04,000\n<i>The girl plays.</i>\n\n"
+)
+
+
+def native(client: httpx.Client, texts: list[str], **options: object) -> list[str]:
+    body = client.post("/v1/translate", json={"text": texts, "source_lang": "en", "target_lang": "de", **options})
+    return [t["text"] for t in body.json()["translations"]]
+
+
+def upload(client: httpx.Client, name: str, data: bytes, **fields: str) -> httpx.Response:
+    return client.post("/v1/translate_file", files={"file": (name, data)}, data={"target_lang": "de", **fields})
+
+
+def sentences(n: int, seed: int = 0) -> list[str]:
+    """``n`` different sentences in the test model's vocabulary."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(EN) for _ in range(rng.randint(3, 8))).capitalize() + "." for _ in range(n)]
+
+
+# -- /v1/translate_file -------------------------------------------------------------------------
+
+
+def test_a_text_file_comes_back_translated_line_by_line(client: httpx.Client) -> None:
+    response = upload(client, "notes.txt", TEXT_FILE.encode(), source_lang="en")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+    assert response.headers["content-disposition"] == 'attachment; filename="notes.txt"'
+    dog, cat, man = native(client, ["A dog runs in the park.", "A cat sits on the red car.", "The man walks."])
+    assert response.text == f"{dog}\r\n\r\n  {cat}  \n{man}\n"
+
+
+@pytest.mark.parametrize("sent", ["C:\\Users\\me\\notes.txt", "../../notes.txt"])
+def test_a_path_sent_as_the_file_name_comes_back_as_the_name(client: httpx.Client, sent: str) -> None:
+    response = upload(client, sent, TEXT_FILE.encode(), source_lang="en")
+    assert response.headers["content-disposition"] == 'attachment; filename="notes.txt"'
+
+
+def test_the_source_language_is_identified_once_for_the_file(client: httpx.Client) -> None:
+    identified = upload(client, "notes.txt", TEXT_FILE.encode())  # source_lang omitted: "auto"
+    assert identified.status_code == 200, identified.text
+    assert identified.text == upload(client, "notes.txt", TEXT_FILE.encode(), source_lang="en").text
+
+
+def test_subtitles_keep_their_cues_and_timings(client: httpx.Client) -> None:
+    response = upload(client, "film.srt", SUBTITLES.encode(), source_lang="en")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/x-subrip; charset=utf-8"
+    before, after = list(srt.parse(SUBTITLES)), list(srt.parse(response.text))
+    assert [(c.index, c.start, c.end) for c in after] == [(c.index, c.start, c.end) for c in before]
+    assert after[0].content != before[0].content and 1 <= len(after[0].content.split("\n")) <= 2
+    assert after[1].content.startswith("<i>") and after[1].content.endswith("</i>")
+
+
+def word_file() -> bytes:
+    document = docx.Document()
+    paragraph = document.add_paragraph("A dog runs ")
+    paragraph.add_run("in the park").bold = True
+    paragraph.add_run(".")
+    document.add_table(rows=1, cols=1).cell(0, 0).text = "The cat sits."
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_a_word_document_keeps_its_runs_formatting(client: httpx.Client) -> None:
+    response = upload(client, "Bericht über Hunde.docx", word_file(), source_lang="en")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].endswith("wordprocessingml.document")
+    assert response.headers["content-disposition"] == ("attachment; filename*=utf-8''Bericht%20%C3%BCber%20Hunde.docx")
+    document = docx.Document(io.BytesIO(response.content))
+    runs = document.paragraphs[0].runs
+    assert [r.bold for r in runs] == [None, True, None]
+    assert "".join(r.text for r in runs) not in ("", "A dog runs in the park.")
+    assert document.tables[0].cell(0, 0).text not in ("", "The cat sits.")
+
+
+def test_markdown_and_html_keep_their_markup(client: httpx.Client) -> None:
+    markdown = "# The dog\n\nA *red* car and a [ball](https://example.com/ball).\n\n```\ncode stays\n```\n"
+    response = upload(client, "readme.md", markdown.encode(), source_lang="en")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "text/markdown; charset=utf-8"
+    heading, blank, paragraph, *rest = response.text.split("\n")
+    assert heading.startswith("# ") and heading != "# The dog" and blank == ""
+    assert "](https://example.com/ball)" in paragraph  # (the emphasis may have landed on no word)
+    assert rest == ["", "```", "code stays", "```", ""]
+
+    page = "<html><head><title>The house</title></head><body><p>A <b>big</b> tree.</p><pre>x</pre></body></html>"
+    response = upload(client, "page.html", page.encode(), source_lang="en")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    assert response.text.startswith("<html><head><title>") and "The house" not in response.text
+    assert "<b>" in response.text and response.text.endswith("</p><pre>x</pre></body></html>")
+
+
+def test_a_document_larger_than_a_request_is_translated_in_chunks(client: httpx.Client) -> None:
+    lines = sentences(150)  # the server takes 16 texts and 3000 characters per request
+    assert len("".join(lines)) > 3000
+    response = upload(client, "long.txt", "\n".join(lines).encode(), source_lang="en")
+    assert response.status_code == 200, response.text
+    assert response.text.split("\n") == [t for i in range(0, len(lines), 16) for t in native(client, lines[i : i + 16])]
+
+
+def test_chunks_stay_within_both_limits_in_order() -> None:
+    texts = ["a" * 5, "b" * 5, "c" * 11, "d", "e", "f"]
+    assert list(chunks(texts, max_texts=2, max_chars=10)) == [["a" * 5, "b" * 5], ["c" * 11], ["d", "e"], ["f"]]
+    assert list(chunks([], max_texts=2, max_chars=10)) == []
+
+
+def test_other_requests_are_served_while_a_large_document_is_translated(
+    start_service: StartService,
+) -> None:
+    server = start_service(max_texts=8, cache_size=0, max_wait_ms=1)
+    document = "\n".join(sentences(400, seed=1)).encode()
+    finished: dict[str, float] = {}
+
+    def translate_document() -> None:
+        with httpx.Client(base_url=server.url, timeout=300) as c:
+            assert upload(c, "big.txt", document, source_lang="en").status_code == 200
+        finished["document"] = time.monotonic()
+
+    worker = threading.Thread(target=translate_document)
+    worker.start()
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        wait_for_metric(c, "mt_requests_in_flight", 1)  # the document's 50 chunks are being translated
+        assert native(c, ["A dog runs."]) and "document" not in finished
+    finished["text"] = time.monotonic()
+    worker.join()
+    assert finished["text"] < finished["document"]
+
+
+# -- LibreTranslate -----------------------------------------------------------------------------
+
+
+def test_libretranslate_translate_file_then_download(server: ServiceProcess, client: httpx.Client) -> None:
+    """As LibreTranslate's web page does: a multipart POST, then a GET of the URL it answers with
+    (libretranslatepy has no file translation)."""
+    with httpx.Client(timeout=60) as browser:
+        form = {"source": "en", "target": "de", "api_key": API_KEYS[1]}
+        response = browser.post(f"{server.url}/translate_file", files={"file": ("notes.txt", TEXT_FILE)}, data=form)
+        assert response.status_code == 200, response.text
+        [url] = response.json().values()
+        assert url.startswith(f"{server.url}/download_file/") and url.endswith(".notes.txt")
+        download = browser.get(url)  # no key: the name is the key
+    assert download.status_code == 200, download.text
+    assert download.headers["content-disposition"] == 'attachment; filename="notes.txt"'
+    assert download.headers["content-type"] == "text/plain; charset=utf-8"
+    assert download.text == upload(client, "notes.txt", TEXT_FILE.encode(), source_lang="en").text
+
+
+def test_libretranslate_frontend_lists_the_file_formats(client: httpx.Client) -> None:
+    settings = client.get("/frontend/settings").json()
+    assert settings["filesTranslation"] is True
+    assert settings["supportedFilesFormat"] == [".txt", ".md", ".markdown", ".html", ".htm", ".srt", ".docx"]
+
+
+def test_unknown_files_are_not_found(client: httpx.Client) -> None:
+    assert_error(client.get("/download_file/nothing.txt"), 404, "not_found")
+    assert_error(client.get("/download_file/..%2F..%2Fetc%2Fpasswd"), 404, "not_found")
+
+
+def test_files_expire_and_temporary_files_are_removed(
+    start_service: StartService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the server spools uploads and keeps files
+    server = start_service(file_expiry_s=1)
+
+    def ours() -> list[Path]:  # Python's temporary files ("tmp...") and the file store's directory
+        return sorted(p for p in tmp_path.iterdir() if p.name.startswith(("tmp", "mt-files-")))
+
+    # Over a MiB: spooled to a temporary file, and over MT_MAX_REQUEST_BYTES, which uploads are not held to.
+    big = ("A dog runs." + "\n" * (1536 << 10)).encode()
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        assert upload(c, "big.txt", big, source_lang="en").status_code == 200
+        assert ours() == []
+        url = c.post("/translate_file", files={"file": ("big.txt", big)}, data={"target": "de"}).json()
+        assert c.get(url["translatedFileUrl"]).content.endswith(b"\n" * 1000)
+        [store] = ours()  # the upload's spooled file is gone; the translated file is kept
+        assert store.name.startswith("mt-files-") and len(list(store.iterdir())) == 1
+        time.sleep(2.5)  # expired after 1 s, and looked for every second: deleted with no request
+        assert list(store.iterdir()) == []
+        assert_error(c.get(url["translatedFileUrl"]), 404, "not_found")
+        c.post("/translate_file", files={"file": ("big.txt", big)}, data={"target": "de"}).raise_for_status()
+    assert server.stop() == 0  # a file not yet expired is deleted with the store at shutdown
+    assert ours() == []
+
+
+# -- limits and errors --------------------------------------------------------------------------
+
+
+def test_files_over_the_limits_give_413(start_service: StartService) -> None:
+    server = start_service(max_file_bytes=4096, max_chars=100)
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        error = assert_error(upload(c, "a.txt", b"A dog runs.\n" * 400), 413, "payload_too_large")
+        assert "4800 bytes; the limit is 4096 (MT_MAX_FILE_BYTES)" in error["message"]
+        # Far over: refused by its Content-Length, before it is read.
+        assert_error(upload(c, "a.txt", b"x" * (1 << 20)), 413, "payload_too_large")
+        # Without a Content-Length: refused while it streams in.
+        boundary = "x" * 16
+        form = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\n'
+        body = [form.encode(), b"A dog runs.\n" * (100 << 10), f"\r\n--{boundary}--\r\n".encode()]
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        assert_error(c.post("/v1/translate_file", content=iter(body), headers=headers), 413, "payload_too_large")
+        error = assert_error(upload(c, "a.txt", b"A dog runs." * 10), 413, "payload_too_large")
+        assert "text 1 of the file" in error["message"] and "110 characters" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "status", "error_type", "message"),
+    [
+        ("program.exe", b"MZ\x90\x00", 415, "unsupported_media_type", "unsupported file type '.exe'"),
+        ("no_extension", b"text", 415, "unsupported_media_type", "(no extension)"),
+        ("old.txt", "Café".encode("latin-1"), 422, "invalid_request", "file: the file is not UTF-8"),
+        ("broken.docx", b"PK\x03\x04 not really", 422, "invalid_request", "file: not"),
+        ("broken.srt", b"not subtitles", 422, "invalid_request", "file: not a SubRip"),
+        ("bad.html", b"<p>a <b>b <i>c</b></i></p>", 422, "invalid_request", "file: malformed HTML"),
+    ],
+)
+def test_unsupported_and_corrupt_files_are_refused(
+    client: httpx.Client, name: str, data: bytes, status: int, error_type: str, message: str
+) -> None:
+    error = assert_error(upload(client, name, data, source_lang="en"), status, error_type)
+    assert message in error["message"]
+
+
+@pytest.mark.parametrize(
+    "request_kwargs",
+    [
+        {"data": {"target_lang": "de"}},  # no file
+        {"files": {"file": (None, b"A dog.")}, "data": {"target_lang": "de"}},  # a field, not a file
+        {"files": {"file": ("a.txt", b"A dog.")}},  # no target
+        {"files": {"file": ("a.txt", b"A dog.")}, "data": {"target_lang": "de", "beam_size": "2"}},  # unknown
+        {"json": {"file": "A dog.", "target_lang": "de"}},  # not a form
+        {"files": [("file", ("a.txt", b"A dog.")), ("file", ("b.txt", b"A cat."))], "data": {"target_lang": "de"}},
+    ],
+)
+def test_malformed_forms_give_422(client: httpx.Client, request_kwargs: dict) -> None:
+    assert_error(client.post("/v1/translate_file", **request_kwargs), 422, "invalid_request")
+
+
+def test_api_keys_and_languages_are_checked(server: ServiceProcess, client: httpx.Client) -> None:
+    with httpx.Client(base_url=server.url, timeout=60) as anonymous:
+        assert_error(upload(anonymous, "a.txt", b"A dog."), 401, "unauthorized")
+        libre = anonymous.post("/translate_file", files={"file": ("a.txt", b"A dog.")}, data={"target": "de"})
+        assert_error(libre, 401, "unauthorized")
+    error = assert_error(upload(client, "a.txt", b"A dog.", target_lang="fr"), 400, "unsupported_language")
+    assert error["supported_pairs"] == ["en-de"]
