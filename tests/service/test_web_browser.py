@@ -358,6 +358,35 @@ def test_a_pair_through_a_pivot_is_translated_without_alignment(service: Service
     assert [r["return_alignments"] for r in page.translation_requests()] == [True, False]
 
 
+def test_a_file_is_translated(service: ServiceProcess, open_page: OpenPage, tmp_path: Path) -> None:
+    formats = httpx.get(f"{service.url}/frontend/settings").json()["supportedFilesFormat"]
+    page = open_page(service.url)
+    page.choose("en", "de")
+    page.page.get_by_text("Translate a file").click()
+    upload = page.page.get_by_label("File", exact=True)
+    expect(upload).to_have_attribute("accept", ",".join(formats))
+    note = tmp_path / "note.txt"
+    note.write_text(f"{TEXT}\nA cat sits on the car.\n", encoding="utf-8")
+    upload.set_input_files(note)
+    page.page.get_by_role("button", name="Translate the file").click()
+    with page.page.expect_download() as download:
+        page.page.get_by_role("link", name="Download note.txt in German").click()
+    expected = httpx.post(
+        f"{service.url}/v1/translate_file",
+        files={"file": (note.name, note.read_bytes())},
+        data={"source_lang": "en", "target_lang": "de"},
+        timeout=60,
+    )
+    assert download.value.suggested_filename == note.name
+    assert Path(download.value.path()).read_bytes() == expected.content
+
+    slides = tmp_path / "slides.pdf"
+    slides.write_bytes(b"%PDF-1.4")
+    upload.set_input_files(slides)
+    page.page.get_by_role("button", name="Translate the file").click()
+    expect(page.page.locator("#file-message")).to_contain_text("This file cannot be translated: unsupported file type")
+
+
 @pytest.mark.parametrize("path", [f"{PREFIX}/", "/"])  # as a proxy passes the prefix on, or strips it
 def test_an_api_key_behind_a_path_prefix(keyed_service: ServiceProcess, open_page: OpenPage, path: str) -> None:
     page = open_page(f"{keyed_service.url}{path}")

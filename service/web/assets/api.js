@@ -11,18 +11,25 @@ export class ApiError extends Error {
 }
 
 export async function getJson(path) {
-  return answer(await fetch(path, { headers: { Accept: "application/json" } }));
+  return (await send(path, {})).json();
 }
 
 export async function postJson(path, body, { apiKey, signal } = {}) {
-  const headers = { "Content-Type": "application/json", Accept: "application/json" };
-  if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
-  return answer(await fetch(path, { method: "POST", headers, body: JSON.stringify(body), signal }));
+  const init = { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body), signal };
+  return (await send(path, init, apiKey)).json();
 }
 
-async function answer(response) {
+// A multipart form (a file upload); the answer is a file.
+export async function postForm(path, form, { apiKey } = {}) {
+  return (await send(path, { method: "POST", body: form }, apiKey)).blob();
+}
+
+async function send(path, init, apiKey) {
+  const headers = { Accept: "application/json", ...init.headers };
+  if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
+  const response = await fetch(path, { ...init, headers });
+  if (response.ok) return response;
   const body = await response.json().catch(() => ({}));
-  if (response.ok) return body;
   throw new ApiError(response.status, body.error || {}, response.headers.get("Retry-After"));
 }
 
@@ -40,7 +47,9 @@ export function describe(error, { apiKey, languageName }) {
         ? "The API key was not accepted. Check it and try again."
         : "This service needs an API key: enter yours in the API key field.";
     case 413:
-      return `The text is too long for this service: ${error.message}.`;
+      return `This is too large for the service: ${error.message}.`;
+    case 415:
+      return `This file cannot be translated: ${error.message}.`;
     case 429: {
       const wait = error.retryAfter ? ` in ${error.retryAfter} s` : " in a moment";
       return `The service is busy. Please try again${wait}.`;

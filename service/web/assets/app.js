@@ -2,6 +2,7 @@
 // /frontend/settings, translations (with alternatives and the alignment) from /v1/translate.
 
 import { ApiError, describe, getJson, postJson } from "./api.js";
+import { setUpFileTranslation } from "./files.js";
 import { Heatmap } from "./heatmap.js";
 import { WordLinks } from "./word-links.js";
 
@@ -276,6 +277,11 @@ async function start() {
   });
   ui.swap.addEventListener("click", swap);
   ui.copy.addEventListener("click", copy);
+  setUpFileTranslation(settings.filesTranslation ? settings.supportedFilesFormat : [], {
+    pair: () => ({ source: ui.source.value, target: ui.target.value }),
+    apiKey: () => ui.key.value,
+    languageName,
+  });
   ui.key.addEventListener("input", () => {
     localStorage.setItem(KEY_STORAGE, ui.key.value);
     scheduleTranslation();
