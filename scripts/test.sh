@@ -5,11 +5,18 @@ cd "$(dirname "$0")/.."
 
 python -m pip install -q --disable-pip-version-check -e ".[train,import,dev,bench]"
 
-# promtool checks /metrics and the Prometheus config; the tests that need it skip visibly without it.
-if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (timeout 300 apt-get update -qq && timeout 300 apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
-    || echo "promtool could not be installed: the promtool checks will be skipped"
-fi
+# Debian packages that some tests need, installed when missing (as root, where apt-get exists); the
+# tests that need them skip visibly without them. promtool checks /metrics and the Prometheus config;
+# Chromium runs the web page's browser tests (driven by Playwright, whose own browser downloads are
+# never used).
+install_missing() {  # COMMAND PACKAGE
+  if ! command -v "$1" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (timeout 300 apt-get update -qq && timeout 600 apt-get install -y -qq --no-install-recommends "$2" >/dev/null) \
+      || echo "$2 could not be installed: the tests that need $1 will be skipped"
+  fi
+}
+install_missing promtool prometheus
+install_missing chromium chromium
 
 ruff check .
 ruff format --check .

@@ -19,8 +19,8 @@ from service import openapi
 from service.errors import install_error_handlers
 from service.file_store import FileStore
 from service.metrics import Metrics
-from service.middleware import BodyLimit, RequestAccounting
-from service.routes import files, libretranslate, operations, stream, v1
+from service.middleware import BodyLimit, RequestAccounting, RootPath
+from service.routes import files, libretranslate, operations, stream, v1, web
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
@@ -63,12 +63,17 @@ def create_app(
     app.state.runtime = runtime
     app.state.files = file_store
     install_error_handlers(app, lambda error_type: metrics.errors.labels(error_type).inc())
-    # Added last = outermost: accounting sees every request, including those the body limit refuses.
+    # Added later = further out: accounting sees every request, including those the body limit
+    # refuses, with the path prefix known.
     uploads = dict.fromkeys(files.UPLOAD_PATHS, settings.max_file_bytes + files.FORM_OVERHEAD_BYTES)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics, path_limits=uploads)
     app.add_middleware(RequestAccounting, runtime=runtime)
+    if settings.root_path:
+        app.add_middleware(RootPath, prefix=settings.root_path)
     for module in (v1, stream, files, operations, libretranslate):
         app.include_router(module.router)
+    if settings.web_ui:
+        web.install(app)
     openapi.install(app, runtime)
     return app
 

@@ -1,8 +1,10 @@
-"""Pure ASGI middleware: request accounting (metrics, in-flight, draining) and the body size limit.
+"""Pure ASGI middleware: request accounting (metrics, in-flight, draining), the body size limit and
+the path prefix behind a reverse proxy.
 
-Both run before routing and body parsing, so that a draining server refuses new translation
-requests before reading them, a request counts as accepted from its first byte (SIGTERM lets it
-finish even if its body is still arriving), and an oversized body is never buffered.
+Accounting and the limit run before routing and body parsing, so that a draining server refuses
+new translation requests before reading them, a request counts as accepted from its first byte
+(SIGTERM lets it finish even if its body is still arriving), and an oversized body is never
+buffered.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class RequestAccounting:
         metrics = self.runtime.metrics
         started = time.perf_counter()
         status = 500  # if the app dies before sending a response, that is what the client sees
-        translating = scope["path"] in TRANSLATION_PATHS
+        translating = route_path(scope) in TRANSLATION_PATHS
         unfinished = False  # a response started and not ended
 
         async def send_and_record(message: Message) -> None:
@@ -77,13 +79,45 @@ class RequestAccounting:
                 metrics.request_duration.labels(route).observe(time.perf_counter() - started)
 
 
+class RootPath:
+    """The service under a path prefix (``MT_ROOT_PATH``), whether a reverse proxy strips it from
+    the path or passes it on: the ASGI ``root_path`` is the prefix and the path starts with it, as
+    ASGI has it. Routing takes it off again; /docs, the web page and the OpenAPI document's server
+    URL name it. (uvicorn's own root path is for stripping proxies only: it prefixes every path, so
+    a path that has the prefix already would have it twice.)"""
+
+    def __init__(self, app: ASGIApp, *, prefix: str) -> None:
+        self.app = app
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = {**scope, "root_path": self.prefix}
+            if route_path(scope) == scope["path"]:  # stripped by the proxy
+                scope["path"] = self.prefix + scope["path"]
+                if "raw_path" in scope:
+                    scope["raw_path"] = self.prefix.encode() + scope["raw_path"]
+        await self.app(scope, receive, send)
+
+
+def route_path(scope: Scope) -> str:
+    """The path the routes see: behind a proxy that passes the prefix on (MT_ROOT_PATH), the
+    request's path without it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and (path == root or path.startswith(f"{root}/")):
+        return path[len(root) :] or "/"
+    return path
+
+
 def _route_label(scope: Scope) -> str:
     """The matched route's template, which keeps the label set bounded; requests refused before
     routing (draining, body too large) still count under their translation route."""
     route: Any = scope.get("route")
     if template := getattr(route, "path", None):
         return str(template)
-    return scope["path"] if scope["path"] in TRANSLATION_PATHS else "unmatched"
+    path = route_path(scope)
+    return path if path in TRANSLATION_PATHS else "unmatched"
 
 
 class BodyLimit:
@@ -102,7 +136,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        max_bytes = self.path_limits.get(scope["path"], self.max_bytes)
+        max_bytes = self.path_limits.get(route_path(scope), self.max_bytes)
         too_large = PayloadTooLarge(f"request body larger than {max_bytes} bytes")
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > max_bytes:

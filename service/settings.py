@@ -85,11 +85,25 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level: debug, info, warning or error."
     )
+    web_ui: bool = Field(True, description="Serve the translation web page at / (every file from the service itself).")
+    root_path: str = Field(
+        "",
+        description="Path prefix the service is reached under behind a reverse proxy (/mt), which the proxy may "
+        "strip or pass on; empty = none.",
+    )
 
     @field_validator("model_dir", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("root_path")
+    @classmethod
+    def _absolute_prefix(cls, value: str) -> str:
+        prefix = value.rstrip("/")
+        if prefix and not prefix.startswith("/"):
+            raise ValueError(f"must start with / (got {value!r})")
+        return prefix
 
     @model_validator(mode="after")
     def _check_limits(self) -> Settings:

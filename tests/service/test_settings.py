@@ -30,7 +30,9 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MT_API_KEYS", " alpha, beta ,,")
     monkeypatch.setenv("MT_PROVIDER", "cuda")
     monkeypatch.setenv("MT_PRELOAD", "a, b,")
+    monkeypatch.setenv("MT_ROOT_PATH", "/translate/")
     settings = Settings()
+    assert settings.root_path == "/translate"
     assert settings.preload_names == {"a", "b"}
     assert settings.model_dir == Path("/somewhere/else")
     assert settings.max_wait_ms == 0
@@ -46,6 +48,7 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
         {"MT_REQUEST_TIMEOUT_S": "nan"},
         {"MT_CACHE_SIZE": "-1"},
         {"MT_MAX_TEXTS": "100", "MT_MAX_QUEUE_SENTENCES": "10"},
+        {"MT_ROOT_PATH": "mt"},
     ],
 )
 def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
