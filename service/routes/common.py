@@ -9,8 +9,9 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security.utils import get_authorization_scheme_param
+from starlette.exceptions import HTTPException
 
-from service.errors import ClientDisconnected
+from service.errors import ClientDisconnected, InvalidRequest, PayloadTooLarge, ServiceError
 from service.runtime import Runtime, TranslationJob
 from service.schemas import ErrorResponse, TranslateRequest, embedded_schema
 
@@ -58,6 +59,14 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def form_error(exc: HTTPException) -> ServiceError:
+    """What Starlette's refusal to parse a form body means: the body limit's 413 while the body
+    streamed in, or a malformed form."""
+    if exc.status_code == PayloadTooLarge.status:
+        return PayloadTooLarge(str(exc.detail))
+    return InvalidRequest(f"malformed form body: {exc.detail}")
 
 
 def bearer_key(request: Request) -> str | None:

@@ -21,9 +21,9 @@ from starlette.exceptions import HTTPException
 
 from engine.documents import MEDIA_TYPES, SUPPORTED_EXTENSIONS
 from service.documents import FileJob, translate_document
-from service.errors import InvalidRequest, NotFound, PayloadTooLarge
+from service.errors import InvalidRequest, NotFound
 from service.file_store import FileStore
-from service.routes.common import bearer_key, error_responses, get_runtime, unless_disconnected
+from service.routes.common import bearer_key, error_responses, form_error, get_runtime, unless_disconnected
 from service.schemas import (
     BEARER_AUTH,
     LANGUAGE_PAIR,
@@ -148,10 +148,8 @@ async def _form(request: Request) -> tuple[dict[str, Any], str]:
                 fields["file"] = await upload.read()
                 # The name only: a client may send a path (a Windows one, even).
                 filename = PurePosixPath((upload.filename or "").replace("\\", "/")).name
-    except HTTPException as exc:  # Starlette's answer to a malformed form; the body limit's 413
-        if exc.status_code == PayloadTooLarge.status:
-            raise PayloadTooLarge(str(exc.detail)) from None
-        raise InvalidRequest(f"malformed form body: {exc.detail}") from None
+    except HTTPException as exc:
+        raise form_error(exc) from None
     if "file" in fields and not filename:
         raise InvalidRequest("file: must be a file upload with a file name, whose extension names its format")
     return fields, filename

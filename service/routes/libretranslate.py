@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
 from service.errors import InvalidRequest
-from service.routes.common import RuntimeDep, bearer_key, error_responses, unless_disconnected
+from service.routes.common import RuntimeDep, bearer_key, error_responses, form_error, unless_disconnected
 from service.runtime import TranslationJob
 from service.schemas import (
     BEARER_AUTH,
@@ -184,8 +184,8 @@ async def _body(request: Request) -> bytes | dict[str, Any]:
     if content_type in _FORM_TYPES:
         try:
             form = await request.form()
-        except HTTPException as exc:  # Starlette's answer to a malformed multipart body
-            raise InvalidRequest(f"malformed form body: {exc.detail}") from None
+        except HTTPException as exc:
+            raise form_error(exc) from None
         return {key: _form_value(key, form.getlist(key)) for key in form}
     if content_type == "application/json" or content_type.endswith("+json"):
         return await request.body()

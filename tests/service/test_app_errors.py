@@ -96,6 +96,14 @@ def test_oversized_body_gives_413_before_it_is_read(client: httpx.Client) -> Non
     response = client.post("/v1/translate", content=chunks(), headers={"Content-Type": "application/json"})
     assert_error(response, 413, "payload_too_large")
 
+    def form():  # LibreTranslate's form body, streamed: 413 too, not a malformed form
+        yield b"target=de&q="
+        for _ in range(40):
+            yield b"a" * (1 << 16)
+
+    form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert_error(client.post("/translate", content=form(), headers=form_type), 413, "payload_too_large")
+
 
 @pytest.mark.parametrize(
     ("source", "target", "message"),
