@@ -6,7 +6,14 @@ from fastapi import APIRouter, Request, Response
 
 from engine.runner import resolve_provider
 from service.models import ModelSlot
-from service.routes.common import RuntimeDep, error_responses, get_runtime, translation_job, unless_disconnected
+from service.routes.common import (
+    RuntimeDep,
+    bearer_key,
+    error_responses,
+    get_runtime,
+    translation_job,
+    unless_disconnected,
+)
 from service.runtime import Runtime
 from service.schemas import (
     BEARER_AUTH,
@@ -53,14 +60,15 @@ async def translate(request: Request) -> Response:
 @router.post(
     "/v1/detect",
     response_model=DetectResponse,
-    responses=error_responses(413, 422, 503),
+    responses=error_responses(401, 413, 422, 503),
     tags=["translation"],
-    openapi_extra=json_body(DetectRequest),
+    openapi_extra={**json_body(DetectRequest), **BEARER_AUTH},
 )
 async def detect(request: Request, runtime: RuntimeDep) -> DetectResponse:
     """Identify the language of a text, among MT_DETECT_LANGUAGES."""
     # Read as /v1/translate reads its body: a body that is not UTF-8 JSON is a 422 as well.
     body = validated(DetectRequest, await request.body())
+    runtime.authorize(bearer_key(request))
     found = runtime.detect(body.text)
     return DetectResponse(
         language=found.language,

@@ -139,9 +139,14 @@ def test_an_integral_number_is_an_integer(client: httpx.Client) -> None:
     [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_KEYS[0]}"}, {"Authorization": "Bearer"}],
 )
 def test_missing_or_wrong_key_gives_401(anonymous: httpx.Client, headers: dict[str, str]) -> None:
-    response = anonymous.post("/v1/translate", json=OK, headers=headers)
-    assert_error(response, 401, "unauthorized")
-    assert response.headers["WWW-Authenticate"] == "Bearer"
+    for path, body in (("/v1/translate", OK), ("/v1/detect", {"text": "A dog runs."})):
+        response = anonymous.post(path, json=body, headers=headers)
+        assert_error(response, 401, "unauthorized")
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_detection_works_with_a_key(client: httpx.Client) -> None:
+    assert client.post("/v1/detect", json={"text": "A dog runs in the park."}).json()["language"] == "en"
 
 
 def test_every_configured_key_works_and_operations_stay_open(anonymous: httpx.Client) -> None:

@@ -143,6 +143,7 @@ def test_security_is_declared_only_when_keys_are_configured(en_de_repository: Pa
             "/v1/translate/stream",
             "/translate",
             "/detect",
+            "/v1/detect",
             "/v1/translate_file",
             "/translate_file",
         }
