@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from engine.api import TranslationOptions
-from engine.documents import Document, DocumentError, UnsupportedFormat, read_document
+from engine.documents import Document, DocumentError, MalformedDocument, UnsupportedFormat, read_document
 from engine.markup import Document as Markup
-from service.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from service.errors import InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
 from service.runtime import Runtime, TranslationJob, prefer_served
 
 # Characters of a document that language identification reads: more tell it nothing new.
@@ -73,6 +73,8 @@ def _read(data: bytes, filename: str) -> Document:
         return read_document(data, filename)
     except UnsupportedFormat as e:
         raise UnsupportedMediaType(str(e)) from None
+    except MalformedDocument as e:
+        raise MalformedMarkup(f"file: {e}", details={"line": e.line, "column": e.column}) from None
     except DocumentError as e:
         raise InvalidRequest(f"file: {e}") from None
 

@@ -16,7 +16,7 @@ from pathlib import PurePath
 from types import ModuleType
 
 from engine.documents import html, markdown, subtitles, text, word
-from engine.documents.base import Document, DocumentError, Format, UnsupportedFormat
+from engine.documents.base import Document, DocumentError, Format, MalformedDocument, UnsupportedFormat
 
 # Extension -> the module of its format: its ``read(data) -> Document`` and ``MEDIA_TYPE``.
 FORMATS: dict[str, ModuleType] = {
@@ -49,6 +49,7 @@ __all__ = [
     "Document",
     "DocumentError",
     "Format",
+    "MalformedDocument",
     "UnsupportedFormat",
     "read_document",
 ]

@@ -18,6 +18,15 @@ class DocumentError(ValueError):
     """The file cannot be read as a document of its format (corrupt, not UTF-8, ...)."""
 
 
+class MalformedDocument(DocumentError):
+    """Markup in the file that cannot be translated with its tags in place, and where (1-based)."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
 class UnsupportedFormat(DocumentError):
     """No reader for the file's extension."""
 

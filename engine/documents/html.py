@@ -14,7 +14,7 @@ engine could not put back in place, make the page a DocumentError saying where.
 
 from __future__ import annotations
 
-from engine.documents.base import Document, DocumentError, Utf8Text
+from engine.documents.base import Document, MalformedDocument, Utf8Text
 from engine.markup import Document as Markup
 from engine.markup import MarkupError
 from engine.markup.document import HTML_BLOCKS, holds_blocks, kept
@@ -28,7 +28,7 @@ def read(data: bytes) -> Document:
     try:
         nodes = parse(source.text, "html")
     except MarkupError as e:
-        raise DocumentError(f"malformed HTML: {e}") from None
+        raise MalformedDocument(f"malformed HTML: {e}", e.line, e.column) from None
     pieces: list[str] = []  # the page, cut; concatenated, they are the page again
     translated: list[int] = []  # the pieces to translate
     _cut(nodes, pieces, translated)

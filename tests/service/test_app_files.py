@@ -236,7 +236,7 @@ def test_files_over_the_limits_give_413(start_service: StartService) -> None:
         ("old.txt", "Café".encode("latin-1"), 422, "invalid_request", "file: the file is not UTF-8"),
         ("broken.docx", b"PK\x03\x04 not really", 422, "invalid_request", "file: not"),
         ("broken.srt", b"not subtitles", 422, "invalid_request", "file: not a SubRip"),
-        ("bad.html", b"<p>a <b>b <i>c</b></i></p>", 422, "invalid_request", "file: malformed HTML"),
+        ("bad.html", b"<p>a <b>b <i>c</b></i></p>", 422, "malformed_markup", "file: malformed HTML"),
     ],
 )
 def test_unsupported_and_corrupt_files_are_refused(
