@@ -11,9 +11,10 @@ The tree (``engine.markup.tree``) is cut into blocks:
 Kept as written and never translated: code, kbd, samp, var, pre, script, style, textarea, svg, math
 and template elements, anything under ``translate="no"`` or ``class="notranslate"``, comments,
 declarations, processing instructions, CDATA, attributes, and the whitespace around each block.
-``alt`` and ``title`` attribute values are units of their own. Inside a block, runs of whitespace
-read as one space; translated text is escaped again with the entities the input used (``&nbsp;``
-stays ``&nbsp;``).
+``alt`` and ``title`` attribute values are units of their own. An element of digits and symbols glued
+to the word before it (``dog<sup>1</sup>``) is kept too, placed after that word's translation.
+Inside a block, runs of whitespace read as one space; translated text is escaped again with the
+entities the input used (``&nbsp;`` stays ``&nbsp;``).
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class Document:
         for i, node in enumerate(nodes):
             if isinstance(node, Text):
                 text.add(node)
-            elif isinstance(node, Element) and not self._kept(node) and self._text_in(node):
+            elif isinstance(node, Element) and self._text_in(node) and not _marker(node, nodes[i - 1] if i else None):
                 self._note_attributes(node)
                 child = Span(node, text.position, 0)
                 self._inline(node.children, child, text)
@@ -320,6 +321,20 @@ def _needs_space(atom: Span, target: str, at: int) -> bool:
     """An atom spaced on both sides in the source, placed before a word: a space between them."""
     before, after = atom.spaced
     return after and 0 < at < len(target) and not target[at].isspace() and (before or target[at - 1].isspace())
+
+
+def _marker(element: Element, before: Node | None) -> bool:
+    """An element of digits and symbols glued to the word before it (a footnote mark, an exponent:
+    ``dog<sup>1</sup>``, ``m<sup>2</sup>``): kept as it is, after that word's translation, rather
+    than fed to the model as part of the word ("dog1"), which it would mistranslate."""
+    glued = isinstance(before, Text) and before.text[-1:].isalnum()
+    return glued and not any(c.isalpha() for c in _text_of(element))
+
+
+def _text_of(node: Node) -> str:
+    if isinstance(node, Element):
+        return "".join(_text_of(child) for child in node.children)
+    return node.text if isinstance(node, Text) else ""
 
 
 def _space_at(node: Node | list[Node], *, end: bool) -> bool:

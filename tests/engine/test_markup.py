@@ -186,3 +186,11 @@ def test_an_xml_fragment_without_one_root_is_accepted() -> None:
 def test_its_translate_no_is_kept_in_xml() -> None:
     markup = '<p>A <term its:translate="no" xmlns:its="http://www.w3.org/2005/11/its">dog</term> runs</p>'
     assert 'its:translate="no" xmlns:its="http://www.w3.org/2005/11/its">dog</term>' in translate(markup, "xml")
+
+
+def test_a_footnote_mark_glued_to_a_word_stays_out_of_the_text_and_follows_the_word() -> None:
+    markup = '<p>A dog<sup><a href="#n1">1</a></sup> runs, m<sup>2</sup> and <b>12</b> too.</p>'
+    assert Document(markup, "html").units == ["A dog runs, m and 12 too."]  # "<b>12</b>" is not glued
+    assert translate(markup) == '<p>A DOG<sup><a href="#n1">1</a></sup> RUNS, M<sup>2</sup> AND <b>12</b> TOO.</p>'
+    reversed_words = '<p>too. <b>12</b> and m<sup>2</sup> runs, dog<sup><a href="#n1">1</a></sup> A</p>'
+    assert translate(markup, by=reverse) == reversed_words

@@ -112,3 +112,8 @@ def test_a_heading_cell_or_alt_text_without_a_period_gets_none(translator: Trans
     out = html(translator, '<h1>A dog in the park</h1><table><tr><td>A red car</td></tr></table><img alt="A cat">')
     assert re.search(r"<h1>[^<.]+</h1><table><tr><td>[^<.]+</td></tr></table><img alt=\"[^\".]+\">$", out), out
     assert html(translator, "<p>A dog runs.</p>").endswith(".</p>")
+
+
+def test_a_footnote_mark_follows_the_translation_of_its_word(translator: Translator) -> None:
+    out = html(translator, '<p>A dog<sup><a href="#n1">1</a></sup> runs on the grass.</p>')
+    assert 'Hund<sup><a href="#n1">1</a></sup>' in out, out
