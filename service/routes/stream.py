@@ -72,7 +72,12 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     runtime = await get_runtime(request)
     body = validated(TranslateStreamRequest, await request.body())
     plan = runtime.plan(translation_job(body, request))
-    sentences = SentenceStream(runtime, plan, split_sentences(body.text), window=runtime.settings.max_texts)
+    settings = runtime.settings
+    # The batcher starts a batch that is not full once its oldest text has waited MT_MAX_WAIT_MS.
+    first_batch_s = 2 * settings.max_wait_ms / 1000 + 0.005
+    sentences = SentenceStream(
+        runtime, plan, split_sentences(body.text), window=settings.max_texts, first_batch_s=first_batch_s
+    )
     try:
         await unless_disconnected(request, sentences.start())
         yield _Started(body, plan.detections[0] if plan.detections else None, sentences, runtime.metrics)
