@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from engine.api import TranslationOptions
 from engine.documents import Document, DocumentError, MalformedDocument, UnsupportedFormat, read_document
-from engine.markup import Document as Markup
+from engine.markup import plain_text
 from service.errors import InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
 from service.runtime import Runtime, TranslationJob, prefer_served
 
@@ -99,7 +99,7 @@ def _source_language(runtime: Runtime, document: Document, asked: str | None) ->
         return asked
     sample = ""
     for text in document.texts:
-        sample += "\n" + ("\n".join(Markup(text, document.format).units) if document.format != "text" else text)
+        sample += "\n" + (plain_text(text, document.format) if document.format != "text" else text)
         if len(sample) >= IDENTIFICATION_SAMPLE_CHARS:
             break
     _, router = runtime.serving()

@@ -28,7 +28,7 @@ from engine.language_id import (
     is_passthrough,
     supported_languages,
 )
-from engine.markup import Document, MarkupError
+from engine.markup import MarkupError, plain_text
 from engine.repository import Route, Router, discover, single
 from engine.translator import TranslatorConfig, auto_streams
 from service.batcher import BatcherConfig
@@ -421,7 +421,7 @@ def _readable(index: int, text: str, format: TextFormat) -> str:
     if format == "text":
         return text
     try:
-        return "\n".join(Document(text, format).units)
+        return plain_text(text, format)
     except MarkupError as e:
         details = {"text_index": index, "line": e.line, "column": e.column}
         raise MalformedMarkup(f"text {index}: malformed {format.upper()}: {e}", details=details) from None

@@ -273,6 +273,11 @@ def _clamp(span: Span, length: int) -> None:
         _clamp(child, length)
 
 
+def plain_text(markup: str, kind: MarkupFormat) -> str:
+    """What a markup text says: its blocks and attribute values, a line each (MarkupError if malformed)."""
+    return "\n".join(Document(markup, kind).units)
+
+
 def holds_blocks(element: Element) -> bool:
     """Whether an HTML block element is somewhere inside ``element``."""
     return any(isinstance(c, Element) and (c.name in HTML_BLOCKS or holds_blocks(c)) for c in element.children)
