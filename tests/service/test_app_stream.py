@@ -33,6 +33,7 @@ def stream(client: httpx.Client, **body: Any) -> list[ServerSentEvent]:
     with connect_sse(client, "POST", ROUTE, json=body) as source:
         assert source.response.status_code == 200, source.response.read()
         assert source.response.headers["cache-control"] == "no-cache"
+        assert source.response.headers["x-accel-buffering"] == "no"  # nginx passes each event on at once
         return list(source.iter_sse())
 
 
