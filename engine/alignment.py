@@ -84,10 +84,27 @@ def hard_alignment(words: np.ndarray) -> list[tuple[int, int]]:
     return [(int(s), t) for t, s in enumerate(words.argmax(axis=1))]
 
 
-def build_alignment(
+@dataclass
+class WordLinks:
+    """The hard word alignment alone, and how many words each side has."""
+
+    pairs: list[tuple[int, int]]  # (source word index, target word index)
+    source_words: int
+    target_words: int
+
+
+def word_links(
     attention: np.ndarray, source_ids: Sequence[int], target_ids: Sequence[int], codec: PieceCodec
-) -> Alignment:
-    """attention (>= T+1, >= S+1) of one hypothesis; source/target ids without EOS or padding."""
+) -> WordLinks:
+    """``build_alignment``'s word pairs, without its strings and matrices."""
+    _, _, _, source_groups, target_groups, pairs = _words(attention, source_ids, target_ids, codec)
+    return WordLinks(pairs, len(source_groups), len(target_groups))
+
+
+def _words(
+    attention: np.ndarray, source_ids: Sequence[int], target_ids: Sequence[int], codec: PieceCodec
+) -> tuple[list[str], list[str], np.ndarray, list[list[int]], list[list[int]], list[tuple[int, int]]]:
+    """Pieces, piece weights, word groups and hard word pairs of one hypothesis."""
     source_pieces, target_pieces = codec.source_pieces(source_ids), codec.target_pieces(target_ids)
     weights = subword_matrix(attention, len(source_ids), len(target_ids))
     source_groups, target_groups = word_groups(source_pieces), word_groups(target_pieces)
@@ -95,6 +112,16 @@ def build_alignment(
         pairs = hard_alignment(word_matrix(weights, source_groups, target_groups))
     else:
         pairs = []
+    return source_pieces, target_pieces, weights, source_groups, target_groups, pairs
+
+
+def build_alignment(
+    attention: np.ndarray, source_ids: Sequence[int], target_ids: Sequence[int], codec: PieceCodec
+) -> Alignment:
+    """attention (>= T+1, >= S+1) of one hypothesis; source/target ids without EOS or padding."""
+    source_pieces, target_pieces, weights, source_groups, target_groups, pairs = _words(
+        attention, source_ids, target_ids, codec
+    )
     return Alignment(
         source_tokens=source_pieces,
         target_tokens=target_pieces,

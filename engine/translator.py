@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import beam_search
-from engine.alignment import Alignment, build_alignment, concat_alignments
+from engine.alignment import Alignment, build_alignment, concat_alignments, word_links
 from engine.api import (
     BatchStats,
     Hypothesis,
@@ -179,11 +179,11 @@ class Translator:
             by_unit[s.text_index].append(s)
         translated = list(zip(segmented, by_unit, strict=True))
         if documents is None:
-            results = [self._result([unit], _plain, search, pair) for unit in translated]
+            results = [self._result([unit], search, pair) for unit in translated]
         else:
             results, first = [], 0
             for d in documents:
-                results.append(self._result(translated[first : first + len(d.units)], d.render, search, pair))
+                results.append(self._result(translated[first : first + len(d.units)], search, pair, d.render))
                 first += len(d.units)
         return TranslatedBatch(results, stats)
 
@@ -276,18 +276,18 @@ class Translator:
     def _result(
         self,
         units: list[tuple[SegmentedText, list[_Sentence]]],
-        render: Callable[[list[Translation]], str],
         search: SearchOptions,
         pair: _Pair,
+        render: Callable[[list[Translation]], str] | None = None,
     ) -> TranslationResult:
-        """Reassemble one text from its units (the text itself, or a markup text's blocks and
-        attribute values, put back by ``render``). Its hypothesis i joins every sentence's i-th
-        best (or last) hypothesis. The target language's forced tokens are generated (they count
-        in scores and lengths) but are not part of the translation."""
+        """Reassemble one text from its units: the text itself, or (``render`` given) a markup
+        text's blocks and attribute values, which ``render`` puts back. Its hypothesis i joins
+        every sentence's i-th best (or last) hypothesis. The target language's forced tokens are
+        generated (they count in scores and lengths) but are not part of the translation."""
         parts = [p for _, unit_parts in units for p in unit_parts]
         n_best = max([1, *(len(p.hypotheses) for p in parts)])
         words = len(pair.target_prefix)
-        markup = render is not _plain
+        markup = render is not None
         hypotheses = []
         for i in range(n_best):
             picks = [p.hypotheses[min(i, len(p.hypotheses) - 1)] if p.hypotheses else None for p in parts]
@@ -299,7 +299,8 @@ class Translator:
                 translations.append(self._joined(seg, unit_parts, unit_picks, pair, markup=markup))
                 done += len(unit_parts)
             normalized = beam_search.normalized(score, length, search.length_penalty) if length else 0.0
-            hypotheses.append(Hypothesis(render(translations), score, normalized))
+            text = render(translations) if render else translations[0].text
+            hypotheses.append(Hypothesis(text, score, normalized))
         best = [p.hypotheses[0] if p.hypotheses else None for p in parts]
         alignment = None
         if search.return_alignments:
@@ -339,9 +340,9 @@ class Translator:
             if sentence.verbatim is not None:  # copied word for word
                 words.add(piece.text, source_at, target, target_at, None)
             elif hypothesis is not None and hypothesis.attention is not None:
-                a = self._alignment(sentence, hypothesis, pair)
-                groups = len(a.source_words), len(a.target_words)
-                words.add(piece.text, source_at, target, target_at, a.word_alignment, groups)
+                links = word_links(*self._alignment_inputs(sentence, hypothesis, pair), self.tokenizer)
+                groups = links.source_words, links.target_words
+                words.add(piece.text, source_at, target, target_at, links.pairs, groups)
             else:
                 words.add(piece.text, source_at, target, target_at, [])
         return Translation(text, words)
@@ -353,9 +354,16 @@ class Translator:
 
     def _alignment(self, sentence: _Sentence, best: beam_search.Hypothesis, pair: _Pair) -> Alignment:
         """Between the words of the text and of the translation: language tokens and EOS left out."""
+        return build_alignment(*self._alignment_inputs(sentence, best, pair), self.tokenizer)
+
+    @staticmethod
+    def _alignment_inputs(
+        sentence: _Sentence, hypothesis: beam_search.Hypothesis, pair: _Pair
+    ) -> tuple[np.ndarray, list[int], list[int]]:
+        """The attention and the ids an alignment is built from: language tokens and EOS left out."""
         src, tgt = len(pair.source_prefix), len(pair.target_prefix)
-        assert best.attention is not None
-        return build_alignment(best.attention[tgt:, src:], sentence.ids[src:-1], best.tokens[tgt:], self.tokenizer)
+        assert hypothesis.attention is not None
+        return hypothesis.attention[tgt:, src:], sentence.ids[src:-1], hypothesis.tokens[tgt:]
 
 
 @dataclass(frozen=True)
@@ -377,11 +385,6 @@ class _Pair:
 
 def _added_period(source: str, translation: str) -> bool:
     return source[-1:].isalnum() and translation.endswith(".") and not translation.endswith("..")
-
-
-def _plain(translations: list[Translation]) -> str:
-    """A plain text is its one unit."""
-    return translations[0].text
 
 
 def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:

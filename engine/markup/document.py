@@ -41,7 +41,10 @@ SPACE = " \t\n\r\f"
 SPACES = re.compile(r"([ \t\n\r\f]+)")
 REFERENCE = re.compile(r"&#?\w+;")
 # name, then `=value`, inside a start tag the parser has already read: where to put a translation.
-ATTRIBUTE = r"""(?<=[\s"'])({name})(\s*=\s*)("[^"]*"|'[^']*'|[^\s"'=<>`]+)"""
+ATTRIBUTES = {
+    name: re.compile(rf"""(?<=[\s"'])({name})(\s*=\s*)("[^"]*"|'[^']*'|[^\s"'=<>`]+)""", re.IGNORECASE)
+    for name in TRANSLATED_ATTRIBUTES
+}
 
 
 @dataclass
@@ -230,8 +233,7 @@ class Document:
         tag = element.start
         for name, unit in self._attributes.get(id(element), []):
             value = self._escape(translations[unit].text)
-            pattern = re.compile(ATTRIBUTE.format(name=re.escape(name)), re.IGNORECASE)
-            tag = pattern.sub(lambda m, v=value: m[1] + m[2] + _quoted(m[3][:1], v), tag, count=1)
+            tag = ATTRIBUTES[name].sub(lambda m, v=value: m[1] + m[2] + _quoted(m[3][:1], v), tag, count=1)
         return tag
 
     def _escape(self, text: str) -> str:
