@@ -37,24 +37,26 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def stream(runtime: HeldRuntime) -> SentenceStream:
+async def started(runtime: HeldRuntime) -> tuple[SentenceStream, asyncio.Task[None]]:
+    """A stream of TEXT on ``runtime``, its start under way and its first submissions made."""
     plan = Plan(TranslationJob(texts=[TEXT], target_lang="de"), [None], None, timeout_s=30)
     sentences = split_sentences(TEXT)
-    return SentenceStream(runtime, plan, sentences, window=WINDOW, first_batch_s=FIRST_BATCH_S)  # type: ignore[arg-type]
+    stream = SentenceStream(runtime, plan, sentences, window=WINDOW, first_batch_s=FIRST_BATCH_S)  # type: ignore[arg-type]
+    start = asyncio.create_task(stream.start())
+    await settle()
+    return stream, start
 
 
 def test_the_first_sentences_go_alone_then_the_whole_window() -> None:
     async def scenario() -> None:
         runtime = HeldRuntime()
-        sentences = stream(runtime)
-        started = asyncio.create_task(sentences.start())
-        await settle()
+        sentences, start = await started(runtime)
         assert runtime.submitted == [f"Sentence {i}." for i in range(FIRST_WINDOW)]
         await asyncio.sleep(2 * FIRST_BATCH_S)  # the first batch has had time to start
         await settle()
         assert len(runtime.submitted) == WINDOW
         runtime.finish("Sentence 0.")
-        await started
+        await start
         await settle()
         assert len(runtime.submitted) == WINDOW + 1  # one done, one more in
         for i in range(1, 20):
@@ -71,11 +73,9 @@ def test_the_first_sentences_go_alone_then_the_whole_window() -> None:
 def test_the_whole_window_opens_as_soon_as_a_sentence_is_done() -> None:
     async def scenario() -> None:
         runtime = HeldRuntime()
-        sentences = stream(runtime)
-        started = asyncio.create_task(sentences.start())
-        await settle()
+        sentences, start = await started(runtime)
         runtime.finish("Sentence 0.")
-        await started
+        await start
         await settle()
         assert len(runtime.submitted) == WINDOW + 1  # the window full again, before the first batch time is up
         await sentences.close()
@@ -86,10 +86,8 @@ def test_the_whole_window_opens_as_soon_as_a_sentence_is_done() -> None:
 def test_closing_cancels_what_is_left_and_submits_nothing_more() -> None:
     async def scenario() -> None:
         runtime = HeldRuntime()
-        sentences = stream(runtime)
-        started = asyncio.create_task(sentences.start())
-        await settle()
-        started.cancel()
+        sentences, start = await started(runtime)
+        start.cancel()
         await sentences.close()
         assert all(f.cancelled() for f in runtime.pending.values())
         await asyncio.sleep(2 * FIRST_BATCH_S)
