@@ -123,7 +123,8 @@ def _append_top_k(path: Path, inputs: tuple[TensorSpec, ...], outputs: tuple[Ten
     to the traced value; TopK takes k as a graph input.
     """
     elem = {"float": onnx.TensorProto.FLOAT, "int64": onnx.TensorProto.INT64}
-    graph = onnx.load(str(path))
+    # The weights stay where the exporter put them: in the graph, or (over 2 GB) in files beside it.
+    graph = onnx.load(str(path), load_external_data=False)
     (k,) = inputs
     graph.graph.input.append(onnx.helper.make_tensor_value_info(k.name, elem[k.dtype], [int(d) for d in k.dims]))
     values, ids = outputs
@@ -132,5 +133,5 @@ def _append_top_k(path: Path, inputs: tuple[TensorSpec, ...], outputs: tuple[Ten
     )
     for spec in outputs:
         graph.graph.output.append(onnx.helper.make_tensor_value_info(spec.name, elem[spec.dtype], list(spec.dims)))
-    onnx.checker.check_model(graph)
     onnx.save(graph, str(path))
+    onnx.checker.check_model(str(path))  # by path: a graph in memory cannot be checked past 2 GB

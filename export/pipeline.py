@@ -31,6 +31,7 @@ from engine.bundle import (
 from export import ExportError
 from export.bundle_writer import checksums, commit, prepare_output, write_manifest
 from export.decoder_step import OutputConstraints
+from export.graph_files import external_data
 from export.graphs import OPSET, export_graphs
 from export.parity import OnnxGreedy, ParityReport, check_parity, one_torch_thread
 from export.quality import TestSet, measure
@@ -262,7 +263,9 @@ def _manifest(
 ) -> Manifest:
     cfg = source.model.config
     heads = "mean of all" if config.alignment_heads == 0 else f"mean of the first {config.alignment_heads}"
-    files = sorted(tokenizer_file_names(source.tokenizer_files)) + [n for v in variants for n in GRAPH_FILES[v]]
+    graphs = [staging / name for v in variants for name in GRAPH_FILES[v]]
+    weights = [external_data(g) for g in graphs if external_data(g).is_file()]
+    files = sorted(tokenizer_file_names(source.tokenizer_files)) + [f.name for f in graphs + weights]
     return Manifest(
         schema_version=SCHEMA_VERSION,
         name=config.name or source.name,

@@ -38,6 +38,8 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
+from export.graph_files import EXTERNAL_MIN_BYTES, external_data, save_graph
+
 WEIGHT_LEVELS = 63  # 7-bit weights: see the module docstring
 SIGNED_LEVELS, SIGNED_ZERO_POINT = 127, 128  # activations of either sign, stored as uint8 around 128
 RELU_LEVELS = 255  # non-negative activations use the whole uint8 range
@@ -46,10 +48,15 @@ TINY = np.float32(1e-30)  # keeps the scale of an all-zero row from being 0
 
 
 def optimize(src: Path, dst: Path) -> Path:
-    """Write the basic-level onnxruntime optimisation of ``src`` to ``dst``."""
+    """Write the basic-level onnxruntime optimisation of ``src`` to ``dst``, its weights to
+    ``external_data(dst)``."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.optimized_model_filepath = str(dst)
+    options.add_session_config_entry("session.optimized_model_external_initializers_file_name", external_data(dst).name)
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", str(EXTERNAL_MIN_BYTES)
+    )
     ort.InferenceSession(str(src), options, providers=["CPUExecutionProvider"])
     return dst
 
@@ -61,7 +68,7 @@ def quantize(src: Path, dst: Path) -> Path:
     """
     with tempfile.TemporaryDirectory() as tmp:
         rowwise, gathers = Path(tmp) / "rowwise.onnx", Path(tmp) / "gathers.onnx"
-        onnx.save(quantize_matmuls(onnx.load(src)), rowwise)
+        save_graph(quantize_matmuls(onnx.load(src)), rowwise)
         _quantize_gathers(rowwise, gathers)
         return optimize(gathers, dst)
 
@@ -143,6 +150,13 @@ def _quantize_gathers(src: Path, dst: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)
     try:
-        quantize_dynamic(src, dst, op_types_to_quantize=["Gather"], per_channel=True, weight_type=QuantType.QInt8)
+        quantize_dynamic(
+            src,
+            dst,
+            op_types_to_quantize=["Gather"],
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            use_external_data_format=True,
+        )
     finally:
         root.setLevel(level)

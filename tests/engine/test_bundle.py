@@ -71,6 +71,8 @@ def fix_batch_axis(graph: onnx.ModelProto) -> None:
     ("damage", "message"),
     [
         (lambda b: (b / "decoder.int8.onnx").unlink(), "decoder.int8.onnx: missing"),
+        (lambda b: (b / "encoder.onnx.data").unlink(), "encoder.onnx.data: missing"),
+        (lambda b: (b / "decoder.onnx.data").write_bytes(b"tampered"), "decoder.onnx.data: sha256 mismatch"),
         (lambda b: (b / "manifest.json").unlink(), "manifest.json: missing"),
         (lambda b: (b / "spm.model").write_bytes(b"tampered"), "spm.model: sha256 mismatch"),
         (lambda b: edit_manifest(b, lambda m: m.update(schema_version=4)), "unknown schema_version 4"),

@@ -9,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
 import pytest
 from cli_help import assert_documents_every_option, run_help
 from repo_root import REPO
 
-from engine.bundle import load_bundle
+from engine.bundle import load_bundle, sha256_file
 from export.__main__ import build_parser, main
+from export.graph_files import EXTERNAL_MIN_BYTES
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -55,6 +57,22 @@ def test_cli_writes_a_valid_bundle_with_quality(evaluated_bundle: Path):
     )
     assert manifest.default_variant.cpu == ("int8" if int8_ok else "fp32")
     assert manifest.default_variant.cuda == "fp32"
+
+
+def test_weights_are_stored_beside_the_graphs(evaluated_bundle: Path):
+    """Every graph keeps its weights in ``<graph>.data`` (checksummed in the manifest), so that no
+    step of the export or of loading meets protobuf's 2 GB limit, which NLLB-600M exceeds."""
+    manifest = load_bundle(evaluated_bundle).manifest
+    for variant in manifest.variants.values():
+        for name in (variant.encoder, variant.decoder):
+            graph = onnx.load(evaluated_bundle / name, load_external_data=False)
+            inline = [t.name for t in graph.graph.initializer if len(t.raw_data) > EXTERNAL_MIN_BYTES]
+            assert not inline, f"{name}: weights inside the graph: {inline[:3]}"
+            locations = {
+                entry.value for t in graph.graph.initializer for entry in t.external_data if entry.key == "location"
+            }
+            assert locations == {f"{name}.data"}
+            assert manifest.files[f"{name}.data"] == sha256_file(evaluated_bundle / f"{name}.data")
 
 
 def test_refuses_to_overwrite_without_force(evaluated_bundle: Path, tiny_checkpoint: Path, capsys):
