@@ -41,7 +41,7 @@ from engine.api import (
     TranslationResult,
 )
 from engine.beam_search import SearchOptions
-from engine.bundle import Bundle, BundleError, Language, load_bundle
+from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
 from engine.cpus import available_cpus, default_threads
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
@@ -110,18 +110,23 @@ class _Sentence:
 class Translator:
     def __init__(self, config: TranslatorConfig) -> None:
         self.config = config
-        bundle = load_bundle(config.model_dir)
+        # Only the graphs served are checked, on the sessions that serve them: an inspection session
+        # per graph of every variant would load each model's weights once more.
+        bundle = load_bundle(config.model_dir, check_graphs=False)
         manifest = bundle.manifest
         self.tokenizer = Tokenizer.from_bundle(bundle)
         self._check_tokenizer(bundle)
         provider = resolve_provider(config.provider)
         variant = config.variant or getattr(manifest.default_variant, provider)
         d = manifest.dimensions
+        graphs = bundle.graph_paths(variant)
         self.runner = Runner(
-            *bundle.graph_paths(variant),
+            *graphs,
             DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size),
             RunnerConfig(provider=config.provider, threads=config.threads_per_stream),
         )
+        check_graph(self.runner.encoder, "encoder", manifest, where=str(graphs[0]))
+        check_graph(self.runner.decoder, "decoder", manifest, where=str(graphs[1]))
         self.pool = ThreadPoolExecutor(config.streams, thread_name_prefix="decode") if config.streams > 1 else None
         self.manifest = manifest
         self._sources = {lang.code: lang for lang in manifest.languages.source}

@@ -31,7 +31,7 @@ from engine.bundle import (
 from export import ExportError
 from export.bundle_writer import checksums, commit, prepare_output, write_manifest
 from export.decoder_step import OutputConstraints
-from export.graph_files import external_data
+from export.graph_files import external_data, share_weights
 from export.graphs import OPSET, export_graphs
 from export.parity import OnnxGreedy, ParityReport, check_parity, one_torch_thread
 from export.quality import TestSet, measure
@@ -128,6 +128,10 @@ def _run(config: ExportConfig, staging: Path) -> ExportResult:
         if config.int8:
             for raw_graph, name in zip(raw, GRAPH_FILES["int8"], strict=True):
                 quantize(raw_graph, staging / name)
+    for v in variants:
+        encoder, decoder = (staging / name for name in GRAPH_FILES[v])
+        if shared := share_weights(encoder, decoder):
+            log.info("%s: %d weights of the decoder read from the encoder's file", v, shared)
     log.info("exported graphs (opset %d): %s", OPSET, ", ".join(n for v in variants for n in GRAPH_FILES[v]))
 
     # 5) parity

@@ -59,20 +59,29 @@ def test_cli_writes_a_valid_bundle_with_quality(evaluated_bundle: Path):
     assert manifest.default_variant.cuda == "fp32"
 
 
+def locations(graph: onnx.ModelProto) -> dict[str, str]:
+    """Each externally stored tensor's file."""
+    return {t.name: e.value for t in graph.graph.initializer for e in t.external_data if e.key == "location"}
+
+
 def test_weights_are_stored_beside_the_graphs(evaluated_bundle: Path):
-    """Every graph keeps its weights in ``<graph>.data`` (checksummed in the manifest), so that no
-    step of the export or of loading meets protobuf's 2 GB limit, which NLLB-600M exceeds."""
+    """Every graph keeps its weights in data files (checksummed in the manifest), so that no step
+    of the export or of loading meets protobuf's 2 GB limit, which NLLB-600M exceeds; the tied
+    embedding table (and the position table) is stored once, in the encoder's file, and the decoder
+    reads it from there."""
     manifest = load_bundle(evaluated_bundle).manifest
     for variant in manifest.variants.values():
-        for name in (variant.encoder, variant.decoder):
-            graph = onnx.load(evaluated_bundle / name, load_external_data=False)
+        names = (variant.encoder, variant.decoder)
+        graphs = {name: onnx.load(evaluated_bundle / name, load_external_data=False) for name in names}
+        for name, graph in graphs.items():
             inline = [t.name for t in graph.graph.initializer if len(t.raw_data) > EXTERNAL_MIN_BYTES]
             assert not inline, f"{name}: weights inside the graph: {inline[:3]}"
-            locations = {
-                entry.value for t in graph.graph.initializer for entry in t.external_data if entry.key == "location"
-            }
-            assert locations == {f"{name}.data"}
             assert manifest.files[f"{name}.data"] == sha256_file(evaluated_bundle / f"{name}.data")
+        encoder, decoder = graphs.values()
+        assert set(locations(encoder).values()) == {f"{variant.encoder}.data"}
+        assert set(locations(decoder).values()) == {f"{variant.encoder}.data", f"{variant.decoder}.data"}
+        tables = {node.input[0] for node in decoder.graph.node if node.op_type == "Gather"} & set(locations(decoder))
+        assert tables and {locations(decoder)[t] for t in tables} == {f"{variant.encoder}.data"}
 
 
 def test_refuses_to_overwrite_without_force(evaluated_bundle: Path, tiny_checkpoint: Path, capsys):
