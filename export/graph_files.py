@@ -27,6 +27,9 @@ def save_graph(model: onnx.ModelProto, path: Path) -> None:
         location=external_data(path).name,
         size_threshold=EXTERNAL_MIN_BYTES,
     )
+    # onnx creates the data file readable by its owner only; a service running as another user
+    # (a container's) must read it as it reads the graph.
+    external_data(path).chmod(path.stat().st_mode & 0o777)
 
 
 def external_data(graph: Path) -> Path:

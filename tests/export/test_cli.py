@@ -76,7 +76,9 @@ def test_weights_are_stored_beside_the_graphs(evaluated_bundle: Path):
         for name, graph in graphs.items():
             inline = [t.name for t in graph.graph.initializer if len(t.raw_data) > EXTERNAL_MIN_BYTES]
             assert not inline, f"{name}: weights inside the graph: {inline[:3]}"
-            assert manifest.files[f"{name}.data"] == sha256_file(evaluated_bundle / f"{name}.data")
+            data = evaluated_bundle / f"{name}.data"
+            assert manifest.files[data.name] == sha256_file(data)
+            assert data.stat().st_mode == (evaluated_bundle / name).stat().st_mode  # readable as the graph is
         encoder, decoder = graphs.values()
         assert set(locations(encoder).values()) == {f"{variant.encoder}.data"}
         assert set(locations(decoder).values()) == {f"{variant.encoder}.data", f"{variant.decoder}.data"}
