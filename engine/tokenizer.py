@@ -57,10 +57,12 @@ class _Side:
         return self.sp.get_piece_size() if self.vocab is None else max(self.vocab.values()) + 1
 
     def encode(self, texts: list[str]) -> list[list[int]]:
+        # One text at a time: sentencepiece's list call starts its thread pool on every call,
+        # 20x the cost of encoding a short sentence, and the engine mostly encodes one.
         if self.vocab is None:
-            return self.sp.encode(texts)
+            return [self.sp.encode(text) for text in texts]
         vocab, unk = self.vocab, self.unk_id
-        return [[vocab.get(p, unk) for p in pieces] for pieces in self.sp.encode(texts, out_type=str)]
+        return [[vocab.get(p, unk) for p in self.sp.encode(text, out_type=str)] for text in texts]
 
     def ids(self, pieces: Sequence[str]) -> list[int]:
         if self.vocab is None:
