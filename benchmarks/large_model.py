@@ -38,6 +38,7 @@ from benchmarks.common import (
     write_report,
 )
 from benchmarks.systems import peak_rss_mb
+from service.memory import resident_bytes
 
 NLLB_600M = {
     "vocab_size": 256206,
@@ -107,18 +108,13 @@ def disk_bytes(workdir: Path, system: str) -> int:
     return sum(f.stat().st_size for f in files if f not in graphs or f in variant)
 
 
-def rss_mb() -> float:
-    status = Path("/proc/self/status").read_text().splitlines()
-    return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
-
-
 def worker(args: argparse.Namespace) -> None:
     """Load ``args.system``, translate the batch twice, print one JSON line (in a child process)."""
     family, precision = SYSTEMS[args.system]
     texts = read_lines(TEST_SRC, args.sentences)
     start = time.perf_counter()
     translate = load_ours(args, precision) if family == "ours" else load_ct2(args, precision)
-    loaded = {"load_seconds": round(time.perf_counter() - start, 1), "rss_loaded_mb": round(rss_mb())}
+    loaded = {"load_seconds": round(time.perf_counter() - start, 1), "rss_loaded_mb": round(resident_bytes() / 2**20)}
     translate(texts)
     start = time.perf_counter()
     tokens = translate(texts)
@@ -201,7 +197,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sentences", type=int, default=32, help="the batch: the first N test sentences")
     parser.add_argument("--new-tokens", type=int, default=16, help="every hypothesis' length")
     parser.add_argument("--workdir", type=Path, default=RUNS / "large_model", help="checkpoint and conversions")
-    parser.add_argument("--rebuild", action="store_true", help="build the checkpoint and conversions again")
+    parser.add_argument("--rebuild", action="store_true", help="build the checkpoint again (conversions always run)")
     parser.add_argument("--out", type=Path, default=RESULTS / "large_model.json", help="the result file")
     parser.add_argument("--step", choices=["build", "convert", "run"], help=argparse.SUPPRESS)  # in a child
     parser.add_argument("--system", choices=sorted(SYSTEMS), help=argparse.SUPPRESS)
@@ -218,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         build(args.corpus, hf_dir)
         return print(json.dumps({}))
     if args.step == "convert":
-        out = args.workdir / ("bundle" if args.system.startswith("ours") else args.system)
+        out = args.workdir / ("bundle" if SYSTEMS[args.system][0] == "ours" else args.system)
         return print(json.dumps(convert(args.system, hf_dir, out)))
     if args.step == "run":
         return worker(args)

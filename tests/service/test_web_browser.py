@@ -216,13 +216,16 @@ def test_hovering_a_word_highlights_the_words_aligned_to_it(service: ServiceProc
         assert len({sentence_of[i] for i in words_of_group}) == 1, words_of_group
 
 
+def shown_alignment(service: ServiceProcess, page: WebPage, text: str) -> dict:
+    """Translate ``text`` en -> de on the page; the alignment the API gives for it."""
+    page.choose("en", "de")
+    page.translate(text)
+    return api_translation(service, text=text, source_lang="en", target_lang="de", return_alignments=True)["alignment"]
+
+
 def test_words_and_the_heatmap_by_keyboard(service: ServiceProcess, open_page: OpenPage) -> None:
     page = open_page(service.url)
-    page.choose("en", "de")
-    page.translate(TEXT)
-    alignment = api_translation(service, text=TEXT, source_lang="en", target_lang="de", return_alignments=True)[
-        "alignment"
-    ]
+    alignment = shown_alignment(service, page, TEXT)
     expect(page.page.locator(".word.target")).to_have_count(len(alignment["target_words"]))
     focused = page.page.locator(":focus")
     page.page.get_by_role("button", name="Translate").focus()
@@ -253,11 +256,7 @@ def test_words_and_the_heatmap_by_keyboard(service: ServiceProcess, open_page: O
 
 def test_the_heatmap_under_the_pointer(service: ServiceProcess, open_page: OpenPage) -> None:
     page = open_page(service.url)
-    page.choose("en", "de")
-    page.translate(SENTENCES)
-    alignment = api_translation(service, text=SENTENCES, source_lang="en", target_lang="de", return_alignments=True)[
-        "alignment"
-    ]
+    alignment = shown_alignment(service, page, SENTENCES)
     rows, columns = len(alignment["target_tokens"]), len(alignment["source_tokens"])
     canvas = page.page.get_by_role("img", name="Cross-attention heatmap")
     expect(canvas).to_have_attribute(
