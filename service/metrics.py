@@ -96,6 +96,12 @@ class Metrics:
         )
         self.input_tokens = Counter("mt_input_tokens", "Source tokens translated.", ["model"], registry=r)
         self.output_tokens = Counter("mt_output_tokens", "Target tokens generated.", ["model"], registry=r)
+        self.detected_languages = Counter(
+            "mt_detected_languages",
+            "Texts whose language was identified (no source language given, or /detect), by the language found.",
+            ["language"],
+            registry=r,
+        )
 
         # Cache and model
         self.cache_hits = Counter("mt_cache_hits", "Texts answered from the translation cache.", registry=r)

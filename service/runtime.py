@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 # one to three French words (46-81% Czech) are (benchmarks/RESULTS.md, section 6).
 SHORT_TEXT_WORDS = 3
 SHORT_TEXT_BELIEVED_FROM = 0.5
+UNDETERMINED_LABEL = "und"  # ISO 639-2's code for an undetermined language
 
 EngineFactory = Callable[[TranslatorConfig], Engine]
 
@@ -225,7 +226,9 @@ class Runtime:
     def detect(self, text: str) -> Detection:
         if self.identifier is None:
             raise Unavailable(self.load_error or "the service is still starting")
-        return self.identifier.detect(text)
+        found = self.identifier.detect(text)
+        self.metrics.detected_languages.labels(found.language or UNDETERMINED_LABEL).inc()
+        return found
 
     def _identify(self, text: str, router: Router) -> Detection:
         return prefer_served(self.detect(text), text, router.sources())
@@ -242,12 +245,16 @@ class Runtime:
         auto = job.source_lang is None or job.source_lang.lower() == "auto"
         readable = [_readable(i, t, job.options.format) for i, t in enumerate(texts)]
         verbatim = [is_passthrough(t) for t in readable]
-        detections = [None if v else self._identify(t, router) for t, v in zip(readable, verbatim, strict=True)]
-        routes = self._routes(router, texts, verbatim, job, detections if auto else None)
+        detections = (
+            [None if v else self._identify(t, router) for t, v in zip(readable, verbatim, strict=True)]
+            if auto
+            else None
+        )
+        routes = self._routes(router, texts, verbatim, job, detections)
         for route in dict.fromkeys(route for route in routes if route is not None):
             _check_options(route, job.options)
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
-        return Plan(job, routes, detections if auto else None, timeout)
+        return Plan(job, routes, detections, timeout)
 
     async def translate(self, job: TranslationJob) -> Translated:
         """Results for ``job.texts`` in order, after every check: text with nothing to translate

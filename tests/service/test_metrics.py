@@ -26,6 +26,7 @@ EXPECTED = {
     "mt_output_tokens": "counter",
     "mt_cache_hits": "counter",
     "mt_cache_misses": "counter",
+    "mt_detected_languages": "counter",
     "mt_model_info": "gauge",  # a constant 1 per loaded model, whose labels describe it
     "mt_model_loaded": "gauge",
     "mt_model_memory_bytes": "gauge",
@@ -62,6 +63,7 @@ def test_labels_and_values_reflect_traffic(client: httpx.Client, exposition: str
         ERROR_TYPES
     )
     assert metric(samples, "mt_cache_hits_total") >= 1 and metric(samples, "mt_cache_misses_total") >= 1
+    assert metric(samples, "mt_detected_languages_total", language="en") >= 3
     model = {"model": "mt-en-de"}
     assert (
         metric(samples, "mt_input_tokens_total", **model) > 0 and metric(samples, "mt_output_tokens_total", **model) > 0

@@ -53,6 +53,19 @@ def test_one_call_checks_key_size_and_languages_then_translates(tiny_bundle: Pat
     with_runtime(tiny_bundle, test, api_keys="secret", max_texts=2, max_queue_sentences=2)
 
 
+def test_texts_are_identified_only_when_the_source_is_not_given(tiny_bundle: Path) -> None:
+    async def test(runtime: Runtime) -> None:
+        def identified() -> float:
+            return runtime.metrics.registry.get_sample_value("mt_detected_languages_total", {"language": "en"}) or 0
+
+        stated = await runtime.translate(TranslationJob(texts=["A dog runs."], source_lang="en", target_lang="de"))
+        assert stated.detections is None and identified() == 0
+        auto = await runtime.translate(TranslationJob(texts=["A dog runs.", "A cat sits."], target_lang="de"))
+        assert [d.language for d in auto.detections or []] == ["en", "en"] and identified() == 2
+
+    with_runtime(tiny_bundle, test)
+
+
 def test_omitted_options_are_the_models_defaults_and_share_the_cache(tiny_bundle: Path) -> None:
     async def test(runtime: Runtime) -> None:
         pool, _ = runtime.serving()
