@@ -40,8 +40,12 @@ START_DELAY_S = 3.0  # every client process has started and imported its client 
 
 @dataclass(frozen=True)
 class Load:
-    """What the clients do: requests at ``beam_size``, ``warmup`` s unmeasured, then ``duration`` s."""
+    """What the clients do: requests from ``source_lang`` into ``target_lang`` at ``beam_size``,
+    ``warmup`` s unmeasured, then ``duration`` s. A request names its source language, as the
+    offline engine is told it, so that the service does not identify it."""
 
+    source_lang: str
+    target_lang: str
     beam_size: int
     warmup: float
     duration: float
@@ -107,7 +111,12 @@ def client_process(url: str, texts: list[str], offset: int, concurrency: int, lo
     """One process's share of the clients; each process starts at its own place in the test set.
     Bodies are encoded beforehand: every millisecond the clients spend is taken from the service."""
     level = Level(concurrency)
-    encoded = [json.dumps({"text": t, "target_lang": "de", "beam_size": load.beam_size}).encode() for t in texts]
+    encoded = [
+        json.dumps(
+            {"text": t, "source_lang": load.source_lang, "target_lang": load.target_lang, "beam_size": load.beam_size}
+        ).encode()
+        for t in texts
+    ]
     bodies = itertools.islice(itertools.cycle(encoded), offset, None)
     uvloop.run(closed_loop(url, bodies, level, load, start))
     return level

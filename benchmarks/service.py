@@ -6,7 +6,8 @@ For each ``--streams`` setting, the service (``python -m service``, started by `
 on a free port: the bundle's default variant, translation cache off, engine in its own processes)
 runs once with dynamic batching on (``MT_MAX_BATCH_SENTENCES=--batch-sentences``) and once off
 (``MT_MAX_BATCH_SENTENCES=1``). At each concurrency, closed-loop clients send one test sentence per
-request at beam 4 (``benchmarks/loadgen.py``). Every such measurement is bracketed by two runs of
+request at beam 4, naming its source language as the offline engine is told it
+(``benchmarks/loadgen.py``). Every such measurement is bracketed by two runs of
 the offline engine (``engine.translator`` in this process, same bundle, threads, streams and batch
 limit) over the test set, and its throughput is compared with their mean: on a VM whose speed
 drifts (CPU steal), a reference measured once, minutes away, would compare two different machines.
@@ -88,7 +89,14 @@ def bracketed_levels(
     service: LiveService, offline: OfflineEngine, texts: list[str], args: argparse.Namespace
 ) -> Iterator[dict]:
     """Every concurrency ``--rounds`` times, each between two offline runs (shared with its neighbours)."""
-    load = Load(beam_size=args.beam_size, warmup=args.warmup, duration=args.duration, client=args.client)
+    load = Load(
+        source_lang=args.source_lang,
+        target_lang=args.target_lang,
+        beam_size=args.beam_size,
+        warmup=args.warmup,
+        duration=args.duration,
+        client=args.client,
+    )
     before = offline.measure(texts)
     for round_ in range(args.rounds):
         for concurrency in args.concurrency:
@@ -166,6 +174,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", type=Path, default=BUNDLE)
     parser.add_argument("--src", type=Path, default=TEST_SRC)
+    parser.add_argument("--source-lang", default="en", help="the language of --src, named in every request")
+    parser.add_argument("--target-lang", default="de")
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 2], help="MT_STREAMS settings, a table each")
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 4, 16, 64])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.api import BatchStats, TranslatedBatch
-from service.batcher import Batcher, BatcherConfig
+from service.batcher import MIN_SHARE, Batcher, BatcherConfig
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
 
@@ -245,6 +245,38 @@ def test_with_concurrency_two_batches_run_at_once() -> None:
         results = await asyncio.gather(*(batcher.translate([t], "o", timeout_s=LONG) for t in ("a", "b")))
         assert results == [["A/o"], ["B/o"]]
         assert sorted(b for b, _ in engine.batches) == [["a"], ["b"]]
+        await batcher.close()
+
+    run(main)
+
+
+def test_free_workers_share_the_queue_in_shares_of_at_least_min_share() -> None:
+    async def main() -> None:
+        engine = FakeEngine()
+        batcher, _ = make(engine, max_batch_sentences=32, max_wait_s=0, concurrency=2)
+        for n in (10, 6, MIN_SHARE):
+            engine.batches.clear()
+            texts = [f"t{i}" for i in range(n)]
+            assert await batcher.translate(texts, "o", timeout_s=LONG) == [f"T{i}/o" for i in range(n)]
+            share = max(MIN_SHARE, -(-n // 2))
+            assert [len(b) for b, _ in engine.batches] == [share, n - share][: 1 + (n > share)], n
+        await batcher.close()
+
+    run(main)
+
+
+def test_with_one_worker_busy_the_free_one_takes_the_whole_queue() -> None:
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=32, max_wait_s=0, concurrency=2)
+        first = asyncio.ensure_future(batcher.translate(["a"], "o", timeout_s=LONG))
+        await until(engine.entered.is_set)
+        texts = [f"t{i}" for i in range(10)]
+        second = asyncio.ensure_future(batcher.translate(texts, "o", timeout_s=LONG))
+        await until(lambda: len(engine.batches) == 2)
+        engine.release()
+        await asyncio.gather(first, second)
+        assert [b for b, _ in engine.batches] == [["a"], texts]
         await batcher.close()
 
     run(main)
