@@ -9,9 +9,10 @@ accept and answer requests. The policy:
   forms a batch of its own).
 - A batch starts as soon as it is full, or once its oldest text has waited ``max_wait_s``, and a
   worker is free; while all are busy, work simply accumulates, so batches grow with load.
-- Free workers share the queue: with two free and ten texts queued, each takes five (at least
-  ``MIN_SHARE``). Taking all ten would leave the other worker idle while the batch takes about
-  twice as long, and the clients it answers at once would send their next texts together again.
+- A batch that starts while other workers are free too is split among them, each part at least
+  ``MIN_SHARE`` texts: with two free, ten texts run as two batches of five. One batch of ten would
+  leave the other worker idle while it takes about twice as long, and the clients it answers at
+  once would send their next texts together again.
 - Admission is bounded: a request whose texts would push the queue past ``max_queue_sentences`` is
   refused at once with ``Overloaded`` (429 with Retry-After). The queue never grows without bound.
 - A request that times out (``DeadlineExceeded``, 504) or whose awaiting task is cancelled (client
@@ -38,7 +39,7 @@ from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-# Free workers split the queue into shares of at least this many texts. Smaller batches cost more
+# Free workers split a batch into parts of at least this many texts. Smaller batches cost more
 # per sentence, a decoder step's fixed cost being spread over fewer rows (mt-en-de, beam 4, one
 # thread: 26, 20, 14 and 12 ms of CPU per sentence in batches of 1, 2, 4 and 8).
 MIN_SHARE = 4
@@ -86,7 +87,6 @@ class Batcher:
         self._closing = False
         self._executor = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="mt-engine")
         self._sentences_per_second = 0.0  # moving average of engine throughput, for Retry-After
-        self._busy_workers = 0
         self._worker: asyncio.Task[None] | None = None
 
     @property
@@ -138,9 +138,11 @@ class Batcher:
             batch = await self._next_batch()
             if batch is None:
                 break
-            task = self._start(batch, free)
-            running.add(task)
-            task.add_done_callback(running.discard)
+            workers = 1 + await _acquire_free(free, most=len(batch) // MIN_SHARE - 1)
+            for part in _split(batch, workers):
+                task = self._start(part, free)
+                running.add(task)
+                task.add_done_callback(running.discard)
         await asyncio.gather(*running)
 
     async def _next_batch(self) -> list[_Item] | None:
@@ -154,7 +156,7 @@ class Batcher:
             due_in = self._queue[0].enqueued_at + self.config.max_wait_s - time.monotonic()
             batch, full = self._head_batch()
             if full or due_in <= 0 or self._closing:
-                return self._take(self._share(batch))
+                return self._take(batch)
             await self._wait_for_work(due_in)
 
     async def _wait_for_work(self, timeout_s: float | None) -> None:
@@ -182,14 +184,6 @@ class Batcher:
             tokens += item.tokens
         return batch, len(batch) >= self.config.max_batch_sentences
 
-    def _share(self, batch: list[_Item]) -> list[_Item]:
-        """The part of ``batch`` this worker takes: the texts queued with its options, divided
-        among the free workers, this one included."""
-        free = self.config.concurrency - self._busy_workers
-        options = batch[0].job.options
-        queued = sum(item.job.options == options for item in self._queue)
-        return batch[: max(MIN_SHARE, math.ceil(queued / max(free, 1)))]
-
     def _take(self, batch: list[_Item]) -> list[_Item]:
         taken = set(map(id, batch))
         self._queue = deque(item for item in self._queue if id(item) not in taken)
@@ -206,16 +200,10 @@ class Batcher:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         work = loop.run_in_executor(self._executor, self.engine.translate_batch, texts, options)
-        self._busy_workers += 1
-
         # The worker is freed by the first callback of the engine's future, before the delivering
         # task resumes: the batcher's wake-up is then queued ahead of the requests' own, so the next
         # batch reaches the engine before these responses are written (milliseconds for 32).
-        def freed(_: asyncio.Future[TranslatedBatch]) -> None:
-            self._busy_workers -= 1
-            free.release()
-
-        work.add_done_callback(freed)
+        work.add_done_callback(lambda _: free.release())
         return loop.create_task(self._finish(batch, work, started))
 
     async def _finish(self, batch: list[_Item], work: asyncio.Future[TranslatedBatch], started: float) -> None:
@@ -269,3 +257,19 @@ class Batcher:
         if self._sentences_per_second <= 0:
             return 1
         return max(1, min(60, math.ceil(self._queued / self._sentences_per_second)))
+
+
+async def _acquire_free(workers: asyncio.Semaphore, *, most: int) -> int:
+    """Take up to ``most`` of the workers that are free now, without waiting; how many."""
+    taken = 0
+    while taken < most and not workers.locked():
+        await workers.acquire()  # returns at once: the semaphore is not locked
+        taken += 1
+    return taken
+
+
+def _split(batch: list[_Item], parts: int) -> list[list[_Item]]:
+    """``batch`` in ``parts`` runs of consecutive texts, their sizes within one of each other."""
+    size, extra = divmod(len(batch), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [batch[bounds[i] : bounds[i + 1]] for i in range(parts)]

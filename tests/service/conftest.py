@@ -50,10 +50,12 @@ def anonymous(server: ServiceProcess) -> Iterator[httpx.Client]:
 def held_server(start_service: StartService) -> ServiceProcess:
     """A server whose batches start only when full (8 texts): queue states are deterministic.
 
-    max_wait is far longer than any test, so a partial batch just waits. No API keys (the default) and
-    no cache, so that a text sent twice is queued twice.
+    max_wait is far longer than any test, so a partial batch just waits. Two engine processes on any
+    machine: a full batch that finds both free is shared between them (4 texts each). No API keys
+    (the default) and no cache, so that a text sent twice is queued twice.
     """
     return start_service(
+        streams=2,
         max_batch_sentences=8,
         max_wait_ms=600_000,
         max_queue_sentences=12,

@@ -130,8 +130,11 @@ def test_a_missing_or_wrong_key_is_401(anonymous: httpx.Client) -> None:
 @pytest.fixture(scope="module")
 def held_long(start_service: StartService) -> ServiceProcess:
     """conftest's ``held_server`` with the default deadline (30 s), longer than any wait below: a queue
-    that drains within the test was drained by a cancellation, not by the deadline."""
-    return start_service(max_batch_sentences=8, max_wait_ms=600_000, max_queue_sentences=12, max_texts=8, cache_size=0)
+    that drains within the test was drained by a cancellation, not by the deadline. Two engine processes
+    on any machine, as there: a full batch is shared between them."""
+    return start_service(
+        streams=2, max_batch_sentences=8, max_wait_ms=600_000, max_queue_sentences=12, max_texts=8, cache_size=0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +156,7 @@ def test_a_text_of_more_sentences_than_the_queue_holds_goes_through_a_window_at_
         metric(after, name, model=MODEL) - metric(before, name, model=MODEL)
         for name in ("mt_batch_size_sentences_count", "mt_batch_size_sentences_sum")
     )
-    assert (batches, texts) == (2, 16), "two full batches"
+    assert (batches, texts) == (4, 16), "two full batches, each shared by the two engine processes"
 
 
 def test_a_client_that_disconnects_cancels_the_sentences_left(held: httpx.Client) -> None:

@@ -250,22 +250,22 @@ def test_with_concurrency_two_batches_run_at_once() -> None:
     run(main)
 
 
-def test_free_workers_share_the_queue_in_shares_of_at_least_min_share() -> None:
+def test_free_workers_split_a_batch_in_parts_of_at_least_min_share() -> None:
     async def main() -> None:
         engine = FakeEngine()
-        batcher, _ = make(engine, max_batch_sentences=32, max_wait_s=0, concurrency=2)
-        for n in (10, 6, MIN_SHARE):
+        batcher, _ = make(engine, max_batch_sentences=32, max_wait_s=0, concurrency=3)
+        assert MIN_SHARE == 4
+        for n, parts in [(11, [5, 6]), (8, [4, 4]), (7, [7]), (12, [4, 4, 4])]:
             engine.batches.clear()
             texts = [f"t{i}" for i in range(n)]
             assert await batcher.translate(texts, "o", timeout_s=LONG) == [f"T{i}/o" for i in range(n)]
-            share = max(MIN_SHARE, -(-n // 2))
-            assert [len(b) for b, _ in engine.batches] == [share, n - share][: 1 + (n > share)], n
+            assert sorted(len(b) for b, _ in engine.batches) == parts, n
         await batcher.close()
 
     run(main)
 
 
-def test_with_one_worker_busy_the_free_one_takes_the_whole_queue() -> None:
+def test_with_the_other_worker_busy_a_batch_is_not_split() -> None:
     async def main() -> None:
         engine = FakeEngine(hold=True)
         batcher, _ = make(engine, max_batch_sentences=32, max_wait_s=0, concurrency=2)
