@@ -137,13 +137,21 @@ class NoRepeatLoop:
         """(N,) int64: each row's banned token, -1 for none. history (N, T)."""
         N, T = history.shape
         banned = np.full(N, -1, dtype=np.int64)
-        for span in range(self.max_span, 0, -1):  # the shortest span's token wins
+        spans = [s for s in range(1, self.max_span + 1) if (self.max_repeats + 1) * s - 1 <= T]
+        if not spans:
+            return banned
+        # A span can repeat only where the last token recurs that far back: one comparison finds the
+        # few (row, span) pairs worth checking over their whole window.
+        back = np.array(spans)
+        recurs = history[:, -1:] == history[:, T - 1 - np.minimum(back, T - 1)]  # (N, spans)
+        for i in range(len(spans) - 1, -1, -1):  # the shortest span's token wins
+            span = spans[i]
             window = (self.max_repeats + 1) * span - 1  # the tokens before the candidate in the run
-            if window > T:
-                continue
-            tail = history[:, T - window :]  # (N, window)
-            periodic = (tail[:, span:] == tail[:, :-span]).all(axis=1)  # (N,)
-            banned[periodic] = history[periodic, T - span]
+            rows = np.arange(N) if window <= span else np.flatnonzero(recurs[:, i])
+            if len(rows):
+                tail = history[rows, T - window :]  # (rows, window)
+                periodic = rows[(tail[:, span:] == tail[:, :-span]).all(axis=1)]
+                banned[periodic] = history[periodic, T - span]
         return banned
 
     def apply_full(self, log_probs: np.ndarray, ctx: StepContext) -> None:

@@ -182,6 +182,29 @@ def test_no_repeat_loop_bans_the_token_that_would_repeat_a_span_once_too_often()
     assert NoRepeatLoop(max_repeats=1).banned(np.array([[2, 6]])).tolist() == [6]  # no token twice in a row
 
 
+def loop_token(history: list[int], max_repeats: int, max_span: int) -> int:
+    """The token that would make the shortest span of ``history`` occur once too often in a row, else -1."""
+    for span in range(1, max_span + 1):
+        window = (max_repeats + 1) * span - 1
+        tail = history[len(history) - window :]
+        if window <= len(history) and all(tail[j] == tail[j - span] for j in range(span, window)):
+            return history[len(history) - span]
+    return -1
+
+
+@pytest.mark.parametrize(("max_repeats", "max_span"), [(1, 2), (2, 3), (2, 8), (3, 4)])
+def test_no_repeat_loop_agrees_with_reading_each_history_token_by_token(max_repeats: int, max_span: int) -> None:
+    rng = np.random.default_rng(max_repeats * 10 + max_span)
+    rule = NoRepeatLoop(max_repeats, max_span)
+    loops = 0
+    for length in range(1, 26):
+        histories = rng.integers(0, 3, (64, length))  # three tokens: loops of every span occur
+        expected = [loop_token(row.tolist(), max_repeats, max_span) for row in histories]
+        assert rule.banned(histories).tolist() == expected, length
+        loops += sum(token >= 0 for token in expected)
+    assert loops > 100
+
+
 @pytest.mark.parametrize(("beams", "best", "count"), SHAPES)
 def test_no_repeat_loop_gives_the_same_candidates_in_both_forms(beams: int, best: int, count: int) -> None:
     log_probs = step_log_probs(beams, seed=5)
