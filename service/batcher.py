@@ -10,7 +10,7 @@ accept and answer requests. The policy:
 - A batch starts as soon as it is full, or once its oldest text has waited ``max_wait_s``, and a
   worker is free; while all are busy, work simply accumulates, so batches grow with load.
 - A batch that starts while other workers are free too is split among them, each part at least
-  ``MIN_SHARE`` texts: with two free, ten texts run as two batches of five. One batch of ten would
+  ``MIN_PART`` texts: with two free, ten texts run as two batches of five. One batch of ten would
   leave the other worker idle while it takes about twice as long, and the clients it answers at
   once would send their next texts together again.
 - Admission is bounded: a request whose texts would push the queue past ``max_queue_sentences`` is
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # Free workers split a batch into parts of at least this many texts. Smaller batches cost more
 # per sentence, a decoder step's fixed cost being spread over fewer rows (mt-en-de, beam 4, one
 # thread: 26, 20, 14 and 12 ms of CPU per sentence in batches of 1, 2, 4 and 8).
-MIN_SHARE = 4
+MIN_PART = 4
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Batcher:
             batch = await self._next_batch()
             if batch is None:
                 break
-            workers = 1 + await _acquire_free(free, most=len(batch) // MIN_SHARE - 1)
+            workers = 1 + await _acquire_free(free, most=len(batch) // MIN_PART - 1)
             for part in _split(batch, workers):
                 task = self._start(part, free)
                 running.add(task)

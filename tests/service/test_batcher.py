@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.api import BatchStats, TranslatedBatch
-from service.batcher import MIN_SHARE, Batcher, BatcherConfig
+from service.batcher import MIN_PART, Batcher, BatcherConfig
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
 
@@ -254,7 +254,7 @@ def test_free_workers_split_a_batch_in_parts_of_at_least_min_share() -> None:
     async def main() -> None:
         engine = FakeEngine()
         batcher, _ = make(engine, max_batch_sentences=32, max_wait_s=0, concurrency=3)
-        assert MIN_SHARE == 4
+        assert MIN_PART == 4
         for n, parts in [(11, [5, 6]), (8, [4, 4]), (7, [7]), (12, [4, 4, 4])]:
             engine.batches.clear()
             texts = [f"t{i}" for i in range(n)]
