@@ -137,17 +137,13 @@ class NoRepeatLoop:
         """(N,) int64: each row's banned token, -1 for none. history (N, T)."""
         N, T = history.shape
         banned = np.full(N, -1, dtype=np.int64)
-        spans = [s for s in range(1, self.max_span + 1) if (self.max_repeats + 1) * s - 1 <= T]
-        if not spans:
-            return banned
-        # A span can repeat only where the last token recurs that far back: one comparison finds the
-        # few (row, span) pairs worth checking over their whole window.
-        back = np.array(spans)
-        recurs = history[:, -1:] == history[:, T - 1 - np.minimum(back, T - 1)]  # (N, spans)
-        for i in range(len(spans) - 1, -1, -1):  # the shortest span's token wins
-            span = spans[i]
+        for span in range(self.max_span, 0, -1):  # the shortest span's token wins
             window = (self.max_repeats + 1) * span - 1  # the tokens before the candidate in the run
-            rows = np.arange(N) if window <= span else np.flatnonzero(recurs[:, i])
+            if window > T:
+                continue
+            # A span repeats only where the last token recurs that far back: the few rows worth
+            # comparing over the whole window (all of them when the window holds one span or less).
+            rows = np.arange(N) if window <= span else np.flatnonzero(history[:, -1] == history[:, T - 1 - span])
             if len(rows):
                 tail = history[rows, T - window :]  # (rows, window)
                 periodic = rows[(tail[:, span:] == tail[:, :-span]).all(axis=1)]

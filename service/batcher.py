@@ -39,9 +39,9 @@ from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-# Free workers split a batch into parts of at least this many texts. Smaller batches cost more
-# per sentence, a decoder step's fixed cost being spread over fewer rows (mt-en-de, beam 4, one
-# thread: 26, 20, 14 and 12 ms of CPU per sentence in batches of 1, 2, 4 and 8).
+# Free workers split a batch into parts of at least this many texts: a decoder step has a fixed
+# cost, which smaller batches spread over fewer rows, so that a sentence alone costs about twice
+# its CPU in a batch of 8 (benchmarks/RESULTS.md).
 MIN_PART = 4
 
 

@@ -98,7 +98,7 @@ class Metrics:
         self.output_tokens = Counter("mt_output_tokens", "Target tokens generated.", ["model"], registry=r)
         self.detected_languages = Counter(
             "mt_detected_languages",
-            "Texts whose language was identified (no source language given, or /detect), by the language found.",
+            "Texts whose language was identified (no source language given, documents, /detect), by language found.",
             ["language"],
             registry=r,
         )

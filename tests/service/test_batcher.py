@@ -250,7 +250,7 @@ def test_with_concurrency_two_batches_run_at_once() -> None:
     run(main)
 
 
-def test_free_workers_split_a_batch_in_parts_of_at_least_min_share() -> None:
+def test_free_workers_split_a_batch_in_parts_of_at_least_min_part() -> None:
     async def main() -> None:
         engine = FakeEngine()
         batcher, _ = make(engine, max_batch_sentences=32, max_wait_s=0, concurrency=3)
