@@ -38,6 +38,8 @@ PACKAGES = (
     "httptools",
     "httpx",
 )
+# /proc/cpuinfo flags that select onnxruntime's and CTranslate2's x86 kernels
+VECTOR_EXTENSIONS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
 
 
 def child_env() -> dict[str, str]:
@@ -79,12 +81,21 @@ def steal_percent(before: CpuTimes, after: CpuTimes) -> float:
 
 
 def cpu_identity() -> dict[str, str]:
-    """The first CPU's ``model name`` and ``vendor_id`` in /proc/cpuinfo ("unknown" where absent, as on ARM)."""
+    """The first CPU's ``model name``, ``vendor_id``, ``cpu family`` and ``model`` in /proc/cpuinfo
+    ("unknown" where absent, as on ARM), and which of the vector extensions that decide kernel
+    speed it has: a VM often names only "AMD EPYC", for Zen 3 (AVX2) and Zen 4 (AVX-512) alike."""
     found: dict[str, str] = {}
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         name, _, value = line.partition(":")
         found.setdefault(name.strip(), value.strip())
-    return {"cpu_model": found.get("model name", "unknown"), "cpu_vendor": found.get("vendor_id", "unknown")}
+    flags = set(found.get("flags", "").split())
+    return {
+        "cpu_model": found.get("model name", "unknown"),
+        "cpu_vendor": found.get("vendor_id", "unknown"),
+        "cpu_family": found.get("cpu family", "unknown"),
+        "cpu_model_number": found.get("model", "unknown"),
+        "vector_extensions": " ".join(f for f in VECTOR_EXTENSIONS if f in flags) or "none listed",
+    }
 
 
 def versions() -> dict[str, str]:
@@ -156,9 +167,16 @@ def measured_line(record: dict) -> str:
     machine = record["machine"]
     return (
         f"Measured {record['started_utc'][:16].replace('T', ' ')} UTC on {machine['cpu_model']} "
-        f"({machine['cpu_vendor']}, {machine['cores_available']} cores available), CPU steal "
+        f"({machine['cpu_vendor']}{cpu_generation(machine)}, {machine['cores_available']} cores available), CPU steal "
         f"{record['steal_percent']:g}% during the run, code {record['code']}: `{record['command']}`"
     )
+
+
+def cpu_generation(machine: dict) -> str:
+    """ ", family 25 model 17, avx2 avx512f avx512_vnni" where the record has them (older ones do not)."""
+    if "cpu_family" not in machine:
+        return ""
+    return f", family {machine['cpu_family']} model {machine['cpu_model_number']}, {machine['vector_extensions']}"
 
 
 def streams_title(streams: int, threads: int) -> str:

@@ -34,6 +34,11 @@ def test_every_result_file_records_machine_versions_and_command(tiny_results: Pa
     machine = run["machine"]
     assert f"model name\t: {machine['cpu_model']}\n" in cpuinfo
     assert f"vendor_id\t: {machine['cpu_vendor']}\n" in cpuinfo
+    assert f"cpu family\t: {machine['cpu_family']}\n" in cpuinfo
+    assert f"model\t\t: {machine['cpu_model_number']}\n" in cpuinfo
+    flags = next(line for line in cpuinfo.splitlines() if line.startswith("flags")).split()
+    assert set(machine["vector_extensions"].split()) <= set(flags)
+    assert ("avx2" in flags) == ("avx2" in machine["vector_extensions"].split())
     assert machine["cores_available"] == len(os.sched_getaffinity(0))
     assert 0 <= run["steal_percent"] <= 100
     assert set(VERSIONS) <= set(run["versions"])
