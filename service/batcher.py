@@ -40,8 +40,8 @@ from service.metrics import Metrics
 log = logging.getLogger(__name__)
 
 # Free workers split a batch into parts of at least this many texts: a decoder step has a fixed
-# cost, which smaller batches spread over fewer rows, so that a sentence alone costs about twice
-# its CPU in a batch of 8 (benchmarks/RESULTS.md).
+# cost, which a smaller batch spreads over fewer rows, so a sentence costs more CPU in a small
+# batch than in a large one (benchmarks/RESULTS.md, tried and dropped).
 MIN_PART = 4
 
 
