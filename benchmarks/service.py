@@ -186,7 +186,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--variant", default="auto", help="bundle variant (fp32, int8); auto = the manifest's default")
     parser.add_argument("--threads", type=int, default=2, help="MT_THREADS (and the offline engine's threads)")
     parser.add_argument("--batch-sentences", type=int, default=32, help="MT_MAX_BATCH_SENTENCES when batching")
-    parser.add_argument("--max-wait-ms", type=float, default=5.0, help="MT_MAX_WAIT_MS")
+    parser.add_argument("--max-wait-ms", type=float, default=0.0, help="MT_MAX_WAIT_MS")
     parser.add_argument("--client", choices=get_args(ClientKind), default="raw", help="the clients' HTTP client")
     parser.add_argument("--workdir", type=Path, default=RUNS / "service", help="the service's logs")
     parser.add_argument("--out", type=Path, default=RESULTS / "service.json", help="the result file")

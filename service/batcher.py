@@ -8,7 +8,8 @@ accept and answer requests. The policy:
   ``max_batch_sentences`` texts and ``max_batch_tokens`` source tokens (a single longer text still
   forms a batch of its own).
 - A batch starts as soon as it is full, or once its oldest text has waited ``max_wait_s``, and a
-  worker is free; while all are busy, work simply accumulates, so batches grow with load.
+  worker is free; while all are busy, work simply accumulates, so batches grow with load. Waiting
+  while a worker is free only delays the first texts: the default ``max_wait_s`` is 0.
 - A batch that starts while other workers are free too is split among them, each part at least
   ``MIN_PART`` texts: with two free, ten texts run as two batches of five. One batch of ten would
   leave the other worker idle while it takes about twice as long, and the clients it answers at
@@ -49,7 +50,7 @@ MIN_PART = 4
 class BatcherConfig:
     max_batch_sentences: int = 32
     max_batch_tokens: int = 4096
-    max_wait_s: float = 0.005
+    max_wait_s: float = 0.0
     max_queue_sentences: int = 1024
     concurrency: int = 1  # batches in flight at once; the engine must accept that many concurrent calls
 

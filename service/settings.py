@@ -64,7 +64,9 @@ class Settings(BaseSettings):
     engine_nice: int = Field(10, ge=0, le=19, description="Niceness added to the engine process (HTTP goes first).")
     max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
     max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")
-    max_wait_ms: float = Field(5.0, ge=0, description="Longest a batch waits for more work before it runs.")
+    max_wait_ms: float = Field(
+        0.0, ge=0, description="Longest a batch waits for more work while an engine worker is free (0: none)."
+    )
     max_queue_sentences: int = Field(1024, ge=1, description="Queued texts beyond which requests get 429.")
     request_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="Deadline of a request (504).")
     max_texts: int = Field(64, ge=1, description="Most texts in one request (413).")
