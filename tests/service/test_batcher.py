@@ -135,6 +135,25 @@ def test_a_partial_batch_starts_after_max_wait() -> None:
     run(main)
 
 
+def test_without_a_wait_work_that_arrives_while_the_worker_is_busy_forms_one_batch() -> None:
+    """The default: a free worker takes a lone text at once, and batches still grow with load."""
+
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=32)
+        assert batcher.config.max_wait_s == 0
+        first = asyncio.ensure_future(batcher.translate(["a"], "o", timeout_s=LONG))
+        await until(engine.entered.is_set)
+        rest = [asyncio.ensure_future(batcher.translate([t], "o", timeout_s=LONG)) for t in ("b", "c", "d")]
+        await until(lambda: batcher.queued_sentences == 3)
+        engine.release()
+        assert await asyncio.gather(first, *rest) == [["A/o"], ["B/o"], ["C/o"], ["D/o"]]
+        assert [b for b, _ in engine.batches] == [["a"], ["b", "c", "d"]]
+        await batcher.close()
+
+    run(main)
+
+
 def test_overload_is_refused_at_once_with_retry_after() -> None:
     async def main() -> None:
         engine = FakeEngine(hold=True)
