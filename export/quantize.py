@@ -143,7 +143,8 @@ def _rowwise_matmul(
 
 
 def _quantize_gathers(src: Path, dst: Path) -> None:
-    """Embedding tables as int8 per row (a looked-up row is dequantised alone: batch-invariant)."""
+    """Embedding tables as int8 with one scale per table (a looked-up row is dequantised alone:
+    batch-invariant)."""
     # The quantiser logs through the root logger: a line per skipped tensor, and advice to
     # pre-process (shape inference) that does not apply to these graphs.
     root = logging.getLogger()
