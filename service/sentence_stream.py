@@ -25,8 +25,8 @@ from service.runtime import Plan, Runtime
 
 # Sentences submitted first, alone: a batch this small ends soon, so that the first event does not
 # wait for a batch of the whole window. The rest follow once the batcher has had time to start that
-# batch (``first_batch_s``), and share the next one; measured with the shipped model, a 40-sentence
-# text's first event came after 0.11 s instead of 0.32 s, and its last no later.
+# batch (``first_batch_s``), and share the next one: the first event comes early and the last no
+# later (benchmarks/RESULTS.md, section 11).
 FIRST_WINDOW = 8
 
 
