@@ -57,8 +57,8 @@ class _Side:
         return self.sp.get_piece_size() if self.vocab is None else max(self.vocab.values()) + 1
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        # One text at a time: sentencepiece's list call starts its thread pool on every call,
-        # 20x the cost of encoding a short sentence, and the engine mostly encodes one.
+        # One text at a time: sentencepiece's list call starts its thread pool on every call, which
+        # costs more than encoding a short sentence, and the engine mostly encodes one.
         if self.vocab is None:
             return [self.sp.encode(text) for text in texts]
         vocab, unk = self.vocab, self.unk_id

@@ -20,10 +20,10 @@ AVX2 add pairs of products in int16, which saturates with 8-bit weights (255 · 
 7 bits cannot overflow. An input that comes out of a ReLU is never negative and uses 0..255 with
 zero point 0.
 
-Measured on mt-en-de (test_2016_flickr, beam 4, one thread): fp32 39.28 BLEU; this per-row int8 39.28;
-with 8-bit weights 38.98 (saturation); with int8 x int8 kernels (no saturation,
-39.31) half the speed of fp32; onnxruntime's 8-bit weight-only MatMulNBits is batch-invariant too
-but 1.5x slower than fp32 on these small matrices. Speed against fp32: benchmarks/RESULTS.md.
+Measured on mt-en-de (test_2016_flickr, beam 4): fp32 39.28 BLEU; this per-row int8 39.28; with
+8-bit weights 38.98 (saturation); with int8 x int8 kernels 39.31 (no saturation) but slower than
+fp32; onnxruntime's weight-only MatMulNBits is batch-invariant too but slower than fp32 on these
+small matrices. Speeds: benchmarks/RESULTS.md, section 9 and "Tried and dropped".
 """
 
 from __future__ import annotations
