@@ -43,6 +43,9 @@ from benchmarks.common import (
 from benchmarks.http_client import ClientKind
 from benchmarks.loadgen import CPU_SPLIT, Load, run_level
 from service.launcher import LiveService
+from service.settings import Settings
+
+DEFAULTS = Settings.model_fields  # the service's own defaults, so that the benchmark follows them
 
 
 class OfflineEngine:
@@ -185,8 +188,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--variant", default="auto", help="bundle variant (fp32, int8); auto = the manifest's default")
     parser.add_argument("--threads", type=int, default=2, help="MT_THREADS (and the offline engine's threads)")
-    parser.add_argument("--batch-sentences", type=int, default=32, help="MT_MAX_BATCH_SENTENCES when batching")
-    parser.add_argument("--max-wait-ms", type=float, default=0.0, help="MT_MAX_WAIT_MS")
+    parser.add_argument("--batch-sentences", type=int, default=DEFAULTS["max_batch_sentences"].default,
+                        help="MT_MAX_BATCH_SENTENCES when batching")  # fmt: skip
+    parser.add_argument("--max-wait-ms", type=float, default=DEFAULTS["max_wait_ms"].default, help="MT_MAX_WAIT_MS")
     parser.add_argument("--client", choices=get_args(ClientKind), default="raw", help="the clients' HTTP client")
     parser.add_argument("--workdir", type=Path, default=RUNS / "service", help="the service's logs")
     parser.add_argument("--out", type=Path, default=RESULTS / "service.json", help="the result file")

@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from benchmarks.common import RESULTS, markdown_table, require_paths, settings_record, start_run, write_report
 from engine.bundle import Bundle, load_bundle
-from engine.runner import session_options
+from engine.runner import RunnerConfig, load_session
 
 BEAMS = 4
 CANDIDATES = 2 * BEAMS + 1  # what the beam search asks for at beam 4 with the repetition guard
@@ -52,9 +51,7 @@ class Step:
 
     def __init__(self, bundle: Bundle, variant: str) -> None:
         _, decoder = bundle.graph_paths(variant)
-        self.session = ort.InferenceSession(
-            str(decoder), session_options(1, spin=False), providers=["CPUExecutionProvider"]
-        )
+        self.session = load_session(decoder, "cpu", RunnerConfig(provider="cpu", threads=1))
         self.outputs = [o.name for o in self.session.get_outputs() if o.name not in ("log_probs", "alignment")]
 
     def time(self, feed: dict[str, np.ndarray], calls: int) -> float:
