@@ -11,9 +11,10 @@ ARG DEVICE=cpu
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # onnxruntime-gpu from PyPI is built against CUDA 13 and cuDNN 9 since 1.27 (CUDA 12 before): the
 # base's CUDA major must match the one onnxruntime-gpu was built for, and the host driver must
-# support it. CUDA 12 hosts: see "GPU" in the README for the two build arguments to change.
+# support it. Empty CUDA_ONNXRUNTIME takes the version constraints.txt pins; CUDA 12 hosts: see
+# docs/deployment.md for the two build arguments to change.
 ARG CUDA_IMAGE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
-ARG CUDA_ONNXRUNTIME="onnxruntime-gpu>=1.27"
+ARG CUDA_ONNXRUNTIME=""
 
 FROM ${PYTHON_IMAGE} AS cpu-base
 
@@ -35,15 +36,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 FROM base AS deps
 ARG DEVICE
 ARG CUDA_ONNXRUNTIME
-# Only pyproject.toml and the helper that reads it: this layer is rebuilt when dependencies change,
-# not when the code does.
-COPY pyproject.toml scripts/pyproject_requirements.py /tmp/build/
-# onnxruntime-gpu replaces onnxruntime (both install the same `onnxruntime` module).
-RUN if [ "$DEVICE" = cuda ]; then set -- --extra gpu --exclude onnxruntime --add "$CUDA_ONNXRUNTIME"; fi \
+# Only pyproject.toml, the pinned versions and the helper that reads them: this layer is rebuilt when
+# dependencies change, not when the code does. Every version comes from constraints.txt, as in CI.
+COPY pyproject.toml constraints.txt scripts/pyproject_requirements.py /tmp/build/
+# onnxruntime-gpu replaces onnxruntime (both install the same `onnxruntime` module); a
+# CUDA_ONNXRUNTIME given at build time replaces the pinned one.
+RUN if [ "$DEVICE" = cuda ]; then set -- --extra gpu --exclude onnxruntime; fi \
+    && if [ -n "$CUDA_ONNXRUNTIME" ]; then \
+         set -- "$@" --exclude onnxruntime-gpu --add "$CUDA_ONNXRUNTIME" \
+         && sed -i '/^onnxruntime-gpu==/d' /tmp/build/constraints.txt; \
+       fi \
     && python3 /tmp/build/pyproject_requirements.py --pyproject /tmp/build/pyproject.toml "$@" \
        > /tmp/build/requirements.txt \
     && python3 -m venv "$VIRTUAL_ENV" \
-    && pip install --no-cache-dir -r /tmp/build/requirements.txt
+    && pip install --no-cache-dir -c /tmp/build/constraints.txt -r /tmp/build/requirements.txt
 
 FROM base AS runtime
 ARG DEVICE

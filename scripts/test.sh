@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The one test command (README "Quick start", CI's .ci/run): installs everything, lints, runs every test.
+# The one test command (README "Quick start", CI's .ci/run): installs everything at the versions
+# pinned in constraints.txt (scripts/lock.sh updates them), lints, runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python -m pip install -q --disable-pip-version-check -e ".[train,import,dev,bench]"
+python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[train,import,dev,bench]"
 
 # Debian packages that some tests need, installed when missing (as root, where apt-get exists); the
 # tests that need them skip visibly without them. promtool checks /metrics and the Prometheus config;

@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from constraints_reader import pinned
 from dockerfile_reader import DOCKERFILE, chain, copy_sources, dockerignored, global_arg, stages
+from packaging.requirements import Requirement
+from packaging.version import Version
 from repo_root import REPO
 from service_process import CONTAINER_HOST, CONTAINER_PORT
 
@@ -19,7 +22,7 @@ from service.launcher import serve_command
 
 SKIP_DIRS = {".git", "runs", ".venv", "venv", "node_modules", ".pytest_cache", ".ruff_cache"}
 COMPILERS = ("gcc", "g++", "clang", "build-essential", "make", "cmake", "cuda-nvcc", "-dev")
-CUDA_REQUIREMENT_ARGS = '--extra gpu --exclude onnxruntime --add "$CUDA_ONNXRUNTIME"'
+CUDA_REQUIREMENT_ARGS = "--extra gpu --exclude onnxruntime"
 
 
 def dockerfiles() -> list[Path]:
@@ -82,8 +85,7 @@ def test_runtime_image_gets_no_torch_and_no_compiler(device: str) -> None:
         assert not any(word == c or (c.startswith("-") and word.endswith(c)) for c in COMPILERS), word
     froms = [i.args for stage in runtime for i in stage.all("COPY") if "--from=" in i.args]
     assert froms == ["--from=deps /opt/venv /opt/venv"]
-    cuda_args = ["--extra", "gpu", "--exclude", "onnxruntime", "--add", global_arg("CUDA_ONNXRUNTIME")]
-    installed = image_requirements(*(cuda_args if device == "cuda" else []))
+    installed = image_requirements(*(CUDA_REQUIREMENT_ARGS.split() if device == "cuda" else []))
     names = {re.split("[<>=!~; ]", requirement)[0].lower() for requirement in installed}
     assert "torch" not in names
     assert ("onnxruntime-gpu" in names) == (device == "cuda")
@@ -95,7 +97,8 @@ def test_cuda_variant_runs_on_an_nvidia_cuda_runtime_base_with_the_cuda_provider
     assert cuda_image.startswith("nvidia/cuda:") and "-runtime-" in cuda_image and "cudnn" in cuda_image
     # onnxruntime-gpu wheels on PyPI are built for CUDA 12 up to 1.26 and for CUDA 13 from 1.27 on.
     cuda_major = int(cuda_image.split(":")[1].split(".")[0])
-    assert cuda_major == 13 and global_arg("CUDA_ONNXRUNTIME") == "onnxruntime-gpu>=1.27"
+    assert cuda_major == 13 and global_arg("CUDA_ONNXRUNTIME") == "", "by default the pinned onnxruntime-gpu"
+    assert Version(pinned()["onnxruntime-gpu"][0]) >= Version("1.27")
     assert chain(stages({"DEVICE": "cuda"}), "runtime")[-1].base == cuda_image
     assert chain(stages(), "runtime")[-1].base == global_arg("PYTHON_IMAGE")
     assert global_arg("DEVICE") == "cpu"
@@ -105,9 +108,22 @@ def test_cuda_variant_runs_on_an_nvidia_cuda_runtime_base_with_the_cuda_provider
     assert "MT_PROVIDER=${DEVICE}" in env, "the image's provider follows the build argument: cpu or cuda"
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_image_installs_the_pinned_version_of_everything(device: str) -> None:
+    deps_run = " ".join(i.args for i in stages()["deps"].all("RUN"))
+    assert "pip install --no-cache-dir -c /tmp/build/constraints.txt -r /tmp/build/requirements.txt" in deps_run
+    script = REPO / "scripts" / "pyproject_requirements.py"
+    args = CUDA_REQUIREMENT_ARGS.split() if device == "cuda" else []
+    lines = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True).stdout
+    names = {Requirement(line).name.lower().replace("_", "-") for line in lines.splitlines()}
+    assert names <= pinned().keys(), f"not pinned in constraints.txt: {sorted(names - pinned().keys())}"
+
+
 def test_dependencies_are_installed_before_the_code_is_copied() -> None:
     deps = stages()["deps"]
-    assert [copy_sources(i) for i in deps.all("COPY")] == [["pyproject.toml", "scripts/pyproject_requirements.py"]]
+    assert [copy_sources(i) for i in deps.all("COPY")] == [
+        ["pyproject.toml", "constraints.txt", "scripts/pyproject_requirements.py"]
+    ]
     runtime = [i for i in stages()["runtime"].instructions if i.keyword == "COPY"]
     assert "--from=deps" in runtime[0].args, "the virtualenv layer comes before the code and bundle layers"
     assert copy_sources(runtime[-1]) == ["service"], "the code changes most often: last layer"

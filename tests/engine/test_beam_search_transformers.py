@@ -18,6 +18,7 @@ Transformers' beam search runs with ``early_stopping=True``; ``num_beams=1`` is 
 
 from __future__ import annotations
 
+import inspect
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -257,6 +258,8 @@ TINY = dict(
     max_position_embeddings=64,
     forced_eos_token_id=None,  # generate() would fill an unset forced_eos_token_id from the model's config
 )
+# The key-value cache's keyword: `past_key_values` up to transformers 5.23, `cache` from 5.24 on.
+CACHE = "cache" if "cache" in inspect.signature(MarianMTModel.forward).parameters else "past_key_values"
 
 
 def tiny_model(architecture: str) -> PreTrainedModel:
@@ -270,12 +273,10 @@ def tiny_model(architecture: str) -> PreTrainedModel:
         base = M2M100ForConditionalGeneration
 
     class EosRamp(base):
-        def forward(
-            self, *args: object, past_key_values: EncoderDecoderCache, attention_mask: torch.Tensor, **kwargs: object
-        ) -> object:
-            out = super().forward(*args, past_key_values=past_key_values, attention_mask=attention_mask, **kwargs)
+        def forward(self, *args: object, attention_mask: torch.Tensor, **kwargs: object) -> object:
+            out = super().forward(*args, attention_mask=attention_mask, **kwargs)
             logits = out.logits[:, -1]
-            length = past_key_values.get_seq_length()  # decoder tokens so far, this step's included
+            length = kwargs[CACHE].get_seq_length()  # decoder tokens so far, this step's included
             due = attention_mask.sum(dim=-1) + 1.5  # never a whole number: EOS never ties with the best
             logits[:, self.config.eos_token_id] = logits.max(dim=-1).values + (length - due)
             return out
@@ -305,7 +306,7 @@ class CachedDecoder:
                 encoder_outputs=BaseModelOutput(last_hidden_state=self.encoded[rows]),
                 attention_mask=self.mask[rows],
                 decoder_input_ids=torch.from_numpy(tokens)[:, None],
-                past_key_values=self.cache,
+                **{CACHE: self.cache},
             )
         log_probs = torch.log_softmax(out.logits[:, -1], dim=-1).numpy()
         log_probs[:, self.model.config.pad_token_id] = -np.inf
