@@ -15,7 +15,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from engine.api import TranslationOptions
-from engine.documents import Document, DocumentError, MalformedDocument, UnsupportedFormat, read_document
+from engine.documents import (
+    Document,
+    DocumentError,
+    DocumentTooLarge,
+    MalformedDocument,
+    UnsupportedFormat,
+    read_document,
+)
 from engine.markup import plain_text
 from service.errors import InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
 from service.runtime import Runtime, TranslationJob, prefer_served
@@ -41,7 +48,7 @@ async def translate_document(runtime: Runtime, job: FileJob) -> tuple[bytes, Doc
     limit = runtime.settings.max_file_bytes
     if len(job.data) > limit:
         raise PayloadTooLarge(f"the file is {len(job.data)} bytes; the limit is {limit} (MT_MAX_FILE_BYTES)")
-    document = await asyncio.to_thread(_read, job.data, job.filename)
+    document = await asyncio.to_thread(_read, job.data, job.filename, runtime.settings.max_document_bytes)
     _check_texts(document.texts, runtime.settings.max_chars)
     source = _source_language(runtime, document, job.source_lang)
     options = TranslationOptions(format=document.format)
@@ -68,11 +75,13 @@ def chunks(texts: Sequence[str], *, max_texts: int, max_chars: int) -> Iterator[
         yield chunk
 
 
-def _read(data: bytes, filename: str) -> Document:
+def _read(data: bytes, filename: str, max_bytes: int) -> Document:
     try:
-        return read_document(data, filename)
+        return read_document(data, filename, max_bytes=max_bytes)
     except UnsupportedFormat as e:
         raise UnsupportedMediaType(str(e)) from None
+    except DocumentTooLarge as e:
+        raise PayloadTooLarge(f"file: {e} (MT_MAX_DOCUMENT_BYTES)") from None
     except MalformedDocument as e:
         raise MalformedMarkup(f"file: {e}", details={"line": e.line, "column": e.column}) from None
     except DocumentError as e:

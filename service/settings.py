@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(
         10 << 20, ge=1024, description="Largest file /v1/translate_file and /translate_file accept (413)."
     )
+    max_document_bytes: int = Field(
+        20 << 20,
+        ge=1024,
+        description="Most bytes of a file's content that are read, decompressed: all parts of a .docx together, "
+        "other files as they are (413).",
+    )
     file_expiry_s: float = Field(
         1800,
         gt=0,

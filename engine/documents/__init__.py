@@ -3,7 +3,7 @@
 Two phases, so that the caller decides how and when the texts are translated (the service sends
 them through its batcher in bounded chunks)::
 
-    doc = read_document(data, "report.docx")  # DocumentError if unsupported or unreadable
+    doc = read_document(data, "report.docx")  # DocumentError if unsupported, unreadable or too large
     translations = translate(doc.texts, TranslationOptions(format=doc.format))
     translated = doc.write(translations)  # bytes of a .docx again
 
@@ -16,9 +16,17 @@ from pathlib import PurePath
 from types import ModuleType
 
 from engine.documents import html, markdown, subtitles, text, word
-from engine.documents.base import Document, DocumentError, Format, MalformedDocument, UnsupportedFormat
+from engine.documents.base import (
+    MAX_DOCUMENT_BYTES,
+    Document,
+    DocumentError,
+    DocumentTooLarge,
+    Format,
+    MalformedDocument,
+    UnsupportedFormat,
+)
 
-# Extension -> the module of its format: its ``read(data) -> Document`` and ``MEDIA_TYPE``.
+# Extension -> the module of its format: its ``read(data, *, max_bytes) -> Document`` and ``MEDIA_TYPE``.
 FORMATS: dict[str, ModuleType] = {
     ".txt": text,
     ".md": markdown,
@@ -32,22 +40,25 @@ SUPPORTED_EXTENSIONS = tuple(FORMATS)
 MEDIA_TYPES = tuple(dict.fromkeys(module.MEDIA_TYPE for module in FORMATS.values()))
 
 
-def read_document(data: bytes, filename: str) -> Document:
-    """The document in ``data``, of the format its file name's extension names (in any case)."""
+def read_document(data: bytes, filename: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> Document:
+    """The document in ``data``, of the format its file name's extension names (in any case);
+    DocumentTooLarge if its content, decompressed, is over ``max_bytes``."""
     extension = PurePath(filename).suffix.lower()
     module = FORMATS.get(extension)
     if module is None:
         supported = ", ".join(SUPPORTED_EXTENSIONS)
         raise UnsupportedFormat(f"unsupported file type {extension or '(no extension)'!r}: supported are {supported}")
-    document: Document = module.read(data)
+    document: Document = module.read(data, max_bytes=max_bytes)
     return document
 
 
 __all__ = [
+    "MAX_DOCUMENT_BYTES",
     "MEDIA_TYPES",
     "SUPPORTED_EXTENSIONS",
     "Document",
     "DocumentError",
+    "DocumentTooLarge",
     "Format",
     "MalformedDocument",
     "UnsupportedFormat",

@@ -12,6 +12,9 @@ from typing import Literal
 Format = Literal["text", "html"]
 
 BOM = "\ufeff"
+# Bytes of a document's content that are read, decompressed: a .docx's parts, a text file as it is.
+# Their parsed form takes many times as much memory, a .docx's XML tree most of all.
+MAX_DOCUMENT_BYTES = 20 << 20
 
 
 class DocumentError(ValueError):
@@ -29,6 +32,10 @@ class MalformedDocument(DocumentError):
 
 class UnsupportedFormat(DocumentError):
     """No reader for the file's extension."""
+
+
+class DocumentTooLarge(DocumentError):
+    """The document's content, decompressed, takes more bytes than its reader was allowed."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,9 @@ class Utf8Text:
     bom: bool
 
     @classmethod
-    def decode(cls, data: bytes) -> Utf8Text:
+    def decode(cls, data: bytes, *, max_bytes: int) -> Utf8Text:
+        if len(data) > max_bytes:
+            raise DocumentTooLarge(f"the file is {len(data)} bytes of text; the limit is {max_bytes}")
         start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
         try:
             return cls(data[start:].decode("utf-8"), bom=start > 0)

@@ -9,7 +9,8 @@ that holds no other block (a paragraph, heading, list item, cell, ``<title>``) a
 inline content between blocks is one text, with its tags. Everything between these pieces (the
 doctype, ``<head>``'s other elements, the tags of the containers, comments, whitespace) is copied
 byte for byte, as is a UTF-8 byte order mark. Mis-nested or unclosed inline elements, which the
-engine could not put back in place, make the page a DocumentError saying where.
+engine could not put back in place, and a tag, comment or CDATA section left open, whose content
+browsers hide, make the page a DocumentError saying where.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from engine.markup.tree import Element, Node, parse
 MEDIA_TYPE = "text/html; charset=utf-8"
 
 
-def read(data: bytes) -> Document:
-    source = Utf8Text.decode(data)
+def read(data: bytes, *, max_bytes: int) -> Document:
+    source = Utf8Text.decode(data, max_bytes=max_bytes)
     try:
         nodes = parse(source.text, "html")
     except MarkupError as e:

@@ -17,7 +17,8 @@ translation, so its source lines cannot be kept); hard breaks are written as a b
 line; reference links come back as inline links; link destinations as markdown-it normalizes them
 (non-ASCII percent-encoded); text characters that Markdown would read as syntax are escaped. Not
 translated: image alt text, HTML blocks, and a block whose lines markdown-it rewrote (tabs in a
-continuation line's indentation) so that its text cannot be found in the file.
+continuation line's indentation) so that its text cannot be found in the file. Refused: lists and
+block quotes nested deeper than ``MAX_NESTING`` levels.
 """
 
 from __future__ import annotations
@@ -26,14 +27,25 @@ import re
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
 from engine.documents import fragments
-from engine.documents.base import Document, Utf8Text
+from engine.documents.base import Document, DocumentError, Utf8Text
 from engine.segmenter import LINE_BREAK
 
 MEDIA_TYPE = "text/markdown; charset=utf-8"
-PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+# Blocks nested deeper than this (a block quote is one level, a list two: the list and its item) are
+# refused; markdown-it would leave them out of its tokens, untranslated, past its own limit (the
+# preset's 20: nine lists), which is set past ours (a list opens two levels at once). Deeper than any
+# real document; each level of nesting parses its lines once more.
+MAX_NESTING = 50
+PARSER = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + 3}).enable(["table", "strikethrough"])
+# Inline elements (emphasis in a link in emphasis) keep the preset's limit, past which markdown-it
+# reads them as text (translated): brackets nested on purpose parse several times slower under a
+# higher one.
+INLINE_PARSER = MarkdownIt("commonmark").enable("strikethrough")
 PAIRED_TAGS = {"em": "em", "strong": "strong", "s": "s", "link": "a"}  # markdown-it token name -> fragment tag
 # Characters that Markdown could read as syntax in translated text ("|" ends a table cell).
 # An underscore inside a word is never emphasis: left alone.
@@ -62,8 +74,8 @@ class _Block:
     continuation: str  # what begins the block's second line (its container markers): for hard breaks
 
 
-def read(data: bytes) -> Document:
-    source = Utf8Text.decode(data)
+def read(data: bytes, *, max_bytes: int) -> Document:
+    source = Utf8Text.decode(data, max_bytes=max_bytes)
     text = source.text
     blocks, texts = [], []
     for block, children in _locate(text):
@@ -81,6 +93,28 @@ def read(data: bytes) -> Document:
         return source.encode("".join([*out, text[done:]]))
 
     return Document(texts=texts, format="html", extension=".md", media_type=MEDIA_TYPE, writer=write)
+
+
+def _refuse_deeper_blocks(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+    """A block rule tried before every other, that matches nothing: it refuses a block nested past
+    ``MAX_NESTING``."""
+    if state.level > MAX_NESTING:
+        raise DocumentError(
+            f"line {start_line + 1}: lists and block quotes nest deeper than {MAX_NESTING} levels "
+            "(a list counts as two: the list and its item), the most that is read"
+        )
+    return False
+
+
+def _inline(state: StateCore) -> None:
+    """markdown-it's inline stage (its core rule "inline"), with ``INLINE_PARSER``'s nesting limit."""
+    for token in state.tokens:
+        if token.type == "inline":
+            token.children = INLINE_PARSER.inline.parse(token.content, INLINE_PARSER, state.env, [])
+
+
+PARSER.block.ruler.before("table", "refuse_deeper_blocks", _refuse_deeper_blocks)
+PARSER.core.ruler.at("inline", _inline)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:

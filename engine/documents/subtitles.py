@@ -11,7 +11,8 @@ the sentence did. (``<br>`` would not do: the engine translates the text on eith
 separately, which is line by line, each half sentence on its own; rewrapping a translated cue by
 length would break it anywhere.) In a dialogue cue, where every line begins with a dash, each line
 is a speaker's own: the lines are separated by ``<br>`` instead, and translated one by one. A cue
-whose tags do not nest is translated without them.
+whose tags do not nest is translated without them. A timing too long for a ``timedelta`` (some
+2.7 million years) is refused.
 """
 
 from __future__ import annotations
@@ -32,12 +33,9 @@ LINE_BREAKS = ("wbr", "br")
 POSITION = re.compile(r"^(?:\{\\[^{}]*\})+")  # {\an8}: SSA override codes that players honour in SubRip
 
 
-def read(data: bytes) -> Document:
-    source = Utf8Text.decode(data)
-    try:
-        cues = list(srt.parse(source.text))
-    except srt.SRTParseError as e:
-        raise DocumentError(f"not a SubRip (.srt) file: {str(e)[:200]}") from None
+def read(data: bytes, *, max_bytes: int) -> Document:
+    source = Utf8Text.decode(data, max_bytes=max_bytes)
+    cues = _cues(source.text)
     translated = [(i, _Cue.read(cue.content)) for i, cue in enumerate(cues) if cue.content.strip()]
 
     def write(translations: list[str]) -> bytes:
@@ -55,6 +53,20 @@ def read(data: bytes) -> Document:
         media_type=MEDIA_TYPE,
         writer=write,
     )
+
+
+def _cues(text: str) -> list[srt.Subtitle]:
+    cues: list[srt.Subtitle] = []
+    try:
+        for cue in srt.parse(text):  # one at a time: an error is in the cue after the last one parsed
+            cues.append(cue)
+    except srt.SRTParseError as e:
+        raise DocumentError(f"not a SubRip (.srt) file: {str(e)[:200]}") from None
+    # A timing with more digits than Python reads as an integer (ValueError) or longer than a
+    # timedelta holds (OverflowError).
+    except (ValueError, OverflowError):
+        raise DocumentError(f"the timing of cue {len(cues) + 1} (counted from the top) is out of range") from None
+    return cues
 
 
 @dataclass(frozen=True)

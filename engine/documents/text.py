@@ -13,8 +13,8 @@ from engine.segmenter import LINE_BREAK
 MEDIA_TYPE = "text/plain; charset=utf-8"
 
 
-def read(data: bytes) -> Document:
-    source = Utf8Text.decode(data)
+def read(data: bytes, *, max_bytes: int) -> Document:
+    source = Utf8Text.decode(data, max_bytes=max_bytes)
     pieces = LINE_BREAK.split(source.text)  # line, break, line, break, ..., line
     lines = [(i, line) for i, line in enumerate(pieces) if i % 2 == 0 and line.strip()]
 

@@ -12,33 +12,39 @@ bookmarks and section layout are the document's own and stay as they were.
 Not translated: footnotes, endnotes and comments (python-docx does not read them), document
 properties (title, author), and text in charts or SmartArt. A tab or line break inside a paragraph
 stays where it was among the runs, which the translation may have reordered around it.
+
+A .docx is a ZIP archive whose XML compresses a hundredfold or more: a file of a few hundred KB can
+hold GBs of XML. One whose members' declared sizes come to more than ``max_bytes`` is refused before
+any is read, and no member is decompressed past its declared size.
 """
 
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.opc.exceptions import PackageNotFoundError
-from docx.oxml.ns import qn
+from docx.oxml.ns import nsmap, qn
 from lxml import etree
 
 from engine.documents import fragments
-from engine.documents.base import Document, DocumentError
+from engine.documents.base import Document, DocumentError, DocumentTooLarge
 
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-# A .docx is a ZIP archive; one that would expand past this is refused before python-docx reads it
-# (a few MB of compressed XML can otherwise expand into GBs of memory).
-MAX_EXPANDED_BYTES = 256 << 20
 PARAGRAPH, RUN, TEXT, RUN_PROPERTIES = qn("w:p"), qn("w:r"), qn("w:t"), qn("w:rPr")
 # Run content that separates the text around it: a group of runs never spans one.
 SEPARATORS = frozenset(
     qn(tag) for tag in ("w:tab", "w:ptab", "w:br", "w:cr", "w:drawing", "w:pict", "w:object", "w:sym", "w:fldChar")
 )
 DATA_RUN = "data-r"
+# Paragraphs with text, found by libxml2 rather than element by element in Python: a document within
+# the size limit can still hold millions of empty ones.
+PARAGRAPHS_WITH_TEXT = etree.XPath(".//w:p[.//w:t]", namespaces={"w": nsmap["w"]})
 
 
 @dataclass
@@ -59,8 +65,8 @@ class _Group:
             element.set(qn("xml:space"), "preserve")
 
 
-def read(data: bytes) -> Document:
-    document = _open(data)
+def read(data: bytes, *, max_bytes: int) -> Document:
+    document = _open(_unpacked(data, max_bytes))
     grouped = [_groups(paragraph) for paragraph in _paragraphs(document)]
     paragraphs = [groups for groups in grouped if any(group.text.strip() for group in groups)]
 
@@ -81,14 +87,53 @@ def read(data: bytes) -> Document:
     )
 
 
-def _open(data: bytes) -> docx.document.Document:
+def _unpacked(data: bytes, max_bytes: int) -> bytes:
+    """The archive in ``data`` rebuilt uncompressed, if its members' declared sizes come to at most
+    ``max_bytes``.
+
+    python-docx opens the rebuilt archive, never ``data``: it reads exactly the bytes counted here,
+    whatever the original's headers say."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            expanded = sum(info.file_size for info in archive.infolist())
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
         raise DocumentError("not a .docx file (not a ZIP archive); .doc files are not supported") from None
-    if expanded > MAX_EXPANDED_BYTES:
-        raise DocumentError(f"the .docx file expands to {expanded} bytes; at most {MAX_EXPANDED_BYTES} are read")
+    with archive:
+        # Of members of the same name, zipfile (and so python-docx) reads the last.
+        members = list({info.filename: info for info in archive.infolist()}.values())
+        declared = sum(info.file_size for info in members)
+        if declared > max_bytes:
+            raise DocumentTooLarge(f"the .docx file expands to {declared} bytes; the limit is {max_bytes}")
+        return _rebuilt(archive, members)
+
+
+def _rebuilt(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo]) -> bytes:
+    """``members`` copied into a new uncompressed archive, each read through a stream that stops at
+    its declared size: a header that understates its member's size cannot make it expand further, nor
+    take more memory while it is decompressed (which a read of the whole member would, whatever
+    zipfile keeps of it)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as rebuilt:
+        for info in members:
+            try:
+                with archive.open(info) as member:
+                    content = member.read(info.file_size)
+            # A damaged member (bad CRC or compressed stream, cut short), or one that is encrypted
+            # or compressed with a method zipfile lacks.
+            except (
+                zipfile.BadZipFile,
+                zlib.error,
+                lzma.LZMAError,
+                OSError,
+                EOFError,
+                RuntimeError,
+                NotImplementedError,
+            ) as e:
+                raise DocumentError(f"not a valid .docx file: {e}") from None
+            rebuilt.writestr(info.filename, content)
+    return out.getvalue()
+
+
+def _open(data: bytes) -> docx.document.Document:
     try:
         return docx.Document(io.BytesIO(data))
     # Whatever python-docx meets in a damaged file: a missing part (KeyError), malformed XML (lxml's
@@ -98,12 +143,12 @@ def _open(data: bytes) -> docx.document.Document:
 
 
 def _paragraphs(document: docx.document.Document) -> list[etree._Element]:
-    """Every paragraph of the body, the headers and the footers, in document order."""
+    """Every paragraph of the body, the headers and the footers that holds text, in document order."""
     roots = [document.element.body]
     for rel in document.part.rels.values():
         if rel.reltype in (RELATIONSHIP_TYPE.HEADER, RELATIONSHIP_TYPE.FOOTER) and not rel.is_external:
             roots.append(rel.target_part.element)
-    return [paragraph for root in roots for paragraph in root.iter(PARAGRAPH)]
+    return [paragraph for root in roots for paragraph in PARAGRAPHS_WITH_TEXT(root)]
 
 
 def _groups(paragraph: etree._Element) -> list[_Group]:

@@ -7,6 +7,7 @@ of what is not translated needs (tree-building parsers such as lxml or html5lib 
   the tree built here by HTML's rules for void elements and optional end tags (``<li>`` closes the
   previous ``<li>``, a block closes an open ``<p>``). What browsers would silently repair, such as
   mis-nested or unclosed inline elements, is refused: its translation could not be put back in place.
+  So is a tag, comment or CDATA section left open, whose content browsers hide: it is not text.
 - XML: expat, which checks well-formedness. A fragment without one root element is parsed inside a
   synthetic root that is not part of the result.
 
@@ -197,11 +198,10 @@ class _HTMLTokens(HTMLParser):
         line = bisect.bisect_right(self.line_starts, start)
         column = start - self.line_starts[line - 1] + 1
         tree = self.tree
+        written = self.markup[start : start + 30]
+        if self.cdata_elem is None and (what := _unterminated(kind, source, written)):
+            raise MarkupError(f"unterminated {what} at line {line}, column {column}: {written!r}", line, column)
         if kind == "data":
-            after = self.markup[start + 1 : start + 2]
-            if self.cdata_elem is None and source.startswith("<") and (after.isalpha() or after == "/"):
-                where = f"line {line}, column {column}"
-                raise MarkupError(f"unterminated tag at {where}: {source[:30]!r}", line, column)
             tree.text(source, source)
         elif kind == "reference":
             tree.text(source, html.unescape(source))
@@ -243,6 +243,27 @@ class _HTMLTokens(HTMLParser):
 
     def handle_pi(self, data: str) -> None:
         self._token("other")
+
+
+def _unterminated(kind: str, source: str, written: str) -> str | None:
+    """The construct that a token leaves open, if any; ``written``: the input from the token on.
+
+    html.parser hands on a construct that the input ends inside as text (the first ``<`` of it or up
+    to a ``>``), or, in newer Pythons, closes it at the end as HTML5 says; and it ends a comment at
+    ``-- >``, where browsers do not. A browser hides whatever follows the opening: it would be
+    translated as visible text or lost.
+    """
+    opening = written[:9].upper()
+    if opening.startswith("<!--"):
+        return None if kind == "other" and source.endswith(("-->", "--!>")) else "comment"
+    if opening == "<![CDATA[":
+        return None if kind == "other" and source.endswith("]]>") else "CDATA section"
+    if kind != "data" or not written.startswith("<"):
+        return None
+    after = written[1:2]
+    if after.isalpha() or after == "/":
+        return "tag"
+    return "declaration or processing instruction" if after in ("!", "?") else None
 
 
 def _parse_html(markup: str) -> list[Node]:

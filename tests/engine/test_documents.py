@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import io
 import re
+import struct
+import tracemalloc
 import zipfile
+from collections.abc import Callable
 
 import docx
 import pytest
 from docx.enum.text import WD_COLOR_INDEX
 from docx.shared import Pt
 
-from engine.documents import SUPPORTED_EXTENSIONS, Document, DocumentError, UnsupportedFormat, read_document
-from engine.documents import word as word_module
+from engine.documents import (
+    MAX_DOCUMENT_BYTES,
+    SUPPORTED_EXTENSIONS,
+    Document,
+    DocumentError,
+    DocumentTooLarge,
+    MalformedDocument,
+    UnsupportedFormat,
+    read_document,
+)
+from engine.documents.markdown import MAX_NESTING
 
 TAG_OR_REFERENCE = re.compile(r"(<[^>]*>|&#?\w+;)")
 
@@ -108,6 +120,24 @@ def test_a_cue_whose_tags_do_not_nest_is_translated_without_them() -> None:
 def test_a_file_that_is_not_subrip_is_refused(data: bytes) -> None:
     with pytest.raises(DocumentError, match="not a SubRip"):
         read_document(data, "broken.srt")
+
+
+@pytest.mark.parametrize(
+    "timing",
+    [
+        "99999999999999999999:00:00,000 --> 99999999999999999999:00:01,000",  # past what a timedelta holds
+        "00:00:00,000 --> 00:00:01," + "9" * 5000,  # more digits than Python reads as an integer
+    ],
+)
+def test_a_timing_out_of_range_is_refused_naming_its_cue(timing: str) -> None:
+    data = f"1\n00:00:01,000 --> 00:00:02,000\nFine.\n\n2\n{timing}\nToo late.\n\n".encode()
+    with pytest.raises(DocumentError, match=r"the timing of cue 2 \(counted from the top\) is out of range"):
+        read_document(data, "film.srt")
+
+
+def test_a_long_but_representable_timing_is_kept() -> None:
+    data = b"1\n2000000000:00:00,000 --> 2000000000:00:01,500\nLate.\n\n"
+    assert round_trip(data, "film.srt") == data.replace(b"Late.", b"LATE.")
 
 
 # -- Markdown -----------------------------------------------------------------------------------
@@ -215,6 +245,46 @@ def test_markdown_code_the_engine_moved_or_dropped_is_written_as_it_was() -> Non
     assert doc.write([translated]) == b"*Dies*  mit `g(y)` aufrufen. `f(x)`\n"
 
 
+def nested_lists(depth: int) -> str:
+    return "".join("  " * level + f"- item {level}\n" for level in range(depth))
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        nested_lists(10),
+        nested_lists(MAX_NESTING // 2),  # each list is two levels: the list and its item
+        "".join("> " * level + f"quote {level}\n>\n" for level in range(1, 12)),
+        "> " * MAX_NESTING + "deepest quote\n",
+        "1. one\n   > - two\n   >   1. > three *four*\n",
+    ],
+)
+def test_markdown_is_translated_however_deep_its_lists_and_quotes_nest(markdown: str) -> None:
+    translated = round_trip(markdown.encode(), "deep.md").decode()
+    assert translated == re.sub(r"[a-z]+", lambda m: m.group().upper(), markdown)
+
+
+@pytest.mark.parametrize(
+    ("markdown", "line"),
+    [
+        (nested_lists(MAX_NESTING // 2 + 1), MAX_NESTING // 2 + 1),
+        ("Fine.\n\n" + "> " * (MAX_NESTING + 1) + "too deep\n", 3),
+        ("- > " * MAX_NESTING + "too deep\n", 1),
+    ],
+)
+def test_markdown_nested_past_the_limit_is_refused_naming_it(markdown: str, line: int) -> None:
+    message = rf"line {line}: lists and block quotes nest deeper than {MAX_NESTING} levels"
+    with pytest.raises(DocumentError, match=message):
+        read_document(markdown.encode(), "deep.md")
+
+
+def test_markdown_inline_elements_nest_only_as_deep_as_in_commonmarks_preset() -> None:
+    # Past the preset's 20 levels they are text, however deep blocks may nest: images in images
+    # parse several times slower with more.
+    markdown = "![" * 30 + "a" + "](u)" * 30 + "\n"
+    assert read_document(markdown.encode(), "a.md").texts == ["![" * 21 + '<img data-i="0">' + "](u)" * 21]
+
+
 def test_markdown_escapes_syntax_in_translated_text() -> None:
     doc = read_document(b"| a | b |\n|---|---|\n| c | d |\n", "t.md")
     assert doc.write(["x|y", "[b]", "*c*", "`d`"]) == b"| x\\|y | \\[b\\] |\n|---|---|\n| \\*c\\* | \\`d\\` |\n"
@@ -260,6 +330,19 @@ def test_html_is_cut_into_blocks_and_the_rest_is_kept() -> None:
 def test_html_the_engine_could_not_put_back_together_is_refused() -> None:
     with pytest.raises(DocumentError, match=r"malformed HTML: </b> at line 1, column 21"):
         read_document(b"<p>Mis <b>bold <i>it</b></i></p>", "bad.html")
+
+
+@pytest.mark.parametrize(
+    ("page", "message"),
+    [
+        (b"<p>Shown</p>\n<p>x <!-- hidden <b>to the end</b></p>", "unterminated comment at line 2, column 6"),
+        (b"<p>Shown</p><![CDATA[ hidden</p>", "unterminated CDATA section at line 1, column 13"),
+    ],
+)
+def test_html_left_open_in_a_comment_is_refused_not_translated(page: bytes, message: str) -> None:
+    with pytest.raises(MalformedDocument, match=f"malformed HTML: {re.escape(message)}") as raised:
+        read_document(page, "page.html")
+    assert f"line {raised.value.line}, column {raised.value.column}" in message
 
 
 # -- Word ---------------------------------------------------------------------------------------
@@ -347,10 +430,73 @@ def test_word_that_is_not_a_docx_is_refused() -> None:
         read_document(word_document()[:2000], "truncated.docx")
 
 
-def test_word_that_would_expand_too_far_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(word_module, "MAX_EXPANDED_BYTES", 1000)
-    with pytest.raises(DocumentError, match="expands to"):
-        read_document(word_document(), "bomb.docx")
+def word_bomb(expanded: int) -> bytes:
+    """A .docx whose body is ``expanded`` bytes of empty paragraphs, compressed as it is written."""
+    original = zipfile.ZipFile(io.BytesIO(word_document()))
+    head, tail = original.read("word/document.xml").split(b"<w:body>")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb:
+        for info in original.infolist():
+            if info.filename != "word/document.xml":
+                bomb.writestr(info, original.read(info))
+                continue
+            with bomb.open(info.filename, "w") as part:
+                part.write(head + b"<w:body>")
+                for _ in range(expanded // (6 << 16)):
+                    part.write(b"<w:p/>" * (1 << 16))
+                part.write(tail)
+    return out.getvalue()
+
+
+def understated(data: bytes, name: str, size: int) -> bytes:
+    """The archive with ``name``'s uncompressed size given as ``size`` in its headers."""
+    out = bytearray(data)
+    entry = name.encode()
+    for signature, size_at, name_at in ((b"PK\x03\x04", 22, 30), (b"PK\x01\x02", 24, 46)):
+        at = out.find(signature)
+        while out[at + name_at : at + name_at + len(entry)] != entry:
+            at = out.find(signature, at + 1)
+        out[at + size_at : at + size_at + 4] = struct.pack("<I", size)
+    return bytes(out)
+
+
+def peak_allocated(read: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        with pytest.raises(DocumentError):
+            read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_word_expanding_past_the_limit_is_refused_before_it_is_read() -> None:
+    bomb = word_bomb(64 << 20)
+    assert len(bomb) < 200_000
+    with pytest.raises(DocumentTooLarge, match=rf"expands to 6\d{{7}} bytes; the limit is {MAX_DOCUMENT_BYTES}"):
+        read_document(bomb, "bomb.docx")
+    assert peak_allocated(lambda: read_document(bomb, "bomb.docx")) < 4 << 20
+    with pytest.raises(DocumentTooLarge, match=r"the limit is 1000$"):
+        read_document(word_document(), "report.docx", max_bytes=1000)
+
+
+def test_word_whose_headers_understate_its_size_is_read_no_further() -> None:
+    lying = understated(word_bomb(64 << 20), "word/document.xml", 5000)
+    with pytest.raises(DocumentError, match=r"not a valid \.docx file: Bad CRC-32 for file 'word/document\.xml'"):
+        read_document(lying, "lying.docx")
+    assert peak_allocated(lambda: read_document(lying, "lying.docx")) < 4 << 20
+
+
+def test_word_within_the_limit_is_read_as_it_was_stored() -> None:
+    data = word_document()
+    declared = sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
+    assert read_document(data, "report.docx", max_bytes=declared).texts == read_document(data, "report.docx").texts
+
+
+@pytest.mark.parametrize("filename", ["notes.txt", "README.md", "page.html", "film.srt"])
+def test_text_files_over_the_limit_are_refused(filename: str) -> None:
+    with pytest.raises(DocumentTooLarge, match="the file is 2001 bytes of text; the limit is 2000"):
+        read_document(b"x" * 2001, filename, max_bytes=2000)
 
 
 # -- all formats --------------------------------------------------------------------------------
