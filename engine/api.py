@@ -13,6 +13,7 @@ from engine.alignment import Alignment
 from engine.beam_search import SearchOptions
 from engine.bundle import DecodingDefaults, Languages
 from engine.languages import resolve_pair
+from engine.scheduler import Cancellation
 
 TextFormat = Literal["text", "html", "xml"]
 
@@ -120,8 +121,9 @@ class ModelInfo:
 
 
 class Engine(Protocol):
-    """A loaded model that translates batches of texts; safe to call from several threads when
-    built for several streams."""
+    """A loaded model that translates batches of texts; safe to call from several threads, whose
+    calls share it one model step at a time (``engine.scheduler``); a call stops with
+    ``engine.scheduler.Cancelled`` once its ``cancellation`` is set."""
 
     info: ModelInfo
 
@@ -129,6 +131,8 @@ class Engine(Protocol):
         """Source pieces of ``text`` as one sentence, EOS included (what batch limits count)."""
         ...
 
-    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch: ...
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions | None = None, cancellation: Cancellation | None = None
+    ) -> TranslatedBatch: ...
 
     def close(self) -> None: ...

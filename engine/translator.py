@@ -10,6 +10,9 @@ and translates a list of texts in one call:
 3. per sub-batch: the encoder once, then beam search (``engine.beam_search``) over decoder steps
    with the KV cache. ``streams`` sub-batches decode at once, each on its share of the threads
    (see ``TranslatorConfig.streams``);
+   calls made at the same time (from several threads) share the streams one encoder pass or
+   decoder step at a time, the least served call first (``engine.scheduler``), and a call whose
+   ``Cancellation`` is set stops at its next step with ``Cancelled``;
 4. translations are detokenized and reassembled per text, in input order.
 
 A sentence's translation does not depend on what else is in the batch: rows are decoded
@@ -43,10 +46,12 @@ from engine.api import (
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
 from engine.cpus import available_cpus, default_threads
+from engine.decoder import Decoder, Step
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
+from engine.scheduler import Cancellation, StepScheduler, Task, Turns
 from engine.segmenter import SegmentedText, segment
 from engine.tokenizer import Tokenizer
 
@@ -128,6 +133,7 @@ class Translator:
         check_graph(self.runner.encoder, "encoder", manifest, where=str(graphs[0]))
         check_graph(self.runner.decoder, "decoder", manifest, where=str(graphs[1]))
         self.pool = ThreadPoolExecutor(config.streams, thread_name_prefix="decode") if config.streams > 1 else None
+        self.scheduler = StepScheduler(config.streams)
         self.manifest = manifest
         self._sources = {lang.code: lang for lang in manifest.languages.source}
         self._targets = {lang.code: lang for lang in manifest.languages.target}
@@ -157,8 +163,18 @@ class Translator:
         """Source pieces of ``text`` as one sentence, EOS included (what batching bounds count)."""
         return len(self.tokenizer.encode(text))
 
-    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
-        """Translate ``texts`` with ``options`` (default: the model's); ValueError if invalid."""
+    def translate_batch(
+        self,
+        texts: list[str],
+        options: TranslationOptions | None = None,
+        cancellation: Cancellation | None = None,
+    ) -> TranslatedBatch:
+        """Translate ``texts`` with ``options`` (default: the model's); ValueError if invalid,
+        ``engine.scheduler.Cancelled`` once ``cancellation`` is set."""
+        with self.scheduler.task(cancellation) as task:
+            return self._translate(texts, options, task)
+
+    def _translate(self, texts: list[str], options: TranslationOptions | None, task: Task) -> TranslatedBatch:
         options = (options or TranslationOptions()).resolved(self.info)
         pair = _Pair.of(
             self._sources[options.source_language],
@@ -178,7 +194,7 @@ class Translator:
         # prefix and EOS alone: nothing to say
         spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
         decode_search = replace(search, return_alignments=True) if documents else search
-        self._decode(spoken, decode_search, options.max_length, pair, stats)
+        self._decode(spoken, decode_search, options.max_length, pair, stats, task)
         by_unit: list[list[_Sentence]] = [[] for _ in units]
         for s in sentences:
             by_unit[s.text_index].append(s)
@@ -219,14 +235,15 @@ class Translator:
         max_length: int | None,
         pair: _Pair,
         stats: BatchStats,
+        task: Task,
     ) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time."""
         batches = self._sub_batches(sentences)
         n = len(batches)
         timings = (
-            self.pool.map(self._decode_batch, batches, [search] * n, [max_length] * n, [pair] * n)
+            self.pool.map(self._decode_batch, batches, [search] * n, [max_length] * n, [pair] * n, [task] * n)
             if self.pool
-            else (self._decode_batch(batch, search, max_length, pair) for batch in batches)
+            else (self._decode_batch(batch, search, max_length, pair, task) for batch in batches)
         )
         for batch, (padded_tokens, encode_seconds, decode_seconds) in zip(batches, timings, strict=True):
             stats.encode_seconds += encode_seconds
@@ -234,25 +251,27 @@ class Translator:
             stats.sub_batches.append((len(batch), padded_tokens))
 
     def _decode_batch(
-        self, batch: list[_Sentence], search: SearchOptions, max_length: int | None, pair: _Pair
+        self, batch: list[_Sentence], search: SearchOptions, max_length: int | None, pair: _Pair, task: Task
     ) -> tuple[int, float, float]:
         """Encode and search one sub-batch; returns its padded source tokens, encode and decode seconds."""
         specials = self.manifest.special_tokens
         src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
         start = time.perf_counter()
-        encoded = self.runner.encode(src)
-        encoded_at = time.perf_counter()
-        decoder = self.runner.start(encoded, alignments=search.return_alignments)
-        max_lengths = [self._max_length(len(s.ids), max_length) for s in batch]
-        results = beam_search.search(
-            decoder,
-            max_lengths,
-            search,
-            bos_id=specials.bos,
-            eos_id=specials.eos,
-            forced_eos=self.manifest.decoding.forced_eos,
-            prefixes=[pair.target_prefix] * len(batch),
-        )
+        with task.turns() as turns:
+            turns.next()
+            encoded = self.runner.encode(src)
+            encoded_at = time.perf_counter()
+            decoder = _TurnTaking(self.runner.start(encoded, alignments=search.return_alignments), turns)
+            max_lengths = [self._max_length(len(s.ids), max_length) for s in batch]
+            results = beam_search.search(
+                decoder,
+                max_lengths,
+                search,
+                bos_id=specials.bos,
+                eos_id=specials.eos,
+                forced_eos=self.manifest.decoding.forced_eos,
+                prefixes=[pair.target_prefix] * len(batch),
+            )
         for s, hyps in zip(batch, results, strict=True):
             s.hypotheses = hyps
         return src.size, encoded_at - start, time.perf_counter() - encoded_at
@@ -369,6 +388,20 @@ class Translator:
         src, tgt = len(pair.source_prefix), len(pair.target_prefix)
         assert hypothesis.attention is not None
         return hypothesis.attention[tgt:, src:], sentence.ids[src:-1], hypothesis.tokens[tgt:]
+
+
+class _TurnTaking:
+    """A decoder that takes a turn (``engine.scheduler``) for each step."""
+
+    def __init__(self, decoder: Decoder, turns: Turns) -> None:
+        self.decoder, self.turns = decoder, turns
+
+    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
+        self.turns.next()
+        return self.decoder.step(tokens, candidates, full=full)
+
+    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
+        self.decoder.select(rows, sentences)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,14 @@
 """Dynamic batching: texts of concurrent requests are merged into engine batches.
 
-One asyncio task forms batches; inference runs in worker threads (``concurrency`` of them, one
-batch each, for an engine that decodes that many batches at once) so the event loop stays free to
-accept and answer requests. The policy:
+Inference runs in worker threads so the event loop stays free to accept and answer requests. The
+policy:
+
+- Requests are light or heavy: heavy when their texts hold more than ``heavy_tokens`` source tokens
+  together. Each kind has a lane of its own: a queue, an asyncio task forming its batches, and
+  ``concurrency`` batches in flight at most (the engine decodes that many at once). A light
+  request never queues behind heavy ones, and its batch starts even while every stream decodes
+  heavy batches: the engine interleaves the two step by step, the less served first
+  (``engine.scheduler``), so one user's heavy input delays another's sentence by little.
 
 - A batch holds texts with *equal* ``TranslationOptions`` only, taken in arrival order, at most
   ``max_batch_sentences`` texts and ``max_batch_tokens`` source tokens (a single longer text still
@@ -17,8 +23,10 @@ accept and answer requests. The policy:
 - Admission is bounded: a request whose texts would push the queue past ``max_queue_sentences`` is
   refused at once with ``Overloaded`` (429 with Retry-After). The queue never grows without bound.
 - A request that times out (``DeadlineExceeded``, 504) or whose awaiting task is cancelled (client
-  disconnect) has its texts that have not started removed from the queue. Texts already inside a
-  running batch cannot be recalled; their results are discarded.
+  disconnect) has its texts that have not started removed from the queue, and a running batch
+  whose requests have all gone is cancelled: the engine stops it at its next decoder step. A
+  running batch that still serves another request finishes; the gone request's results are
+  discarded.
 - ``close()`` refuses new work, lets everything admitted finish, and stops the worker.
 """
 
@@ -35,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.api import BatchStats, Engine, TranslatedBatch
+from engine.scheduler import Cancellation, Cancelled
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
 
@@ -52,7 +61,10 @@ class BatcherConfig:
     max_batch_tokens: int = 4096
     max_wait_s: float = 0.0
     max_queue_sentences: int = 1024
-    concurrency: int = 1  # batches in flight at once; the engine must accept that many concurrent calls
+    concurrency: int = 1  # batches in flight at once per lane; the engine must accept twice that many calls
+    # A request with more source tokens than this is heavy (the second lane). A Multi30K sentence
+    # has about 20; a 300-character paragraph about 70.
+    heavy_tokens: int = 256
 
 
 @dataclass(eq=False)
@@ -63,6 +75,13 @@ class _Job:
     future: asyncio.Future[list[Any]]
     results: list[Any]
     remaining: int
+    heavy: bool
+    abandoned: bool = False
+
+    @property
+    def gone(self) -> bool:
+        """Nobody awaits its results any more."""
+        return self.abandoned or self.future.done()
 
 
 @dataclass(eq=False)
@@ -76,33 +95,51 @@ class _Item:
     enqueued_at: float = field(default_factory=time.monotonic)
 
 
+@dataclass(eq=False)
+class _Running:
+    """A batch the engine is decoding, and how to stop it."""
+
+    jobs: list[_Job]
+    cancellation: Cancellation = field(default_factory=Cancellation)
+
+
+class _Lane:
+    """A queue of texts, its batch-forming task's wake-up, and its batches in flight."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.queue: deque[_Item] = deque()
+        self.wakeup = asyncio.Event()
+        self.free = asyncio.Semaphore(concurrency)
+        self.running: set[_Running] = set()
+
+
 class Batcher:
     def __init__(self, engine: Engine, config: BatcherConfig, metrics: Metrics, *, model: str = "") -> None:
         self.engine = engine
         self.model = model  # the metrics' model label
         self.config = config
         self.metrics = metrics
-        self._queue: deque[_Item] = deque()
-        self._queued = 0  # texts in _queue that belong to live jobs
-        self._wakeup = asyncio.Event()
+        self._lanes = {heavy: _Lane(config.concurrency) for heavy in (False, True)}
+        self._queued = 0  # texts queued in the lanes
         self._closing = False
-        self._executor = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="mt-engine")
+        self._executor = ThreadPoolExecutor(max_workers=2 * config.concurrency, thread_name_prefix="mt-engine")
         self._sentences_per_second = 0.0  # moving average of engine throughput, for Retry-After
-        self._worker: asyncio.Task[None] | None = None
+        self._workers: list[asyncio.Task[None]] = []
 
     @property
     def queued_sentences(self) -> int:
         return self._queued
 
     def start(self) -> None:
-        self._worker = asyncio.get_running_loop().create_task(self._run(), name="mt-batcher")
+        loop = asyncio.get_running_loop()
+        self._workers = [loop.create_task(self._run(lane), name="mt-batcher") for lane in self._lanes.values()]
 
     async def close(self) -> None:
-        """Refuse new work, finish everything admitted, stop the worker thread."""
+        """Refuse new work, finish everything admitted, stop the worker threads."""
         self._closing = True
-        self._wakeup.set()
-        if self._worker is not None:
-            await self._worker
+        for lane in self._lanes.values():
+            lane.wakeup.set()
+        await asyncio.gather(*self._workers)
         self._executor.shutdown(wait=True)
 
     async def translate(self, texts: Sequence[str], options: Hashable, *, timeout_s: float) -> list[Any]:
@@ -115,10 +152,13 @@ class Batcher:
             raise Overloaded(
                 f"queue full ({self._queued} texts waiting); retry later", retry_after_s=self._retry_after_s()
             )
-        job = _Job(options, asyncio.get_running_loop().create_future(), [None] * len(texts), len(texts))
-        self._queue.extend(_Item(job, i, text, self.engine.count_tokens(text)) for i, text in enumerate(texts))
+        tokens = [self.engine.count_tokens(text) for text in texts]
+        heavy = sum(tokens) > self.config.heavy_tokens
+        job = _Job(options, asyncio.get_running_loop().create_future(), [None] * len(texts), len(texts), heavy)
+        lane = self._lanes[heavy]
+        lane.queue.extend(_Item(job, i, text, n) for i, (text, n) in enumerate(zip(texts, tokens, strict=True)))
         self._set_queued(self._queued + len(texts))
-        self._wakeup.set()
+        lane.wakeup.set()
         try:
             async with asyncio.timeout(timeout_s):
                 return await job.future
@@ -131,50 +171,41 @@ class Batcher:
 
     # -- the worker --------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        free = asyncio.Semaphore(self.config.concurrency)
+    async def _run(self, lane: _Lane) -> None:
         running: set[asyncio.Task[None]] = set()
         while True:
-            await free.acquire()  # a worker first: until one is free, work keeps accumulating
-            batch = await self._next_batch()
+            await lane.free.acquire()  # a worker first: until one is free, work keeps accumulating
+            batch = await self._next_batch(lane)
             if batch is None:
                 break
-            workers = 1 + await _acquire_free(free, most=len(batch) // MIN_PART - 1)
+            workers = 1 + await _acquire_free(lane.free, most=len(batch) // MIN_PART - 1)
             for part in _split(batch, workers):
-                task = self._start(part, free)
+                task = self._start(lane, part)
                 running.add(task)
                 task.add_done_callback(running.discard)
         await asyncio.gather(*running)
 
-    async def _next_batch(self) -> list[_Item] | None:
+    async def _next_batch(self, lane: _Lane) -> list[_Item] | None:
         """Wait until a batch is due (full, or its oldest text waited max_wait_s) and take it."""
         while True:
-            if not self._queue:
+            if not lane.queue:
                 if self._closing:
                     return None
-                await self._wait_for_work(None)
+                await _wait_for_work(lane, None)
                 continue
-            due_in = self._queue[0].enqueued_at + self.config.max_wait_s - time.monotonic()
-            batch, full = self._head_batch()
+            due_in = lane.queue[0].enqueued_at + self.config.max_wait_s - time.monotonic()
+            batch, full = self._head_batch(lane.queue)
             if full or due_in <= 0 or self._closing:
-                return self._take(batch)
-            await self._wait_for_work(due_in)
+                return self._take(lane, batch)
+            await _wait_for_work(lane, due_in)
 
-    async def _wait_for_work(self, timeout_s: float | None) -> None:
-        self._wakeup.clear()
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._wakeup.wait()
-        except TimeoutError:
-            pass
-
-    def _head_batch(self) -> tuple[list[_Item], bool]:
+    def _head_batch(self, queue: deque[_Item]) -> tuple[list[_Item], bool]:
         """The items a batch started now would take (the head's options, within both limits) and
         whether that batch is full, i.e. a limit stopped it."""
-        head = self._queue[0].job.options
+        head = queue[0].job.options
         batch: list[_Item] = []
         tokens = 0
-        for item in self._queue:
+        for item in queue:
             if item.job.options != head:
                 continue
             if batch and (
@@ -185,31 +216,41 @@ class Batcher:
             tokens += item.tokens
         return batch, len(batch) >= self.config.max_batch_sentences
 
-    def _take(self, batch: list[_Item]) -> list[_Item]:
+    def _take(self, lane: _Lane, batch: list[_Item]) -> list[_Item]:
         taken = set(map(id, batch))
-        self._queue = deque(item for item in self._queue if id(item) not in taken)
+        lane.queue = deque(item for item in lane.queue if id(item) not in taken)
         self._set_queued(self._queued - len(batch))
         now = time.monotonic()
         for item in batch:
             self.metrics.stage_duration.labels("queue", self.model).observe(now - item.enqueued_at)
         return batch
 
-    def _start(self, batch: list[_Item], free: asyncio.Semaphore) -> asyncio.Task[None]:
+    def _start(self, lane: _Lane, batch: list[_Item]) -> asyncio.Task[None]:
         """Hand ``batch`` to a worker thread now; the returned task delivers its results."""
         options = batch[0].job.options
         texts = [item.text for item in batch]
+        running = _Running(list({id(item.job): item.job for item in batch}.values()))
+        lane.running.add(running)
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        work = loop.run_in_executor(self._executor, self.engine.translate_batch, texts, options)
+        work = loop.run_in_executor(self._executor, self.engine.translate_batch, texts, options, running.cancellation)
+
         # The worker is freed by the first callback of the engine's future, before the delivering
         # task resumes: the batcher's wake-up is then queued ahead of the requests' own, so the next
         # batch reaches the engine before these responses are written (milliseconds for 32).
-        work.add_done_callback(lambda _: free.release())
+        def free(_: object) -> None:
+            lane.running.discard(running)
+            lane.free.release()
+
+        work.add_done_callback(free)
         return loop.create_task(self._finish(batch, work, started))
 
     async def _finish(self, batch: list[_Item], work: asyncio.Future[TranslatedBatch], started: float) -> None:
         try:
             translated = await work
+        except Cancelled:  # every request it served has gone
+            log.debug("cancelled a batch of %d texts", len(batch))
+            return
         except Exception as exc:  # an engine failure fails this batch's requests, not the service
             log.exception("engine failed on a batch of %d texts", len(batch))
             error = InternalError(f"translation failed: {type(exc).__name__}")
@@ -243,11 +284,17 @@ class Batcher:
     # -- bookkeeping -------------------------------------------------------------------------
 
     def _abandon(self, job: _Job) -> None:
-        """Drop the job's texts that have not started; its running ones finish unseen."""
-        before = len(self._queue)
-        self._queue = deque(item for item in self._queue if item.job is not job)
-        self._set_queued(self._queued - (before - len(self._queue)))
-        self._wakeup.set()
+        """Drop the job's texts that have not started, and cancel the running batches that served
+        only gone jobs; a running batch that still serves another job finishes."""
+        job.abandoned = True
+        lane = self._lanes[job.heavy]
+        before = len(lane.queue)
+        lane.queue = deque(item for item in lane.queue if item.job is not job)
+        self._set_queued(self._queued - (before - len(lane.queue)))
+        for running in lane.running:
+            if job in running.jobs and all(j.gone for j in running.jobs):
+                running.cancellation.set()
+        lane.wakeup.set()
 
     def _set_queued(self, n: int) -> None:
         self._queued = n
@@ -258,6 +305,15 @@ class Batcher:
         if self._sentences_per_second <= 0:
             return 1
         return max(1, min(60, math.ceil(self._queued / self._sentences_per_second)))
+
+
+async def _wait_for_work(lane: _Lane, timeout_s: float | None) -> None:
+    lane.wakeup.clear()
+    try:
+        async with asyncio.timeout(timeout_s):
+            await lane.wakeup.wait()
+    except TimeoutError:
+        pass
 
 
 async def _acquire_free(workers: asyncio.Semaphore, *, most: int) -> int:

@@ -9,10 +9,17 @@ Why several models per process: a model repository may serve many small models, 
 per model per stream would cost an interpreter and an onnxruntime each. ``EngineHost`` starts
 ``streams`` children; ``load`` loads a bundle into every child and returns a ``HostedEngine``, an
 ``engine.api.Engine`` whose ``close`` unloads it again. The parent keeps only each model's
-tokenizer (the batcher counts source tokens). A batch takes any free child, so that ``streams``
-batches, of any models, are decoded at once. If a child dies (killed, out of memory), the batch it
-was running fails with ``EngineCrashed``, a new child is started in its place with the models the
-old one hosted, and later batches are served by it: the service stays up.
+tokenizer (the batcher counts source tokens).
+
+A batch goes to the child with the fewest batches in flight. A child runs each batch it is given in
+a thread of its own, and the batches it holds share its model one decoder step at a time, the least
+served first (``engine.scheduler``): a short batch sent while a long one decodes is answered in
+about its own time. Calls are tagged with an id, so that a batch can be cancelled while it runs
+(its next step stops it) and answers come back in any order.
+
+If a child dies (killed, out of memory), a new one is started in its place with the models the old
+one hosted, at once (idle or not), and each batch it was running is tried once more on another
+child (``EngineCrashed`` only if that fails too): the service stays up and its clients see nothing.
 """
 
 from __future__ import annotations
@@ -22,15 +29,17 @@ import itertools
 import logging
 import multiprocessing
 import os
-import queue
 import signal
+import sys
 import threading
+from concurrent.futures import Future
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from engine.api import ModelInfo, TranslatedBatch, TranslationOptions
 from engine.bundle import load_bundle
+from engine.scheduler import Cancellation
 from engine.tokenizer import Tokenizer
 from engine.translator import Translator, TranslatorConfig
 from service.memory import resident_bytes
@@ -39,6 +48,7 @@ log = logging.getLogger(__name__)
 
 # "spawn": forking a process that already runs onnxruntime and uvicorn threads is unsafe.
 _CONTEXT = multiprocessing.get_context("spawn")
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 class EngineCrashed(Exception):
@@ -58,9 +68,6 @@ class EngineHost:
         except BaseException:
             self.close()
             raise
-        self._idle: queue.SimpleQueue[_Child] = queue.SimpleQueue()
-        for child in self._children:
-            self._idle.put(child)
 
     @property
     def pids(self) -> list[int | None]:
@@ -86,12 +93,20 @@ class EngineHost:
         """Resident memory of all children together."""
         return sum(resident_bytes(pid) for pid in self.pids if pid is not None)
 
-    def translate(self, key: str, texts: list[str], options: TranslationOptions | None) -> TranslatedBatch:
-        child = self._idle.get()  # blocks while every child is busy
+    def translate(
+        self, key: str, texts: list[str], options: TranslationOptions | None, cancellation: Cancellation | None = None
+    ) -> TranslatedBatch:
+        """On the least busy child; once more on another if that child dies under it."""
+        child = self._least_busy()
         try:
-            return child.translate(key, texts, options)
-        finally:
-            self._idle.put(child)
+            return child.translate(key, texts, options, cancellation)
+        except EngineCrashed:
+            log.warning("engine process died under a batch of %d texts; trying it once more", len(texts))
+            return self._least_busy(besides=child).translate(key, texts, options, cancellation)
+
+    def _least_busy(self, besides: _Child | None = None) -> _Child:
+        others = [c for c in self._children if c is not besides] or self._children
+        return min(others, key=lambda c: c.in_flight)
 
     def unload(self, key: str) -> None:
         for child in self._children:
@@ -116,55 +131,95 @@ class HostedEngine:
         """Source pieces of ``text`` as one sentence, EOS included (as ``Translator.count_tokens``)."""
         return len(self.tokenizer.encode(text))
 
-    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None) -> TranslatedBatch:
-        return self.host.translate(self.key, texts, options)
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions | None = None, cancellation: Cancellation | None = None
+    ) -> TranslatedBatch:
+        return self.host.translate(self.key, texts, options, cancellation)
 
     def close(self) -> None:
         self.host.unload(self.key)
 
 
 class _Child:
-    """One engine process and the pipe to it; restarted, with its models, when it dies."""
+    """One engine process, the pipe to it and the thread that reads its answers; restarted, with
+    its models, as soon as it dies."""
 
     def __init__(self, nice: int) -> None:
         self.nice = nice
         self.models: dict[str, TranslatorConfig] = {}  # what a replacement must load
-        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._pending: dict[int, Future[Any]] = {}
+        self._lock = threading.Lock()  # the pipe's sending end, _pending, and restarts
+        self._closing = False
         self._start()
 
     @property
     def pid(self) -> int | None:
         return self._process.pid
 
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
     def load(self, key: str, config: TranslatorConfig) -> ModelInfo:
-        info = self._call(("load", key, config))
+        info = self._call("load", key, config)
         self.models[key] = config
         return info
 
     def unload(self, key: str) -> None:
         if self.models.pop(key, None) is not None:
-            self._call(("unload", key))
+            self._call("unload", key)
 
-    def translate(self, key: str, texts: list[str], options: TranslationOptions | None) -> TranslatedBatch:
-        return self._call(("translate", key, texts, options))
+    def translate(
+        self, key: str, texts: list[str], options: TranslationOptions | None, cancellation: Cancellation | None
+    ) -> TranslatedBatch:
+        return self._call("translate", key, texts, options, cancellation=cancellation)
 
     def close(self) -> None:
         with self._lock:
+            self._closing = True
             self._stop()
 
-    def _call(self, request: tuple[Any, ...]) -> Any:
+    def _call(self, *request: Any, cancellation: Cancellation | None = None) -> Any:
+        future: Future[Any] = Future()
         with self._lock:
+            call = next(self._ids)
+            self._pending[call] = future
+            with contextlib.suppress(OSError):  # died since: the reader fails the call and restarts the child
+                self._conn.send((call, *request))
+        if cancellation is not None:
+            cancellation.on_set(lambda: self._send_quietly((call, "cancel")))
+        return future.result()
+
+    def _send_quietly(self, message: tuple[Any, ...]) -> None:
+        with self._lock, contextlib.suppress(OSError):
+            self._conn.send(message)
+
+    def _read(self, conn: Connection) -> None:
+        """The reader thread: hand each answer to its caller; when the child dies, restart it."""
+        while True:
             try:
-                self._conn.send(request)
-                status, payload = self._conn.recv()
-            except (EOFError, OSError) as e:
-                self._stop()
-                exit_code = self._process.exitcode
-                self._start()
-                raise EngineCrashed(f"the engine process died (exit code {exit_code}); restarted") from e
-        if status == "error":
-            raise payload
-        return payload
+                call, status, payload = conn.recv()
+            except (EOFError, OSError):
+                break
+            future = self._pending.pop(call, None)
+            if future is None:
+                continue
+            if status == "error":
+                future.set_exception(payload)
+            else:
+                future.set_result(payload)
+        with self._lock:
+            failed, self._pending = self._pending, {}
+            error = EngineCrashed("the engine process was closed")
+            try:
+                if not self._closing:
+                    self._stop()
+                    error = EngineCrashed(f"the engine process died (exit code {self._process.exitcode}); restarted")
+                    self._start()
+            finally:
+                for future in failed.values():
+                    future.set_exception(error)
 
     def _start(self) -> None:
         """Start a child and load this child's models into it; raises what loading raised."""
@@ -173,10 +228,11 @@ class _Child:
         self._process.start()
         child_end.close()
         for key, config in self.models.items():
-            self._conn.send(("load", key, config))
-            status, payload = self._conn.recv()
+            self._conn.send((-1, "load", key, config))
+            _, status, payload = self._conn.recv()
             if status == "error":
                 raise payload
+        threading.Thread(target=self._read, args=(self._conn,), name="mt-engine-reader", daemon=True).start()
         log.info("engine process %d ready with %d models", self._process.pid, len(self.models))
 
     def _stop(self) -> None:
@@ -190,7 +246,8 @@ class _Child:
 
 
 def _serve(nice: int, conn: Connection) -> None:
-    """The child: load, unload and run translators as the pipe says, until told to stop."""
+    """The child: load and unload models as the pipe says, and run each batch in a thread of its
+    own (its translator's scheduler interleaves them step by step), until told to stop."""
     # Below the HTTP process's priority: when cores are scarce, taking requests in first keeps
     # batches full, and the engine works through them on what CPU is left.
     os.nice(nice)
@@ -198,7 +255,25 @@ def _serve(nice: int, conn: Connection) -> None:
     # the whole process group must not kill the engine under requests still being served.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The batches' threads take turns for the model, but share the GIL for the search's Python
+    # between turns: a short batch's thread must not wait out a long batch's 5 ms default slices.
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     translators: dict[str, Translator] = {}
+    running: dict[int, Cancellation] = {}
+    sending = threading.Lock()
+
+    def answer(call: int, status: str, payload: Any) -> None:
+        with sending:
+            conn.send((call, status, payload))
+
+    def translate(call: int, key: str, texts: list[str], options: TranslationOptions | None) -> None:
+        try:
+            answer(call, "ok", translators[key].translate_batch(texts, options, running[call]))
+        except Exception as e:  # one failed batch, not a dead engine
+            answer(call, "error", _picklable(e))
+        finally:
+            running.pop(call, None)
+
     while True:
         try:
             request = conn.recv()
@@ -206,22 +281,29 @@ def _serve(nice: int, conn: Connection) -> None:
             return
         if request is None:
             return
-        try:
-            conn.send(("ok", _handle(translators, request)))
-        except Exception as e:  # one failed request, not a dead engine
-            conn.send(("error", _picklable(e)))
+        match request:
+            case (call, "translate", key, texts, options):
+                running[call] = Cancellation()
+                threading.Thread(target=translate, args=(call, key, texts, options), daemon=True).start()
+            case (call, "cancel"):
+                cancellation = running.get(call)
+                if cancellation is not None:
+                    cancellation.set()
+            case (call, *admin):
+                try:
+                    answer(call, "ok", _administer(translators, admin))
+                except Exception as e:
+                    answer(call, "error", _picklable(e))
 
 
-def _handle(translators: dict[str, Translator], request: tuple[Any, ...]) -> Any:
+def _administer(translators: dict[str, Translator], request: list[Any]) -> Any:
     match request:
-        case ("load", key, config):
+        case ["load", key, config]:
             translators[key] = Translator(config)
             return translators[key].info
-        case ("unload", key):
+        case ["unload", key]:
             translators.pop(key).close()
             return None
-        case ("translate", key, texts, options):
-            return translators[key].translate_batch(texts, options)
     raise ValueError(f"unknown engine request {request[0]!r}")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from engine.api import BatchStats, TranslatedBatch
+from engine.scheduler import Cancellation, Cancelled
 from service.batcher import MIN_PART, Batcher, BatcherConfig
 from service.errors import DeadlineExceeded, InternalError, Overloaded, Unavailable
 from service.metrics import Metrics
@@ -22,6 +23,7 @@ class FakeEngine:
 
     def __init__(self, *, hold: bool = False) -> None:
         self.batches: list[tuple[list[str], Any]] = []
+        self.cancellations: list[Cancellation | None] = []
         self.entered = threading.Event()
         self._gate = threading.Event()
         if not hold:
@@ -33,10 +35,15 @@ class FakeEngine:
     def count_tokens(self, text: str) -> int:
         return len(text.split()) + 1
 
-    def translate_batch(self, texts: list[str], options: Any) -> TranslatedBatch:
+    def translate_batch(
+        self, texts: list[str], options: Any, cancellation: Cancellation | None = None
+    ) -> TranslatedBatch:
         self.batches.append((list(texts), options))
+        self.cancellations.append(cancellation)
         self.entered.set()
         assert self._gate.wait(30), "test never released the engine"
+        if cancellation is not None and cancellation.is_set():
+            raise Cancelled("cancelled")
         if "boom" in texts:
             raise RuntimeError("engine failure")
         stats = BatchStats(sub_batches=[(len(texts), sum(map(self.count_tokens, texts)))])
@@ -255,9 +262,9 @@ def test_with_concurrency_two_batches_run_at_once() -> None:
         both_inside = threading.Barrier(2, timeout=10)
 
         class TwoAtOnce(FakeEngine):
-            def translate_batch(self, texts: list[str], options: Any) -> TranslatedBatch:
+            def translate_batch(self, texts: list[str], options: Any, cancellation: Any = None) -> TranslatedBatch:
                 both_inside.wait()  # raises BrokenBarrierError unless a second batch arrives meanwhile
-                return super().translate_batch(texts, options)
+                return super().translate_batch(texts, options, cancellation)
 
         engine = TwoAtOnce()
         batcher, _ = make(engine, max_batch_sentences=1, max_wait_s=0, concurrency=2)
@@ -316,6 +323,61 @@ def test_the_next_batch_is_taken_before_the_finished_batch_is_answered() -> None
         engine.release()
         assert await asyncio.gather(first, second) == [["A/o"], ["B/o"]]
         assert queued_when_first_answered == [0], "the second batch was still queued"
+        await batcher.close()
+
+    run(main)
+
+
+def test_a_light_request_starts_while_heavy_batches_hold_every_worker() -> None:
+    """A heavy request (more than heavy_tokens) occupies the only heavy slot and queues more heavy
+    work; a light one arriving after it still starts at once, in a batch of its own."""
+
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=2, max_wait_s=0, concurrency=1, heavy_tokens=10)
+        heavy_texts = [" ".join(["w"] * 6)] * 4  # 7 tokens each: 28 together
+        heavy = asyncio.ensure_future(batcher.translate(heavy_texts, "o", timeout_s=LONG))
+        await until(lambda: len(engine.batches) == 1)
+        light = asyncio.ensure_future(batcher.translate(["a b"], "o", timeout_s=LONG))
+        await until(lambda: len(engine.batches) == 2)
+        assert engine.batches[1] == (["a b"], "o"), "the light batch is not behind the heavy queue"
+        engine.release()
+        assert await light == ["A B/o"]
+        assert len(await heavy) == 4
+        await batcher.close()
+
+    run(main)
+
+
+def test_a_running_batch_is_cancelled_once_every_request_in_it_has_gone() -> None:
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=4, max_wait_s=0)
+        alone = asyncio.ensure_future(batcher.translate(["a"], "o", timeout_s=LONG))
+        await until(lambda: len(engine.batches) == 1)
+        first, second = (asyncio.ensure_future(batcher.translate([t], "o", timeout_s=LONG)) for t in ("b", "c"))
+        alone.cancel()  # the client left: its batch serves nobody else
+        await until(lambda: engine.cancellations[0].is_set())
+        engine.release()
+        await until(lambda: len(engine.batches) == 2)
+        assert engine.batches[1][0] == ["b", "c"]
+        second.cancel()  # the batch still serves the first request: it must finish
+        assert await first == ["B/o"]
+        assert not engine.cancellations[1].is_set()
+        await batcher.close()
+
+    run(main)
+
+
+def test_a_timed_out_request_cancels_its_running_batch() -> None:
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=4, max_wait_s=0)
+        with pytest.raises(DeadlineExceeded):
+            await batcher.translate(["a", "b"], "o", timeout_s=0.05)
+        assert engine.cancellations[0].is_set()
+        engine.release()
+        assert await batcher.translate(["c"], "o", timeout_s=LONG) == ["C/o"]
         await batcher.close()
 
     run(main)

@@ -28,7 +28,7 @@ class FakeEngine:
     def count_tokens(self, text: str) -> int:
         return 1
 
-    def translate_batch(self, texts: list[str], options: Any) -> Any:
+    def translate_batch(self, texts: list[str], options: Any, cancellation: Any = None) -> Any:
         raise AssertionError("not translated in these tests")
 
     def close(self) -> None:
