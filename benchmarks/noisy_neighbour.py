@@ -3,25 +3,31 @@
     python -m benchmarks.noisy_neighbour [--heavy 2 4] [--duration 55] [--out FILE]
 
 For each ``--heavy`` count H, a fresh service with its default settings (``python -m service``,
-started by ``service.launcher``) serves H heavy clients and one probe at once, for ``--duration``
-seconds:
+started by ``service.launcher``; ``--max-chars`` and ``--max-texts`` set its MT_MAX_CHARS and
+MT_MAX_TEXTS) serves H heavy clients and one probe at once, for ``--duration`` seconds:
 
-- each heavy client sends back to back, alternating, the two heaviest requests the default limits
-  admit: one text of ``MT_MAX_CHARS`` - 100 characters (a random prefix, then one letter repeated:
-  a sentence the model cannot end early), and ``MT_MAX_TEXTS`` texts of up to 300 characters
-  (Multi30K test sentences joined, within ``MT_MAX_CHARS`` together);
+- each heavy client sends back to back, alternating, the two heaviest requests those limits admit:
+  one text of ``--max-chars`` - 100 characters (a random prefix, then one letter repeated: a
+  sentence the model cannot end early), and ``--max-texts`` texts of up to 300 characters
+  (Multi30K test sentences joined, within ``--max-chars`` together);
 - the probe sends one test sentence every ``--probe-interval`` seconds, on a schedule of its own (a
   slow answer does not delay the next request, so that slow answers are counted, not skipped).
 
 Reported: the probe's latency (p50, p99, max) and failures, and the heavy clients' completed and
-failed requests and characters translated per second. The result file is ``--out`` (default
-``benchmarks/results/noisy_neighbour.json``); the services' logs go to ``--workdir``.
+failed requests and characters translated per second. Then, on the idle service, how soon abandoned
+work stops costing compute: a client sends the heavy 64-text request and hangs up after
+``--abandon-after`` seconds; the engine processes' CPU time is read every 200 ms until it stops
+growing (under 5% of a core), and the seconds from the hang-up to then are reported.
+
+The result file is ``--out`` (default ``benchmarks/results/noisy_neighbour.json``); the services'
+logs go to ``--workdir``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import random
 import statistics
@@ -31,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 from benchmarks.common import (
     RESULTS,
@@ -45,7 +52,10 @@ from benchmarks.common import (
 from service.launcher import LiveService
 from service.settings import Settings
 
+DEFAULTS = Settings.model_fields  # the service's own limits, unless the arguments say otherwise
 HEAVY_TEXT_CHARS = 300
+IDLE_WINDOW_S = 0.2
+IDLE_CPU_SHARE = 0.05  # of one core, over IDLE_WINDOW_S
 CLIENT_TIMEOUT_S = 180.0  # beyond the service's own deadline: the service answers first
 
 
@@ -72,11 +82,11 @@ class Outcomes:
         }
 
 
-def heavy_bodies(sentences: list[str], settings: Settings, rng: random.Random) -> list[dict]:
+def heavy_bodies(sentences: list[str], max_chars: int, max_texts: int, rng: random.Random) -> list[dict]:
     """The two heavy requests a heavy client alternates between."""
     prefix = "".join(rng.choice(string.ascii_lowercase + " ") for _ in range(60))
-    long_text = (prefix + "a" * settings.max_chars)[: settings.max_chars - 100]
-    size = min(HEAVY_TEXT_CHARS, settings.max_chars // settings.max_texts)
+    long_text = (prefix + "a" * max_chars)[: max_chars - 100]
+    size = min(HEAVY_TEXT_CHARS, max_chars // max_texts)
     joined, texts = "", []
     for sentence in itertools.cycle(sentences):
         longer = f"{joined} {sentence}".strip()
@@ -85,7 +95,7 @@ def heavy_bodies(sentences: list[str], settings: Settings, rng: random.Random) -
             continue
         texts.append(joined)
         joined = sentence[:size]
-        if len(texts) == settings.max_texts:
+        if len(texts) == max_texts:
             break
     common = {"source_lang": "en", "target_lang": "de"}
     return [{**common, "text": long_text}, {**common, "text": texts}]
@@ -131,14 +141,13 @@ async def probe(url: str, sentences: list[str], interval_s: float, until: float,
 
 
 async def measure(url: str, heavy: int, sentences: list[str], args: argparse.Namespace) -> dict:
-    settings = Settings()
     rng = random.Random(0)
     until = time.monotonic() + args.duration
     heavy_outcomes, probe_outcomes = Outcomes(), Outcomes()
     started = time.monotonic()
     await asyncio.gather(
         probe(url, sentences, args.probe_interval, until, probe_outcomes),
-        *(heavy_client(url, heavy_bodies(sentences, settings, rng), until, heavy_outcomes) for _ in range(heavy)),
+        *(heavy_client(url, heavy_bodies(sentences, *limits(args), rng), until, heavy_outcomes) for _ in range(heavy)),
     )
     seconds = time.monotonic() - started
     return {
@@ -147,6 +156,28 @@ async def measure(url: str, heavy: int, sentences: list[str], args: argparse.Nam
         "probe": probe_outcomes.summary(seconds),
         "heavy": heavy_outcomes.summary(seconds),
     }
+
+
+def engine_cpu_seconds(service_pid: int) -> float:
+    """CPU time used so far by the service's engine processes."""
+    children = psutil.Process(service_pid).children(recursive=True)
+    engines = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+    return sum(sum(c.cpu_times()[:2]) for c in engines)
+
+
+async def abandoned_until_idle(url: str, service_pid: int, body: dict, after_s: float) -> float:
+    """Seconds from a client's hang-up, ``after_s`` into a heavy request, until the engine is idle."""
+    async with httpx.AsyncClient(base_url=url, timeout=after_s) as client:
+        with contextlib.suppress(httpx.TimeoutException):
+            await client.post("/v1/translate", json=body)
+    left = time.monotonic()
+    before = engine_cpu_seconds(service_pid)
+    while True:
+        await asyncio.sleep(IDLE_WINDOW_S)
+        now = engine_cpu_seconds(service_pid)
+        if now - before < IDLE_CPU_SHARE * IDLE_WINDOW_S:
+            return round(time.monotonic() - left - IDLE_WINDOW_S, 2)
+        before = now
 
 
 def markdown(levels: list[dict]) -> str:
@@ -164,6 +195,7 @@ def markdown(levels: list[dict]) -> str:
                 h["answered"],
                 sum(h["failed"].values()),
                 h["chars_per_s"],
+                level["idle_after_abandon_s"],
             ]
         )
     header = [
@@ -176,8 +208,13 @@ def markdown(levels: list[dict]) -> str:
         "heavy answered",
         "heavy failed",
         "heavy chars/s",
+        "engine idle s after a hang-up",
     ]
     return markdown_table(header, rows)
+
+
+def limits(args: argparse.Namespace) -> tuple[int, int]:
+    return args.max_chars, args.max_texts
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -185,6 +222,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--heavy", type=int, nargs="+", default=[2, 4], help="heavy clients, one run each")
     parser.add_argument("--duration", type=float, default=55.0, help="seconds of traffic per run")
     parser.add_argument("--probe-interval", type=float, default=0.5)
+    parser.add_argument("--abandon-after", type=float, default=2.0, help="seconds before the client hangs up")
+    parser.add_argument("--max-chars", type=int, default=DEFAULTS["max_chars"].default, help="MT_MAX_CHARS")
+    parser.add_argument("--max-texts", type=int, default=DEFAULTS["max_texts"].default, help="MT_MAX_TEXTS")
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--out", type=Path, default=RESULTS / "noisy_neighbour.json")
     parser.add_argument("--workdir", type=Path, default=RUNS / "noisy_neighbour")
@@ -200,8 +240,12 @@ def main(argv: list[str] | None = None) -> None:
     sentences = read_lines(args.src)
     levels = []
     for heavy in args.heavy:
-        with LiveService({}, args.workdir / f"service-heavy{heavy}.log") as service:
-            levels.append(asyncio.run(measure(service.url, heavy, sentences, args)))
+        settings = {"MT_MAX_CHARS": str(args.max_chars), "MT_MAX_TEXTS": str(args.max_texts)}
+        with LiveService(settings, args.workdir / f"service-heavy{heavy}.log") as service:
+            level = asyncio.run(measure(service.url, heavy, sentences, args))
+            body = heavy_bodies(sentences, *limits(args), random.Random(0))[1]
+            idle = abandoned_until_idle(service.url, service.process.pid, body, args.abandon_after)
+            levels.append({**level, "idle_after_abandon_s": asyncio.run(idle)})
         print(markdown(levels[-1:]))
     write_report(start, args.out, {"settings": settings_record(args), "levels": levels, "markdown": markdown(levels)})
 
