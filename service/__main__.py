@@ -5,6 +5,10 @@ Other settings come from ``MT_*`` environment variables (``service/settings.py``
 Shutdown on SIGTERM is graceful: readiness turns 503 and new translation requests are refused at
 once, every request already accepted completes (up to ``MT_DRAIN_TIMEOUT_S``), then uvicorn stops
 and the process exits 0. A second SIGTERM, or SIGINT, stops at once as uvicorn does.
+
+A connection that has not sent a whole request head ``MT_IDLE_TIMEOUT_S`` after it opened (or
+after its previous response) is closed: uvicorn itself keeps a connection that sends nothing, or
+trickles its headers in, open for ever. (A body that stops for as long: ``middleware.SlowBody``.)
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from engine.cli import HelpFormatter, definition_list
 from service.app import create_app
@@ -62,6 +68,57 @@ class _DrainingServer(uvicorn.Server):
     def fail(self) -> None:
         self.exit_code = 1
         self.should_exit = True
+
+
+class _HeadDeadline(asyncio.Protocol):
+    """Mixed into a uvicorn HTTP protocol (h11's or httptools'): closes the connection when a
+    request head has not all arrived ``idle_timeout_s`` after the connection opened or its previous
+    response ended, whether the client sent nothing or trickles its headers in (slowloris). uvicorn's
+    own keep-alive timeout starts only after a response and stops at the next request's first byte;
+    no option of it (timeout_keep_alive, limit_concurrency, h11_max_incomplete_event_size) closes
+    either connection."""
+
+    idle_timeout_s: float
+    # Set by uvicorn's protocol: the connection, and the request being answered (None before the first).
+    transport: asyncio.Transport
+    cycle: Any
+    _deadline: asyncio.TimerHandle | None = None
+    _after: Any = None  # the request whose successor's head is awaited
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._await_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._deadline is not None and self.cycle is not self._after:  # a new request's head is whole
+            self._deadline.cancel()
+            self._deadline = None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        if self._deadline is None and self.cycle.response_complete:  # and no pipelined request started
+            self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        super().connection_lost(exc)
+
+    def _await_head(self) -> None:
+        self._after = self.cycle
+        self._deadline = asyncio.get_running_loop().call_later(self.idle_timeout_s, self._close)
+
+    def _close(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def http_protocol(idle_timeout_s: float, base: type[asyncio.Protocol] = AutoHTTPProtocol) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools' when installed, as uvicorn's ``auto``) with the request
+    head's deadline."""
+    return type("HttpProtocol", (_HeadDeadline, base), {"idle_timeout_s": idle_timeout_s})
 
 
 def _describe_settings_errors(error: ValidationError) -> str:
@@ -124,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         app,
         host=settings.host,
         port=settings.port,
+        http=http_protocol(settings.idle_timeout_s),
         log_level=settings.log_level,
         timeout_graceful_shutdown=max(1, round(settings.drain_timeout_s)),
     )

@@ -9,6 +9,7 @@ short stable identifier that clients can branch on and that doubles as the ``typ
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Callable
 from http import HTTPStatus
@@ -91,10 +92,22 @@ class Unavailable(ServiceError):
     status, type = 503, "unavailable"
 
 
+class RequestTimeout(ServiceError):
+    """The client left the request's body unfinished, sending nothing, for MT_IDLE_TIMEOUT_S."""
+
+    status, type = 408, "request_timeout"
+
+
 class ClientDisconnected(ServiceError):
     """The client went away; the status is nginx's 499 and is only ever seen in metrics and logs."""
 
     status, type = 499, "client_disconnected"
+
+
+class InsufficientStorage(ServiceError):
+    """The disk that holds uploads and translated files is full: nothing of the request was kept."""
+
+    status, type = 507, "insufficient_storage"
 
 
 class InternalError(ServiceError):
@@ -107,6 +120,7 @@ _HTTP_STATUS_TYPES = {
     401: Unauthorized.type,
     404: "not_found",
     405: "method_not_allowed",
+    408: RequestTimeout.type,
     413: PayloadTooLarge.type,
     422: InvalidRequest.type,
 }
@@ -122,7 +136,9 @@ _SERVICE_ERRORS: tuple[type[ServiceError], ...] = (
     Overloaded,
     DeadlineExceeded,
     Unavailable,
+    RequestTimeout,
     ClientDisconnected,
+    InsufficientStorage,
     InternalError,
 )
 # Every value the ``type`` field (and metric label) can take.
@@ -139,6 +155,12 @@ def error_response(exc: Exception) -> tuple[JSONResponse, str]:
     """Map any exception to (response, error type). Unknown exceptions become a 500 and are logged."""
     if _gone_while_sending(exc):
         exc = ClientDisconnected("client disconnected while sending the request body")
+    elif _storage_full(exc):
+        log.warning("temporary storage full: %s", exc)
+        exc = InsufficientStorage(
+            "the server has no space left to hold the file (uploads and translated files wait in its temporary "
+            "directory): try again later"
+        )
     details = exc.details if isinstance(exc, ServiceError) else None
     if isinstance(exc, ServiceError):
         status, error_type, message, headers = exc.status, exc.type, exc.message, exc.headers
@@ -162,6 +184,12 @@ def _gone_while_sending(exc: Exception) -> bool:
     )
 
 
+def _storage_full(exc: Exception) -> bool:
+    """A write that failed because the disk (ENOSPC) or the user's quota (EDQUOT) is full: where the
+    upload is spooled or a translated file is kept."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 def describe_validation(errors: Any) -> str:
     """Pydantic/FastAPI validation errors as one human-readable line: ``text: Field required; ...``."""
     parts = []
@@ -182,7 +210,8 @@ def install_error_handlers(app: FastAPI, on_error: Callable[[str], None]) -> Non
         on_error(error_type)
         return response
 
-    # ClientDisconnect by name: an exception left to the ``Exception`` handler is answered with a
-    # 500 and then re-raised to the server, which logs it as a crash.
-    for exc_class in (ServiceError, RequestValidationError, StarletteHTTPException, ClientDisconnect, Exception):
+    # ClientDisconnect and OSError (a full disk) by name: an exception left to the ``Exception``
+    # handler is answered with a 500 and then re-raised to the server, which logs it as a crash.
+    exc_classes = (ServiceError, RequestValidationError, StarletteHTTPException, ClientDisconnect, OSError, Exception)
+    for exc_class in exc_classes:
         app.add_exception_handler(exc_class, handle)

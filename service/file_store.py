@@ -5,7 +5,8 @@ Each file lives in a private temporary directory under an unguessable name (32 r
 characters, then the uploaded file's name, as LibreTranslate names them) for ``MT_FILE_EXPIRY_S``,
 and only names this store handed out are ever served: a name is a key, never a path. Expired files
 are deleted by ``expire_periodically`` (run for the app's lifetime) and, at the latest, on the next
-lookup; ``close`` deletes the directory with whatever is left in it. Used from the event loop only.
+lookup; ``close`` deletes the directory with whatever is left in it. A file that cannot be written
+whole (a full disk: ``errors.py`` answers 507) is deleted at once. Used from the event loop only.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class FileStore:
             self._directory = Path(tempfile.mkdtemp(prefix="mt-files-"))
         name = f"{secrets.token_urlsafe(24)}.{UNSAFE_IN_NAME.sub('_', filename).lstrip('.') or 'file'}"
         path = self._directory / name
-        await asyncio.to_thread(path.write_bytes, data)
+        await asyncio.to_thread(_write_whole, path, data)
         self._files[name] = StoredFile(path, filename, media_type, self.clock() + self.expiry_s)
         return name
 
@@ -75,3 +76,13 @@ class FileStore:
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` or leave nothing there: a file not written whole is not in the
+    store's list, so that neither expiry nor a lookup would ever find it."""
+    try:
+        path.write_bytes(data)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise

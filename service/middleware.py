@@ -1,5 +1,6 @@
-"""Pure ASGI middleware: request accounting (metrics, in-flight, draining), the body size limit and
-the path prefix behind a reverse proxy.
+"""Pure ASGI middleware: request accounting (metrics, in-flight, draining), the body's size limit and
+timeout, the connection's end after an answer given before the body was read, and the path prefix
+behind a reverse proxy.
 
 Accounting and the limit run before routing and body parsing, so that a draining server refuses
 new translation requests before reading them, a request counts as accepted from its first byte
@@ -9,6 +10,7 @@ buffered.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -77,6 +79,74 @@ class RequestAccounting:
             metrics.requests.labels(route, str(status)).inc()
             if route not in UNTIMED_PATHS and route != "unmatched":
                 metrics.request_duration.labels(route).observe(time.perf_counter() - started)
+
+
+class SlowBody:
+    """Answers 408 when a request's body, while the app waits for it, sends nothing for
+    ``timeout_s``: a client that stops halfway through its body would hold its connection for ever
+    (the request head has its deadline in ``service.__main__``). The wait counts only while the
+    app reads the body, which is when uvicorn reads it from the connection."""
+
+    def __init__(self, app: ASGIApp, *, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_read = False
+
+        async def timed_receive() -> Message:
+            nonlocal body_read
+            if body_read:  # what comes next is the disconnect, which a route may wait for as long as it likes
+                return await receive()
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    message = await receive()
+            except TimeoutError:
+                # Raised into the route reading the body, as the body limit's 413 is.
+                message = f"the request body stopped: nothing came for {self.timeout_s:g} s (MT_IDLE_TIMEOUT_S)"
+                raise HTTPException(408, message) from None
+            body_read = not message.get("more_body", False)
+            return message
+
+        await self.app(scope, timed_receive, send)
+
+
+class CloseUnreadBody:
+    """Closes the connection after an answer given before the request's body was all read (a
+    refused API key, a body too large by its Content-Length, a draining server): uvicorn would
+    otherwise go on reading the rest of the body, and throwing it away, to keep the connection for
+    another request. A client that sent ``Expect: 100-continue`` (curl does for bodies over 1 MB)
+    sends none of it: uvicorn asks for the body only when the app first reads it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        body_read = False
+
+        async def tracked_receive() -> Message:
+            nonlocal body_read
+            message = await receive()
+            body_read = body_read or not message.get("more_body", False)
+            return message
+
+        async def closing_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and not body_read:
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, tracked_receive, closing_send)
+
+
+def _has_body(scope: Scope) -> bool:
+    headers = dict(scope["headers"])
+    return headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers
 
 
 class RootPath:

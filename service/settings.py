@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,7 +88,11 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="How long a file translated by /translate_file can be downloaded before it is deleted.",
     )
-    api_keys: str = Field("", description="Comma-separated API keys; empty = no authentication.")
+    api_keys: str = Field(
+        "",
+        description="Comma-separated API keys; empty = no authentication (a value of only commas and spaces is "
+        "refused).",
+    )
     cache_size: int = Field(1024, ge=0, description="Translations kept in the LRU cache; 0 = off.")
     drain_timeout_s: float = Field(30.0, ge=0, description="On SIGTERM, longest wait for accepted requests.")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
@@ -98,6 +103,18 @@ class Settings(BaseSettings):
         "",
         description="Path prefix the service is reached under behind a reverse proxy (/mt), which the proxy may "
         "strip or pass on; empty = none.",
+    )
+    public_url: str = Field(
+        "",
+        description="URL clients reach the service at, path prefix included (https://mt.example.com/mt): "
+        "/translate_file's download links start with it; empty = links relative to the host, under MT_ROOT_PATH.",
+    )
+    idle_timeout_s: float = Field(
+        30,
+        gt=0,
+        allow_inf_nan=False,
+        description="Longest a connection may take to send a request's headers (from its opening or its previous "
+        "response), or leave its request's body without a byte; then it is closed.",
     )
 
     @field_validator("model_dir", mode="before")
@@ -112,6 +129,34 @@ class Settings(BaseSettings):
         if prefix and not prefix.startswith("/"):
             raise ValueError(f"must start with / (got {value!r})")
         return prefix
+
+    @field_validator("api_keys")
+    @classmethod
+    def _names_a_key(cls, value: str) -> str:
+        # A value left by a template or a typo must not turn authentication off without a word.
+        if value and not _split_keys(value):
+            raise ValueError(
+                f"names no key ({value!r}): give comma-separated keys, or leave it empty for no authentication"
+            )
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _absolute_url(cls, value: str) -> str:
+        url = urlsplit(value.rstrip("/"))
+        if value and (url.scheme not in ("http", "https") or not url.netloc or url.query or url.fragment):
+            raise ValueError(f"must be an http:// or https:// URL without query or fragment (got {value!r})")
+        return url.geturl()
+
+    @model_validator(mode="after")
+    def _public_url_has_the_prefix(self) -> Settings:
+        path = urlsplit(self.public_url).path
+        if self.public_url and self.root_path and not path.endswith(self.root_path):
+            raise ValueError(
+                f"MT_PUBLIC_URL ({self.public_url}) must end with MT_ROOT_PATH ({self.root_path}): "
+                "it is the URL clients reach the service at, prefix included"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_limits(self) -> Settings:
@@ -131,4 +176,8 @@ class Settings(BaseSettings):
 
     @property
     def api_key_set(self) -> frozenset[str]:
-        return frozenset(key.strip() for key in self.api_keys.split(",") if key.strip())
+        return _split_keys(self.api_keys)
+
+
+def _split_keys(value: str) -> frozenset[str]:
+    return frozenset(key.strip() for key in value.split(",") if key.strip())

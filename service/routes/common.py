@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 from fastapi.security.utils import get_authorization_scheme_param
 from starlette.exceptions import HTTPException
 
-from service.errors import ClientDisconnected, InvalidRequest, PayloadTooLarge, ServiceError
+from service.errors import ClientDisconnected, InvalidRequest, PayloadTooLarge, RequestTimeout, ServiceError
 from service.runtime import Runtime, TranslationJob
 from service.schemas import ErrorResponse, TranslateRequest, embedded_schema
 
@@ -35,6 +35,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
     },
     503: {"description": "Starting, shutting down, or the model cannot be loaded"},
     504: {"description": "The deadline passed"},
+    507: {"description": "No space left on the server's disk for the file (insufficient_storage); nothing was kept"},
 }
 
 
@@ -62,10 +63,11 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 def form_error(exc: HTTPException) -> ServiceError:
-    """What Starlette's refusal to parse a form body means: the body limit's 413 while the body
-    streamed in, or a malformed form."""
-    if exc.status_code == PayloadTooLarge.status:
-        return PayloadTooLarge(str(exc.detail))
+    """What Starlette's refusal to parse a form body means: the body limit's 413 or the body's
+    timeout (408) while the body streamed in, or a malformed form."""
+    for error in (PayloadTooLarge, RequestTimeout):
+        if exc.status_code == error.status:
+            return error(str(exc.detail))
     return InvalidRequest(f"malformed form body: {exc.detail}")
 
 

@@ -5,11 +5,17 @@ that works for MT_FILE_EXPIRY_S (``service.file_store``).
 Both take a multipart form with the file in ``file`` (its name's extension names its format; at
 most MT_MAX_FILE_BYTES) and the languages; the file is translated by ``service.documents``. The
 upload is read in memory and its spooled temporary file closed (deleted) before translating.
+
+The API key is checked before the upload is read: from the ``Authorization`` header before the
+body, or (LibreTranslate's) from the ``api_key`` field once the file part begins, so that a
+refused request costs the form fields before the file, never the file.
 """
 
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
@@ -18,12 +24,14 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException, MultiPartParser
 
 from engine.documents import MEDIA_TYPES, SUPPORTED_EXTENSIONS
 from service.documents import FileJob, translate_document
-from service.errors import InvalidRequest, NotFound
+from service.errors import InvalidRequest, NotFound, Unauthorized
 from service.file_store import FileStore
 from service.routes.common import bearer_key, error_responses, form_error, get_runtime, unless_disconnected
+from service.runtime import Runtime
 from service.schemas import (
     BEARER_AUTH,
     LANGUAGE_PAIR,
@@ -46,7 +54,7 @@ FILE_DESCRIPTION = (
 )
 # A file part of the form, as FastAPI documents an UploadFile in OpenAPI 3.1.
 FileUpload = Annotated[bytes, WithJsonSchema({"type": "string", "contentMediaType": "application/octet-stream"})]
-FILE_ERRORS = error_responses(400, 401, 413, 415, 422, 429, 503, 504)
+FILE_ERRORS = error_responses(400, 401, 413, 415, 422, 429, 503, 504, 507)
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _FILE_CONTENT = {media_type.split(";")[0]: _BINARY for media_type in MEDIA_TYPES}
 _DISPOSITION = {"Content-Disposition": {"description": "attachment, named as the upload", "schema": {"type": "string"}}}
@@ -79,7 +87,10 @@ class LibreFileRequest(BaseModel):
 
 
 class LibreFileResponse(BaseModel):
-    translatedFileUrl: str = Field(description="GET it within MT_FILE_EXPIRY_S; the file keeps the upload's name")
+    translatedFileUrl: str = Field(
+        description="GET it within MT_FILE_EXPIRY_S; the file keeps the upload's name. Under MT_PUBLIC_URL when "
+        "the service sets it, else a path to resolve against the URL the request was sent to."
+    )
 
 
 @router.post(
@@ -94,7 +105,7 @@ async def translate_file(request: Request) -> Response:
     runtime = await get_runtime(request)
     key = bearer_key(request)
     runtime.authorize(key)  # before the upload is read
-    fields, filename = await _form(request)
+    fields, filename = await _form(request, before_file=None)
     body = validated(FileRequest, fields)
     job = FileJob(body.file, filename, body.target_lang, body.source_lang, api_key=key)
     data, document = await unless_disconnected(request, translate_document(runtime, job))
@@ -111,12 +122,13 @@ async def translate_file(request: Request) -> Response:
 async def libretranslate_file(request: Request) -> LibreFileResponse:
     """LibreTranslate's translate_file: a link to the translated file, valid for MT_FILE_EXPIRY_S."""
     runtime = await get_runtime(request)
-    fields, filename = await _form(request)
+    header_key = bearer_key(request)
+    fields, filename = await _form(request, before_file=_key_check(runtime, header_key))
     body = validated(LibreFileRequest, fields)
-    job = FileJob(body.file, filename, body.target, body.source, api_key=body.api_key or bearer_key(request))
+    job = FileJob(body.file, filename, body.target, body.source, api_key=body.api_key or header_key)
     data, document = await unless_disconnected(request, translate_document(runtime, job))
     name = await _store(request).put(data, filename=filename, media_type=document.media_type)
-    return LibreFileResponse(translatedFileUrl=str(request.url_for("download_file", name=name)))
+    return LibreFileResponse(translatedFileUrl=_download_url(request, runtime, name))
 
 
 @router.get(
@@ -133,26 +145,72 @@ async def download_file(request: Request, name: str) -> FileResponse:
     return FileResponse(stored.path, media_type=stored.media_type, filename=stored.filename)
 
 
-async def _form(request: Request) -> tuple[dict[str, Any], str]:
-    """The multipart form's text fields, the uploaded file's bytes as ``file``, and its name."""
+FieldsCheck = Callable[[dict[str, str]], None]
+
+
+class _FormParser(MultiPartParser):
+    """Starlette's multipart parser, which also calls ``before_file`` with the text fields read so
+    far once the file part's headers have arrived, before any of the file is read."""
+
+    def __init__(self, request: Request, stream: AsyncGenerator[bytes], before_file: FieldsCheck | None) -> None:
+        super().__init__(request.headers, stream, max_files=1, max_fields=MAX_FORM_FIELDS)
+        self.before_file = before_file
+
+    def on_headers_finished(self) -> None:
+        super().on_headers_finished()
+        if self.before_file is not None and self._current_part.file is not None:
+            self.before_file({name: value for name, value in self.items if isinstance(value, str)})
+
+
+async def _form(request: Request, *, before_file: FieldsCheck | None) -> tuple[dict[str, Any], str]:
+    """The multipart form's text fields, the uploaded file's bytes as ``file``, and its name;
+    ``before_file`` may refuse the request on the fields that come before the file."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send a multipart/form-data form")
-    fields: dict[str, Any] = {}
-    filename = ""
     try:
-        async with request.form(max_files=1, max_fields=MAX_FORM_FIELDS) as form:
-            fields = {key: value for key, value in form.multi_items() if isinstance(value, str)}
-            upload = form.get("file")
-            if isinstance(upload, UploadFile):
-                fields["file"] = await upload.read()
-                # The name only: a client may send a path (a Windows one, even).
-                filename = PurePosixPath((upload.filename or "").replace("\\", "/")).name
+        async with aclosing(request.stream()) as stream:
+            form = await _FormParser(request, stream, before_file).parse()
+    except MultiPartException as exc:
+        raise InvalidRequest(f"malformed form body: {exc.message}") from None
     except HTTPException as exc:
         raise form_error(exc) from None
+    filename = ""
+    try:
+        fields: dict[str, Any] = {key: value for key, value in form.multi_items() if isinstance(value, str)}
+        upload = form.get("file")
+        if isinstance(upload, UploadFile):
+            fields["file"] = await upload.read()
+            # The name only: a client may send a path (a Windows one, even).
+            filename = PurePosixPath((upload.filename or "").replace("\\", "/")).name
+    finally:
+        await form.close()  # deletes the upload's spooled temporary file
     if "file" in fields and not filename:
         raise InvalidRequest("file: must be a file upload with a file name, whose extension names its format")
     return fields, filename
+
+
+def _key_check(runtime: Runtime, header_key: str | None) -> FieldsCheck:
+    """LibreTranslate's key check, made when the file part begins: its ``api_key`` field if it came
+    before the file, else the ``Authorization`` header."""
+
+    def check(fields: dict[str, str]) -> None:
+        key = fields.get("api_key") or header_key
+        if runtime.settings.api_key_set and not key:
+            raise Unauthorized(
+                "an API key is required: as Authorization: Bearer <key>, or as the api_key field before the file"
+            )
+        runtime.authorize(key)
+
+    return check
+
+
+def _download_url(request: Request, runtime: Runtime, name: str) -> str:
+    """Where to download a stored file: under MT_PUBLIC_URL, else an absolute path under
+    MT_ROOT_PATH. Never from the request's Host or X-Forwarded-* headers, which the client chooses:
+    a link built from them could point the user of a shared link anywhere."""
+    settings = runtime.settings
+    return (settings.public_url or settings.root_path) + request.app.url_path_for("download_file", name=name)
 
 
 def _store(request: Request) -> FileStore:

@@ -5,10 +5,16 @@ model's translations are nonsense: these tests check structure, not wording."""
 from __future__ import annotations
 
 import io
+import json
 import random
+import shutil
+import socket
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urljoin
 
 import docx
 import httpx
@@ -163,8 +169,8 @@ def test_libretranslate_translate_file_then_download(server: ServiceProcess, cli
         response = browser.post(f"{server.url}/translate_file", files={"file": ("notes.txt", TEXT_FILE)}, data=form)
         assert response.status_code == 200, response.text
         [url] = response.json().values()
-        assert url.startswith(f"{server.url}/download_file/") and url.endswith(".notes.txt")
-        download = browser.get(url)  # no key: the name is the key
+        assert url.startswith("/download_file/") and url.endswith(".notes.txt")
+        download = browser.get(urljoin(f"{server.url}/translate_file", url))  # no key: the name is the key
     assert download.status_code == 200, download.text
     assert download.headers["content-disposition"] == 'attachment; filename="notes.txt"'
     assert download.headers["content-type"] == "text/plain; charset=utf-8"
@@ -268,3 +274,166 @@ def test_api_keys_and_languages_are_checked(server: ServiceProcess, client: http
         assert_error(libre, 401, "unauthorized")
     error = assert_error(upload(client, "a.txt", b"A dog.", target_lang="fr"), 400, "unsupported_language")
     assert error["supported_pairs"] == ["en-de"]
+
+
+# -- the API key is checked before the upload is read ---------------------------------------------
+
+BOUNDARY = "mt-test-boundary"
+FILE_PART = (
+    f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n'
+    "Content-Type: text/plain\r\n\r\n"
+).encode()
+DECLARED_BYTES = 10 << 20  # a 10 MiB upload, within MT_MAX_FILE_BYTES
+
+
+def upload_head(path: str, *headers: str) -> bytes:
+    lines = [
+        f"POST {path} HTTP/1.1",
+        "Host: localhost",
+        f"Content-Type: multipart/form-data; boundary={BOUNDARY}",
+        f"Content-Length: {DECLARED_BYTES}",
+        *headers,
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def answer_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a timeout fails the test)."""
+    sock.settimeout(10)
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("/v1/translate_file", ["Authorization: Bearer wrong-key"]),
+        ("/translate_file", ["Authorization: Bearer wrong-key"]),
+        ("/translate_file", []),  # LibreTranslate's key would be a form field: none came before the file
+    ],
+    ids=["v1-wrong-key", "libretranslate-wrong-key", "libretranslate-no-key"],
+)
+def test_a_refused_upload_is_answered_and_closed_before_its_body_is_read(
+    server: ServiceProcess, path: str, headers: list[str]
+) -> None:
+    """The client sends the head and the first 60 kB of a 10 MiB upload, then waits: the 401 comes,
+    and the server closes the connection rather than read (and throw away) the rest."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(upload_head(path, *headers) + FILE_PART + b"A dog runs.\n" * 5000)
+        answer = answer_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 401 "), answer[:300]
+    assert b"connection: close" in head.lower()
+    assert json.loads(body)["error"]["type"] == "unauthorized"
+
+
+def test_a_client_expecting_100_continue_sends_no_body_to_be_refused(server: ServiceProcess) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(upload_head("/v1/translate_file", "Expect: 100-continue"))
+        answer = answer_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:300]  # and no "100 Continue" before it
+
+
+def libretranslate_form(*parts: tuple[str, str, bytes]) -> tuple[bytes, dict[str, str]]:
+    """A multipart body with the parts in this order: (name, file name or "", content)."""
+    body = b""
+    for name, filename, content in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        body += f"--{BOUNDARY}\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + content + b"\r\n"
+    return body + f"--{BOUNDARY}--\r\n".encode(), {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+
+
+def test_libretranslate_takes_its_key_field_before_the_file(anonymous: httpx.Client) -> None:
+    key = ("api_key", "", API_KEYS[0].encode())
+    file = ("file", "a.txt", b"A dog runs.")
+    target = ("target", "", b"de")
+    content, headers = libretranslate_form(key, target, file)
+    assert anonymous.post("/translate_file", content=content, headers=headers).status_code == 200
+    # LibreTranslate's own web page sends the key after the file: the upload would be read first.
+    content, headers = libretranslate_form(file, target, key)
+    error = assert_error(anonymous.post("/translate_file", content=content, headers=headers), 401, "unauthorized")
+    assert "the api_key field before the file" in error["message"]
+
+
+# -- download links ----------------------------------------------------------------------------
+
+SPOOFED = {"Host": "evil.example", "X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https"}
+
+
+def libretranslate_file_url(client: httpx.Client, path: str = "/translate_file", **headers: str) -> str:
+    form = {"source": "en", "target": "de"}
+    response = client.post(path, files={"file": ("notes.txt", b"A dog runs.")}, data=form, headers=headers)
+    assert response.status_code == 200, response.text
+    url: str = response.json()["translatedFileUrl"]
+    return url
+
+
+def test_download_links_never_come_from_the_host_header(client: httpx.Client) -> None:
+    """Without MT_PUBLIC_URL, a path the client resolves against the URL it sent the file to."""
+    url = libretranslate_file_url(client, **SPOOFED)
+    assert url.startswith("/download_file/") and "evil" not in url
+    assert client.get(url).text == upload(client, "notes.txt", b"A dog runs.", source_lang="en").text
+
+
+def test_download_links_start_with_the_public_url_or_the_root_path(start_service: StartService) -> None:
+    public = start_service(public_url="https://mt.example.com/mt/", root_path="/mt")
+    relative = start_service(root_path="/mt")
+    for server, start in [(public, "https://mt.example.com/mt/download_file/"), (relative, "/mt/download_file/")]:
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            # whether the proxy passes the prefix on or strips it
+            for path in ("/mt/translate_file", "/translate_file"):
+                url = libretranslate_file_url(c, path, **SPOOFED)
+                assert url.startswith(start) and url.endswith(".notes.txt"), url
+                name = url.rsplit("/", 1)[1]
+                assert c.get(f"/mt/download_file/{name}").status_code == 200
+                assert c.get(f"/download_file/{name}").status_code == 200
+
+
+# -- a full disk -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 512 KiB tmpfs, as a full temporary directory; mounting needs root."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=1777", "tmpfs", str(mount)], check=False)
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (the file store's own test fails its writes instead)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount)], check=True)
+
+
+def test_a_full_disk_is_a_507_and_leaves_nothing_behind(
+    tiny_bundle: Path, tmp_path: Path, small_tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(small_tmpfs))  # where the server spools uploads and keeps files
+    server = ServiceProcess(tiny_bundle, tmp_path / "service.log")
+    used_at_start = shutil.disk_usage(small_tmpfs).used
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            # Over 1 MiB: the upload is spooled to the disk, which has 512 KiB.
+            spooled = upload(c, "big.txt", ("A dog runs." + "\n" * (1536 << 10)).encode(), source_lang="en")
+            error = assert_error(spooled, 507, "insufficient_storage")
+            assert "no space left" in error["message"]
+            # Read in memory, but its translation is kept for download: the store cannot write it whole.
+            kept = ("A dog runs." + "\n" * (800 << 10)).encode()
+            form = {"source": "en", "target": "de"}
+            libre = c.post("/translate_file", files={"file": ("big.txt", kept)}, data=form)
+            assert_error(libre, 507, "insufficient_storage")
+            [store] = small_tmpfs.glob("mt-files-*")
+            assert list(store.iterdir()) == []  # no partial file waits for the shutdown
+            # nor an open spooled upload, deleted but holding its space
+            assert shutil.disk_usage(small_tmpfs).used == used_at_start
+            # The space is free again: a file that fits is kept and served.
+            url = libretranslate_file_url(c)
+            assert c.get(url).status_code == 200
+    finally:
+        assert server.stop() == 0
+    assert "temporary storage full" in server.log()

@@ -1,14 +1,18 @@
-"""service.file_store: names, expiry and clean-up, on a clock the test moves."""
+"""service.file_store: names, expiry and clean-up, on a clock the test moves; a full disk."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
+import os
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from service.errors import error_response
 from service.file_store import FileStore
 
 
@@ -36,3 +40,33 @@ def test_a_store_that_stored_nothing_makes_no_directory(tmp_path: Path, monkeypa
     assert store.get("anything") is None
     store.close()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_file_not_written_whole_is_deleted_and_the_error_is_a_507(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """The disk fills up halfway through the write: what was written goes, and the OSError is
+    answered 507 with a type clients can branch on."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    written = Path.write_bytes
+
+    def fill_up(path: Path, data: bytes) -> int:
+        written(path, data[: len(data) // 2])
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(Path, "write_bytes", fill_up)
+    store = FileStore(expiry_s=60)
+    with pytest.raises(OSError) as full:
+        asyncio.run(store.put(b"data" * 1000, filename="a.txt", media_type="text/plain"))
+    [directory] = tmp_path.iterdir()
+    assert list(directory.iterdir()) == []
+    response, error_type = error_response(full.value)
+    assert (response.status_code, error_type) == (507, "insufficient_storage")
+    assert json.loads(response.body)["error"]["type"] == "insufficient_storage"
+    store.close()
+
+
+def test_other_os_errors_stay_internal_errors() -> None:
+    response, error_type = error_response(PermissionError(errno.EACCES, "Permission denied"))
+    assert (response.status_code, error_type) == (500, "internal_error")

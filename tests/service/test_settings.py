@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from repo_root import REPO
 
 from service.__main__ import build_parser, main
+from service.launcher import LiveService
 from service.settings import DEFAULT_MODELS_DIR, Settings
 
 
@@ -49,6 +50,11 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
         {"MT_CACHE_SIZE": "-1"},
         {"MT_MAX_TEXTS": "100", "MT_MAX_QUEUE_SENTENCES": "10"},
         {"MT_ROOT_PATH": "mt"},
+        {"MT_IDLE_TIMEOUT_S": "0"},
+        {"MT_PUBLIC_URL": "mt.example.com"},
+        {"MT_PUBLIC_URL": "ftp://mt.example.com"},
+        {"MT_PUBLIC_URL": "https://mt.example.com/mt?lang=de"},
+        {"MT_PUBLIC_URL": "https://mt.example.com", "MT_ROOT_PATH": "/mt"},  # links would miss the prefix
     ],
 )
 def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
@@ -56,6 +62,39 @@ def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch, env: dict[s
         monkeypatch.setenv(key, value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+@pytest.mark.parametrize("value", [" , ", ",", " ", ",,, ,"])
+def test_api_keys_naming_no_key_refuse_to_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """A value that names no key once split and stripped is a mistake, not "no authentication"."""
+    monkeypatch.setenv("MT_API_KEYS", value)
+    with pytest.raises(ValidationError, match="names no key"):
+        Settings()
+    assert main([]) == 2
+    assert f"invalid configuration: MT_API_KEYS: names no key ({value!r})" in capsys.readouterr().err
+
+
+def test_an_empty_or_unset_api_keys_means_no_authentication(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MT_API_KEYS", raising=False)
+    assert Settings().api_key_set == frozenset()
+    monkeypatch.setenv("MT_API_KEYS", "")
+    assert Settings().api_key_set == frozenset()
+
+
+def test_the_service_refuses_to_start_with_keys_naming_none(tiny_bundle: Path, tmp_path: Path) -> None:
+    """The real process: it exits 2 with the reason, rather than serving without authentication."""
+    service = LiveService({"MT_MODEL_DIR": str(tiny_bundle), "MT_API_KEYS": " , "}, tmp_path / "service.log")
+    with pytest.raises(RuntimeError, match="exited with 2 while starting"):
+        service.wait_ready()
+    assert "MT_API_KEYS: names no key (' , ')" in service.log()
+
+
+def test_the_public_url_is_kept_without_its_trailing_slash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MT_PUBLIC_URL", "https://mt.example.com/mt/")
+    monkeypatch.setenv("MT_ROOT_PATH", "/mt")
+    assert Settings().public_url == "https://mt.example.com/mt"
 
 
 def as_environment(value: object) -> str:
