@@ -23,7 +23,10 @@ per layer, named as in ``engine.bundle``'s signatures, each with its row (or sen
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -97,6 +100,25 @@ def session_options(threads: int, *, spin: bool) -> ort.SessionOptions:
     return options
 
 
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``; None on a C library without it (musl, macOS)."""
+    path = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(path).malloc_trim if path else None
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Give the C heap's free pages back to the system. glibc keeps freed memory for reuse, so that
+    a process's resident size stays at its peak (a long batch's caches) unless asked."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 def load_session(path: Path, provider: str, config: RunnerConfig) -> ort.InferenceSession:
     providers: list[str | tuple[str, dict[str, str]]] = [CPU]
     if provider == "cuda":
@@ -146,6 +168,18 @@ class Runner:
         return HostDecoder(self.decoder, encoded, self.shape, alignments=alignments)
 
 
+# Cached positions, all rows together, past which a decoder state is large: a full batch (32
+# sentences) at the usual beam of 4 gets there only past 128 positions, one at 16 beams past 32. Its
+# steps take several times the memory of everyday ones, which onnxruntime's arena would keep as its
+# high-water mark and glibc as free heap for the rest of the process's life: each of its steps returns
+# the arena's growth when it ends, and the freed heap goes back to the system when the search drops
+# the state. Smaller states keep the arena's memory, as shrinking it after every step would cost
+# everyday batches their speed (benchmarks/RESULTS.md, section 14).
+LARGE_CACHE_POSITIONS = 32 * 4 * 128
+_SHRINK_ARENA = ort.RunOptions()
+_SHRINK_ARENA.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+
+
 class HostDecoder:
     """Decoder state in host memory (the CPU provider); implements ``engine.decoder.Decoder``."""
 
@@ -159,10 +193,15 @@ class HostDecoder:
         self.cache = shape.empty(encoded.source["src_mask"].shape[0])
         self.source = encoded.source
         self.vocab = shape.vocab
+        self.large = False
 
     def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, self.vocab), **self.cache, **self.source}
-        outputs = self.session.run(["log_probs", *self.outputs] if full else self.outputs, feed)
+        rows, _, positions, _ = self.cache[self.cache_names[0]].shape  # (N, H, P, Dh)
+        large = rows * positions >= LARGE_CACHE_POSITIONS
+        self.large |= large
+        names = ["log_probs", *self.outputs] if full else self.outputs
+        outputs = self.session.run(names, feed, _SHRINK_ARENA if large else None)
         log_probs = outputs.pop(0) if full else None
         top_log_probs, top_ids, *outputs = outputs
         self.cache = dict(zip(self.cache_names, outputs[: len(self.cache_names)], strict=True))  # (N, H, P+1, Dh)
@@ -173,6 +212,10 @@ class HostDecoder:
             self.cache = {name: np.take(value, rows, axis=0) for name, value in self.cache.items()}
         if sentences is not None:
             self.source = {name: np.take(value, sentences, axis=0) for name, value in self.source.items()}
+
+    def __del__(self) -> None:
+        if self.large:
+            release_memory()
 
 
 def top_k(candidates: int, vocab: int) -> np.ndarray:

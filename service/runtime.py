@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from engine import languages
 from engine.api import Engine, Hypothesis, ModelInfo, TextFormat, TranslationOptions, TranslationResult
+from engine.bundle import BundleError, load_bundle
 from engine.language_id import (
     Detection,
     LanguageIdentifier,
@@ -29,7 +30,8 @@ from engine.language_id import (
     supported_languages,
 )
 from engine.markup import MarkupError, plain_text
-from engine.repository import Route, Router, discover, single
+from engine.repository import ModelEntry, Route, Router, discover, single
+from engine.tokenizer import Tokenizer
 from engine.translator import TranslatorConfig, auto_streams
 from service.batcher import BatcherConfig
 from service.cache import TranslationCache
@@ -104,7 +106,9 @@ class Runtime:
         self.pool: ModelPool | None = None
         self.router: Router | None = None
         self.identifier: LanguageIdentifier | None = None
-        self.cache: TranslationCache[TranslationResult] = TranslationCache(settings.cache_size)
+        self.cache = TranslationCache(settings.cache_size, int(settings.cache_mb * 1e6))
+        self._entries: dict[str, ModelEntry] = {}
+        self._tokenizers: dict[str, Tokenizer] = {}  # the request checks' own, read on first use
         self.load_error: str | None = None
         self.draining = False
         self._in_flight = 0
@@ -134,6 +138,7 @@ class Runtime:
             if entry.error:
                 log.error("model %s is unavailable: %s", entry.id, entry.error)
         self.router = Router(entries, pivot=s.pivot)
+        self._entries = {entry.id: entry for entry in self.router.entries}
         if not self.router.entries:
             raise RuntimeError("; ".join(e.error or "" for e in entries) or f"no model bundle in {s.models_dir}")
         detect = [c.strip() for c in s.detect_languages.split(",") if c.strip()]
@@ -253,6 +258,7 @@ class Runtime:
         routes = self._routes(router, texts, verbatim, job, detections)
         for route in dict.fromkeys(route for route in routes if route is not None):
             _check_options(route, job.options)
+        self._check_cost(readable, routes, job.options)
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
         return Plan(job, routes, detections, timeout)
 
@@ -389,10 +395,50 @@ class Runtime:
         if (chars := sum(map(len, texts))) > s.max_chars:
             raise PayloadTooLarge(f"{chars} characters in one request; the limit is {s.max_chars}")
 
+    def _check_cost(self, texts: list[str], routes: list[Route | None], options: TranslationOptions) -> None:
+        """What the request would cost, estimated from each text's source tokens before any of it is
+        queued: the search's tokens times beams (both models' through a pivot) and, with
+        alignments, the weights of each text's matrix, taking its translation as long as itself."""
+        s = self.settings
+        beam_tokens = cells = 0
+        for text, route in zip(texts, routes, strict=True):
+            if route is None:
+                continue
+            tokens = len(self._tokenizer(route.hops[0].model).encode(text))  # EOS included
+            beam_tokens += tokens * sum(self._beam_size(hop.model, options) for hop in route.hops)
+            cells += (tokens - 1) ** 2
+        _check_limit(beam_tokens, s.max_beam_tokens, "source tokens times beams", "MT_MAX_BEAM_TOKENS")
+        if options.return_alignments:
+            _check_limit(cells, s.max_alignment_cells, "alignment weights", "MT_MAX_ALIGNMENT_CELLS")
+
+    def _beam_size(self, model: str, options: TranslationOptions) -> int:
+        """The beam ``options`` get from ``model`` (``TranslationOptions.resolved``'s rule)."""
+        manifest = self._entries[model].manifest
+        assert manifest is not None  # the router serves only entries with one
+        return options.beam_size or max(manifest.decoding.beam_size, options.num_hypotheses)
+
+    def _tokenizer(self, model: str) -> Tokenizer:
+        if model not in self._tokenizers:
+            try:
+                bundle = load_bundle(self._entries[model].path, verify_checksums=False, check_graphs=False)
+            except BundleError as e:
+                raise Unavailable(f"model {model!r} is unavailable: {e}") from None
+            self._tokenizers[model] = Tokenizer.from_bundle(bundle)
+        return self._tokenizers[model]
+
     def _loaded(self) -> tuple[ModelPool, Router]:
         if self.pool is None or self.router is None:
             raise Unavailable(self.load_error or "the models are still loading")
         return self.pool, self.router
+
+
+def _check_limit(requested: int, limit: int, what: str, setting: str) -> None:
+    """PayloadTooLarge (413) naming the setting, when ``requested`` is over its ``limit``."""
+    if requested > limit:
+        raise PayloadTooLarge(
+            f"{requested} {what} in one request; the limit is {limit} ({setting})",
+            details={"setting": setting, "limit": limit, "requested": requested},
+        )
 
 
 def _served(router: Router) -> dict[str, object]:

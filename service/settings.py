@@ -72,6 +72,18 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="Deadline of a request (504).")
     max_texts: int = Field(64, ge=1, description="Most texts in one request (413).")
     max_chars: int = Field(20_000, ge=1, description="Most characters in one request, all texts together (413).")
+    max_beam_tokens: int = Field(
+        65_536,
+        ge=1,
+        description="Most source tokens times beams in one request, all texts and both models of a pivot together "
+        "(413): what the search's work and memory grow with.",
+    )
+    max_alignment_cells: int = Field(
+        2_000_000,
+        ge=1,
+        description="Most alignment weights in one request with return_alignments, each text's estimated as its "
+        "source tokens squared (413): a text's matrix grows with the square of its length.",
+    )
     max_request_bytes: int = Field(1 << 20, ge=1024, description="Largest request body accepted (413).")
     max_file_bytes: int = Field(
         10 << 20, ge=1024, description="Largest file /v1/translate_file and /translate_file accept (413)."
@@ -94,6 +106,12 @@ class Settings(BaseSettings):
         "refused).",
     )
     cache_size: int = Field(1024, ge=0, description="Translations kept in the LRU cache; 0 = off.")
+    cache_mb: float = Field(
+        64,
+        ge=0,
+        description="Memory the LRU cache's translations may take in MB, by an estimate of each; one over a "
+        "sixteenth of it is not kept; 0 = off.",
+    )
     drain_timeout_s: float = Field(30.0, ge=0, description="On SIGTERM, longest wait for accepted requests.")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level: debug, info, warning or error."

@@ -1,33 +1,120 @@
-"""The LRU translation cache."""
+"""The LRU translation cache: bounded by entries and by an estimate of their memory."""
 
 from __future__ import annotations
 
+import gc
+import pickle
+import random
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
 import pytest
 
-from service.cache import TranslationCache
+from engine.alignment import Alignment
+from engine.api import Hypothesis, TranslationResult
+from service.cache import LARGEST_SHARE, TranslationCache
+
+
+def result(text: str, *, hypotheses: int = 1) -> TranslationResult:
+    return TranslationResult(text, [Hypothesis(f"{text} {i}", -1.0 - i, -0.5 - i) for i in range(hypotheses)])
+
+
+def aligned(text: str, source: int, target: int, seed: int = 0) -> TranslationResult:
+    """A result whose alignment has ``target`` x ``source`` weights, rows summing to 1."""
+    rng = random.Random(seed)
+    rows = [[rng.random() for _ in range(source)] for _ in range(target)]
+    weights = [[w / sum(row) for w in row] for row in rows]
+    sources, targets = [f"▁s{i}" for i in range(source)], [f"▁t{i}" for i in range(target)]
+    alignment = Alignment(sources, targets, weights, sources[:], targets[:], [(i % source, i) for i in range(target)])
+    return TranslationResult(text, [Hypothesis(text, -1.0, -0.5)], alignment=alignment)
 
 
 def test_least_recently_used_entry_is_evicted() -> None:
-    cache: TranslationCache[str] = TranslationCache(2)
-    cache.put("m", "a", "opts", "A")
-    cache.put("m", "b", "opts", "B")
-    assert cache.get("m", "a", "opts") == "A"  # now "b" is the least recently used
-    cache.put("m", "c", "opts", "C")
-    assert (cache.get("m", "a", "opts"), cache.get("m", "b", "opts"), cache.get("m", "c", "opts")) == ("A", None, "C")
+    cache = TranslationCache(2)
+    cache.put("m", "a", "opts", result("A"))
+    cache.put("m", "b", "opts", result("B"))
+    assert cache.get("m", "a", "opts") == result("A")  # now "b" is the least recently used
+    cache.put("m", "c", "opts", result("C"))
+    assert [cache.get("m", t, "opts") for t in "abc"] == [result("A"), None, result("C")]
     assert len(cache) == 2
 
 
 def test_options_and_model_are_part_of_the_key() -> None:
-    cache: TranslationCache[str] = TranslationCache(4)
-    cache.put("m", "a", ("beam", 4), "A4")
-    assert cache.get("m", "a", ("beam", 4)) == "A4"
+    cache = TranslationCache(4)
+    cache.put("m", "a", ("beam", 4), result("A4"))
+    assert cache.get("m", "a", ("beam", 4)) == result("A4")
     assert cache.get("m", "a", ("beam", 1)) is None
     assert cache.get("n", "a", ("beam", 4)) is None
 
 
-def test_size_zero_turns_it_off() -> None:
-    cache: TranslationCache[str] = TranslationCache(0)
-    cache.put("m", "a", "opts", "A")
-    assert not cache.enabled and cache.get("m", "a", "opts") is None and len(cache) == 0
-    with pytest.raises(ValueError):
-        TranslationCache(-1)
+def test_either_limit_zero_turns_it_off() -> None:
+    for cache in (TranslationCache(0), TranslationCache(8, max_bytes=0)):
+        cache.put("m", "a", "opts", result("A"))
+        assert not cache.enabled and cache.get("m", "a", "opts") is None and len(cache) == 0
+    for entries, max_bytes in [(-1, 1000), (1, -1)]:
+        with pytest.raises(ValueError):
+            TranslationCache(entries, max_bytes)
+
+
+def test_memory_bounds_it_least_recently_used_first() -> None:
+    cache = TranslationCache(1000, max_bytes=200_000)
+    texts = [f"{i:04d} " + "a dog runs " * 100 for i in range(100)]  # about 1 kB each, three times
+    for text in texts:
+        cache.put("m", text, "opts", result(text.upper()))
+        assert cache.bytes <= cache.max_bytes
+    assert 0 < len(cache) < len(texts)
+    kept = [text for text in texts if cache.get("m", text, "opts") is not None]
+    assert kept == texts[-len(kept) :], "the most recent entries stay"
+    cache.put("m", texts[-1], "opts", result("again"))  # replacing an entry counts it once
+    assert cache.get("m", texts[-1], "opts") == result("again") and len(cache) == len(kept)
+
+
+def test_an_entry_over_a_sixteenth_of_the_budget_is_not_kept() -> None:
+    cache = TranslationCache(100, max_bytes=1_000_000)
+    small, big = aligned("small", 40, 40), aligned("big", 120, 120)  # 12.8 kB and 115 kB of weights
+    cache.put("m", "small", "opts", small)
+    cache.put("m", "big", "opts", big)
+    assert cache.get("m", "big", "opts") is None and cache.get("m", "small", "opts") == small
+    assert cache.bytes < cache.max_bytes / LARGEST_SHARE
+
+
+def test_alignment_weights_are_kept_as_an_array_and_come_back_as_the_same_floats() -> None:
+    cache = TranslationCache(4)
+    original = aligned("text", 30, 20)
+    cache.put("m", "text", "opts", original)
+    [entry] = cache._entries.values()
+    assert isinstance(entry.weights, np.ndarray) and entry.weights.dtype == np.float64
+    assert entry.result.alignment is not None and entry.result.alignment.weights == []
+    again = cache.get("m", "text", "opts")
+    assert again == original and again is not original, "equal, float for float, and a copy of its own"
+    assert again.alignment is not None and again.alignment.weights is not original.alignment.weights
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda i: result(f"{i} a man rides a bike down the street " * 3),
+        lambda i: result(f"{i} two dogs play in the snow", hypotheses=5),
+        lambda i: result(f"{i} " + "a long text of many sentences. " * 200),
+        lambda i: aligned(f"{i} aligned", 30, 32, seed=i),
+        lambda i: aligned(f"{i} aligned long", 300, 320, seed=i),
+    ],
+    ids=["sentence", "n-best", "long text", "alignment", "long alignment"],
+)
+def test_the_size_estimate_is_within_a_fifth_of_what_the_entries_hold(make: Callable[[int], TranslationResult]) -> None:
+    cache = TranslationCache(10_000, max_bytes=10**12)
+    # Results as the service gets them: unpickled from an engine process's pipe.
+    piped = [pickle.dumps(make(i)) for i in range(20)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i, data in enumerate(piped):
+            made = pickle.loads(data)
+            cache.put("model:1:fp32", f"source text {i} " * 10, "opts", made)
+            del made  # as a request's result once answered: the cache alone holds it
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert 0.8 < cache.bytes / held < 1.2

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from engine import TranslationOptions
+from engine.bundle import load_bundle
+from engine.tokenizer import Tokenizer
 from service.errors import PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
 from service.metrics import Metrics
 from service.runtime import Runtime, TranslationJob
@@ -100,3 +102,30 @@ def test_draining_turns_unready_and_refuses_new_requests(tiny_bundle: Path) -> N
         assert await drained
 
     with_runtime(tiny_bundle, test)
+
+
+def test_search_cost_and_alignment_size_are_refused_naming_their_setting(tiny_bundle: Path) -> None:
+    text = "A man rides a bike down the street."
+    tokens = len(Tokenizer.from_bundle(load_bundle(tiny_bundle, check_graphs=False)).encode(text))  # EOS included
+    beams = 4
+
+    async def test(runtime: Runtime) -> None:
+        def job(texts: list[str], **options: Any) -> TranslationJob:
+            return TranslationJob(texts, "de", "en", options=TranslationOptions(**options))
+
+        await runtime.translate(job([text], beam_size=beams, return_alignments=True))
+        await runtime.translate(job([text, text], beam_size=beams // 2))  # 2 texts x 2 beams: as much
+        looked_up = runtime.metrics.registry.get_sample_value("mt_cache_misses_total")
+        for refused, setting, requested in [
+            (job([text], beam_size=beams + 1), "MT_MAX_BEAM_TOKENS", tokens * (beams + 1)),
+            (job([text], num_hypotheses=beams + 1), "MT_MAX_BEAM_TOKENS", tokens * (beams + 1)),  # the beam widens
+            (job([text, text], beam_size=1, return_alignments=True), "MT_MAX_ALIGNMENT_CELLS", 2 * (tokens - 1) ** 2),
+        ]:
+            with pytest.raises(PayloadTooLarge, match=setting) as refusal:
+                await runtime.translate(refused)
+            limit = getattr(runtime.settings, setting.removeprefix("MT_").lower())
+            assert refusal.value.details == {"setting": setting, "limit": limit, "requested": requested}
+        assert runtime.metrics.registry.get_sample_value("mt_cache_misses_total") == looked_up, "refused up front"
+
+    limits = {"max_beam_tokens": tokens * beams, "max_alignment_cells": (tokens - 1) ** 2}
+    with_runtime(tiny_bundle, test, **limits)
