@@ -186,6 +186,7 @@ class HostDecoder:
     def __init__(
         self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, *, alignments: bool
     ) -> None:
+        self.large = False  # first: __del__ reads it even when the rest fails
         self.session, self.alignments = session, alignments
         self.cache_names = shape.names
         new_cache = [f"new_{name}" for name in self.cache_names]
@@ -193,7 +194,6 @@ class HostDecoder:
         self.cache = shape.empty(encoded.source["src_mask"].shape[0])
         self.source = encoded.source
         self.vocab = shape.vocab
-        self.large = False
 
     def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, self.vocab), **self.cache, **self.source}
