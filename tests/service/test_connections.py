@@ -130,8 +130,11 @@ def test_many_idle_connections_are_all_closed(server: ServiceProcess) -> None:
     before = descriptors()
     idle = [connect(server.url) for _ in range(300)]
     try:
-        time.sleep(0.3)
-        assert descriptors() >= before + 300
+        deadline = time.monotonic() + IDLE_TIMEOUT_S / 2
+        # accepted from the backlog; a few descriptors of the service's own come and go meanwhile
+        while descriptors() < before + 295 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert descriptors() >= before + 295
         time.sleep(IDLE_TIMEOUT_S + 1)
         assert descriptors() <= before + 5
         for sock in idle:
