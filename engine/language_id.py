@@ -41,7 +41,10 @@ ALL_LABELS = -1  # fastText ranks every language it gives a probability; those i
 MAX_CHARS = 1000  # a thousand characters settle a text's language; fastText's time grows with the rest
 
 # A URL or an e-mail address is copied as it is, whatever letters it holds.
-URL_OR_EMAIL = re.compile(r"(?:https?://|www\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+# An address's local part starts only where a run of its characters starts, and is taken whole
+# (possessive): tried from every position of a long run without "@", it made the match quadratic
+# (0.65 s for 19,900 letters, in the HTTP process's event loop).
+URL_OR_EMAIL = re.compile(r"(?:https?://|www\.)\S+|(?<![\w.+-])[\w.+-]++@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
