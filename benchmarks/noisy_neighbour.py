@@ -4,7 +4,8 @@
 
 For each ``--heavy`` count H, a fresh service with its default settings (``python -m service``,
 started by ``service.launcher``; ``--max-chars`` and ``--max-texts`` set its MT_MAX_CHARS and
-MT_MAX_TEXTS) serves H heavy clients and one probe at once, for ``--duration`` seconds:
+MT_MAX_TEXTS, ``--setting MT_NAME=VALUE`` any other) serves H heavy clients and one probe at once,
+for ``--duration`` seconds:
 
 - each heavy client sends back to back, alternating, the two heaviest requests those limits admit:
   one text of ``--max-chars`` - 100 characters (a random prefix, then one letter repeated: a
@@ -239,6 +240,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--abandon-after", type=float, default=0.5, help="seconds before the client hangs up")
     parser.add_argument("--max-chars", type=int, default=DEFAULTS["max_chars"].default, help="MT_MAX_CHARS")
     parser.add_argument("--max-texts", type=int, default=DEFAULTS["max_texts"].default, help="MT_MAX_TEXTS")
+    parser.add_argument(
+        "--setting", action="append", default=[], metavar="MT_NAME=VALUE", help="another setting of the service"
+    )
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--out", type=Path, default=RESULTS / "noisy_neighbour.json")
     parser.add_argument("--workdir", type=Path, default=RUNS / "noisy_neighbour")
@@ -255,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     levels = []
     for heavy in args.heavy:
         settings = {"MT_MAX_CHARS": str(args.max_chars), "MT_MAX_TEXTS": str(args.max_texts)}
+        settings |= dict(setting.split("=", 1) for setting in args.setting)
         with LiveService(settings, args.workdir / f"service-heavy{heavy}.log") as service:
             level = asyncio.run(measure(service.url, heavy, sentences, args))
             levels.append({**level, **asyncio.run(abandoned(service, sentences, args))})
