@@ -62,7 +62,11 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.files = file_store
-    install_error_handlers(app, lambda error_type: metrics.errors.labels(error_type).inc())
+    install_error_handlers(
+        app,
+        lambda error_type: metrics.errors.labels(error_type).inc(),
+        libretranslate=libretranslate.answers_as_libretranslate,
+    )
     # Added later = further out: accounting sees every request, including those the body's limit
     # and timeout refuse, with the path prefix known; every answer given before the body was read,
     # theirs too, closes its connection.

@@ -5,6 +5,11 @@ fields where an error has them (``supported_pairs``, ``detected_language``, ``te
 ``line`` and ``column``). The ``type`` is a
 short stable identifier that clients can branch on and that doubles as the ``type`` label of the
 ``mt_errors_total`` metric, so it must come from the bounded set in ``ERROR_TYPES``.
+
+The routes that stand in for LibreTranslate's (those the app's ``libretranslate`` predicate picks)
+answer the same errors in LibreTranslate's shape instead: ``{"error": "<message>"}``, with its
+statuses (400 for every invalid request, limits included; 403 for a wrong API key; see
+``libretranslate_response``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -29,6 +35,8 @@ class ServiceError(Exception):
 
     status: int = 500
     type: str = "internal_error"
+    # The status of LibreTranslate's answer where it differs from what the class of ``status`` maps to.
+    libretranslate_status: int | None = None
 
     def __init__(
         self, message: str, *, headers: dict[str, str] | None = None, details: dict[str, Any] | None = None
@@ -72,6 +80,18 @@ class Unauthorized(ServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class InvalidApiKey(Unauthorized):
+    """A key that is not one of MT_API_KEYS, as the LibreTranslate routes say it: its 403."""
+
+    libretranslate_status = 403
+
+
+class Forbidden(ServiceError):
+    """Refused whoever asks: a LibreTranslate feature this service does not offer (suggestions)."""
+
+    status, type = 403, "forbidden"
 
 
 class Overloaded(ServiceError):
@@ -133,6 +153,7 @@ _SERVICE_ERRORS: tuple[type[ServiceError], ...] = (
     NotFound,
     UnsupportedLanguage,
     Unauthorized,
+    Forbidden,
     Overloaded,
     DeadlineExceeded,
     Unavailable,
@@ -151,8 +172,20 @@ def error_body(error_type: str, message: str, details: dict[str, Any] | None = N
     return {"error": {"type": error_type, "message": message, **(details or {})}}
 
 
-def error_response(exc: Exception) -> tuple[JSONResponse, str]:
-    """Map any exception to (response, error type). Unknown exceptions become a 500 and are logged."""
+@dataclass(frozen=True)
+class _Described:
+    """What an exception means as an HTTP error, whatever shape its body takes."""
+
+    status: int
+    type: str
+    message: str
+    headers: dict[str, str]
+    details: dict[str, Any] | None
+    libretranslate_status: int | None = None
+
+
+def _describe(exc: Exception) -> _Described:
+    """Map any exception to its status, type and message. Unknown exceptions become a 500 and are logged."""
     if _gone_while_sending(exc):
         exc = ClientDisconnected("client disconnected while sending the request body")
     elif _storage_full(exc):
@@ -161,19 +194,45 @@ def error_response(exc: Exception) -> tuple[JSONResponse, str]:
             "the server has no space left to hold the file (uploads and translated files wait in its temporary "
             "directory): try again later"
         )
-    details = exc.details if isinstance(exc, ServiceError) else None
     if isinstance(exc, ServiceError):
-        status, error_type, message, headers = exc.status, exc.type, exc.message, exc.headers
-    elif isinstance(exc, RequestValidationError):
-        status, error_type, message, headers = 422, InvalidRequest.type, describe_validation(exc.errors()), {}
-    elif isinstance(exc, StarletteHTTPException):
-        status, headers = exc.status_code, dict(exc.headers or {})
-        error_type = _HTTP_STATUS_TYPES.get(status, "http_error")
+        return _Described(exc.status, exc.type, exc.message, exc.headers, exc.details, exc.libretranslate_status)
+    if isinstance(exc, RequestValidationError):
+        return _Described(422, InvalidRequest.type, describe_validation(exc.errors()), {}, None)
+    if isinstance(exc, StarletteHTTPException):
+        status = exc.status_code
         message = str(exc.detail) if exc.detail else HTTPStatus(status).phrase
-    else:
-        log.error("unhandled error", exc_info=exc)
-        status, error_type, message, headers = 500, InternalError.type, "internal server error", {}
-    return JSONResponse(error_body(error_type, message, details), status_code=status, headers=headers), error_type
+        return _Described(status, _HTTP_STATUS_TYPES.get(status, "http_error"), message, dict(exc.headers or {}), None)
+    log.error("unhandled error", exc_info=exc)
+    return _Described(500, InternalError.type, "internal server error", {}, None)
+
+
+def error_response(exc: Exception) -> tuple[JSONResponse, str]:
+    """Map any exception to (response, error type). Unknown exceptions become a 500 and are logged."""
+    e = _describe(exc)
+    return JSONResponse(error_body(e.type, e.message, e.details), status_code=e.status, headers=e.headers), e.type
+
+
+# LibreTranslate's statuses for ours: every invalid request is a 400 there, over a limit or of a file
+# type it cannot translate too.
+LIBRETRANSLATE_STATUSES = {413: 400, 415: 400, 422: 400}
+_LIBRETRANSLATE_INVALID = "Invalid request: "
+
+
+def libretranslate_response(exc: Exception) -> tuple[JSONResponse, str]:
+    """``error_response`` as LibreTranslate answers: ``{"error": "<message>"}`` with its status. The
+    type (for the metric) is the same. Its messages say "Invalid request: ..." of a request it
+    refuses as invalid, and "Slowdown: ..." of a 429; the LibreTranslate routes raise their own
+    messages where LibreTranslate has one (``service.routes.libretranslate``)."""
+    e = _describe(exc)
+    status = e.libretranslate_status or LIBRETRANSLATE_STATUSES.get(e.status, e.status)
+    message = e.message
+    if e.status in (413, 415, 422) and not message.startswith(_LIBRETRANSLATE_INVALID):
+        message = _LIBRETRANSLATE_INVALID + message
+    elif status == 429:
+        message = f"Slowdown: {message}"
+    # No Bearer challenge: LibreTranslate's key is a field.
+    headers = {name: value for name, value in e.headers.items() if name.lower() != "www-authenticate"}
+    return JSONResponse({"error": message}, status_code=status, headers=headers), e.type
 
 
 def _gone_while_sending(exc: Exception) -> bool:
@@ -202,11 +261,18 @@ def describe_validation(errors: Any) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def install_error_handlers(app: FastAPI, on_error: Callable[[str], None]) -> None:
-    """Route every exception FastAPI can surface through ``error_response``; ``on_error`` gets the type."""
+def install_error_handlers(
+    app: FastAPI,
+    on_error: Callable[[str], None],
+    *,
+    libretranslate: Callable[[Request], bool] = lambda _request: False,
+) -> None:
+    """Route every exception FastAPI can surface through ``error_response``, or ``libretranslate_response``
+    for the requests that ``libretranslate`` picks (by their route); ``on_error`` gets the type."""
 
-    async def handle(_request: Request, exc: Exception) -> JSONResponse:
-        response, error_type = error_response(exc)
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        render = libretranslate_response if libretranslate(request) else error_response
+        response, error_type = render(exc)
         on_error(error_type)
         return response
 

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from engine.repository import Router
+from service.routes.libretranslate import libretranslate_document
 from service.runtime import Runtime
 from service.schemas import BEARER_SCHEME, LANGUAGE_PAIR, SERVED_LANGUAGES, SETTING_LIMITS
 from service.settings import Settings
@@ -45,6 +46,7 @@ def install(app: FastAPI, runtime: Runtime) -> None:
 def complete(document: dict[str, Any], settings: Settings, router: Router | None) -> None:
     """Fill the placeholders of ``document`` in; the languages only when ``router`` is known."""
     _authentication(document, required=bool(settings.api_key_set))
+    libretranslate_document(document)  # its routes' errors in its shape
     components = document.setdefault("components", {}).setdefault("schemas", {})
     for schema in list(_objects(document)):
         for name, definition in schema.pop("$defs", {}).items():  # of an ``embedded_schema``

@@ -3,25 +3,45 @@
 ``POST /translate`` takes a JSON or form body (``q``, ``source``, ``target``, ``format``,
 ``alternatives``, ``api_key``) and answers ``{"translatedText": ...}`` with LibreTranslate's shapes:
 a string for a string ``q``, a list for a list, plus ``alternatives``, and ``detectedLanguage``
-(confidence 0-100) for ``source: "auto"``. ``POST /detect``, ``GET /languages`` and
-``GET /frontend/settings`` answer as LibreTranslate's do (``POST /translate_file`` and
-``GET /download_file``: ``routes/files.py``). Errors keep this service's own
-``{"error": {"type", "message"}}`` shape.
+(confidence 0-100) for ``source: "auto"``. ``POST /detect``, ``GET /languages``,
+``GET /frontend/settings``, ``GET /health``, ``GET /spec`` (the OpenAPI document of these routes)
+and ``POST /suggest`` (refused: no suggestions here, 403) answer as LibreTranslate's do
+(``POST /translate_file`` and ``GET /download_file``: ``routes/files.py``).
+
+Errors take LibreTranslate's shape on every route tagged ``TAG``, these and files.py's:
+``{"error": "<message>"}`` (``errors.libretranslate_response``, chosen by ``answers_as_libretranslate``),
+400 for an invalid request (its "Invalid request: missing q parameter", "zz is not supported",
+"Invalid request: request (N) exceeds text limit (M)") and 403 for a wrong API key. The checks are
+the service's own (``Runtime``); this module only says what they found in LibreTranslate's words.
+``libretranslate_document`` says the same in the OpenAPI document.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import copy
+import json
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
+from engine import languages
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
-from service.errors import InvalidRequest
+from engine.repository import Router
+from service.errors import (
+    LIBRETRANSLATE_STATUSES,
+    Forbidden,
+    InvalidApiKey,
+    InvalidRequest,
+    PayloadTooLarge,
+    Unauthorized,
+    UnsupportedLanguage,
+    describe_validation,
+)
 from service.routes.common import RuntimeDep, bearer_key, error_responses, form_error, unless_disconnected
-from service.runtime import TranslationJob
+from service.runtime import Runtime, TranslationJob
 from service.schemas import (
     BEARER_AUTH,
     INTEGRAL,
@@ -32,10 +52,12 @@ from service.schemas import (
     TargetLanguage,
     TextOrTexts,
     json_body,
-    validated,
 )
+from service.settings import Settings
 
-router = APIRouter(tags=["LibreTranslate compatibility"])
+M = TypeVar("M", bound=BaseModel)
+TAG = "LibreTranslate compatibility"
+router = APIRouter(tags=[TAG])
 
 LANGUAGE_NAMES = {
     "ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
@@ -46,6 +68,17 @@ LANGUAGE_NAMES = {
     "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
 }  # fmt: skip
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+# LibreTranslate's messages (its app.py).
+KEY_REQUIRED = "Please contact the server operator to get an API key"
+INVALID_KEY = "Invalid API key"
+INVALID_JSON = "Invalid JSON format"
+SUGGESTIONS_DISABLED = "Suggestions are disabled on this server."
+
+
+def answers_as_libretranslate(request: Request) -> bool:
+    """Whether the request's route is one of LibreTranslate's (tagged ``TAG``, files.py's too),
+    whose errors LibreTranslate's clients read as ``{"error": "<message>"}``."""
+    return TAG in getattr(request.scope.get("route"), "tags", ())
 
 
 class LibreTranslateRequest(BaseModel):
@@ -62,9 +95,9 @@ class LibreTranslateRequest(BaseModel):
 
     q: TextOrTexts = Field(
         description="A text or a list of texts (a repeated form field): at most MT_MAX_TEXTS, "
-        "and MT_MAX_CHARS characters in all (413)."
+        "and MT_MAX_CHARS characters in all."
     )
-    source: SourceLanguage = Field("auto", description=f'"auto" = identified per text. {OTHER_LANGUAGE_NAMES}')
+    source: SourceLanguage = Field(description=f'"auto" = identified per text. {OTHER_LANGUAGE_NAMES}')
     target: TargetLanguage = Field(description=OTHER_LANGUAGE_NAMES)
     format: Literal["text", "html"] = Field(
         "text", description="html: each text is HTML, translated with its tags in place (as /v1/translate's)."
@@ -90,7 +123,9 @@ class LibreLanguage(BaseModel):
 )
 async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     """LibreTranslate's translate: ``{"translatedText": str | list[str], "alternatives"?, "detectedLanguage"?}``."""
-    body = await _parse(request)
+    fields = await _fields(request)
+    key = _authorize(runtime, fields, request)
+    body = _validated(LibreTranslateRequest, fields, strict=isinstance(fields, _JsonFields))
     auto = body.source.lower() == "auto"
     job = TranslationJob(
         texts=body.texts,
@@ -98,9 +133,14 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
         target_lang=body.target,
         # The beam widens to hold the alternatives.
         options=TranslationOptions(num_hypotheses=body.alternatives + 1, format=body.format),
-        api_key=body.api_key or bearer_key(request),
+        api_key=key,
     )
-    done = await unless_disconnected(request, runtime.translate(job))
+    try:
+        done = await unless_disconnected(request, runtime.translate(job))
+    except PayloadTooLarge as exc:
+        raise _over_limit(exc, body.texts, runtime.settings) from None
+    except UnsupportedLanguage as exc:
+        raise _unsupported(exc, runtime, body.source, body.target) from None
 
     single = isinstance(body.q, str)
     translated = [r.text for r in done.results]
@@ -124,12 +164,13 @@ class LibreDetectRequest(BaseModel):
 @router.post(
     "/detect",
     openapi_extra={**json_body(LibreDetectRequest, *_FORM_TYPES), **BEARER_AUTH},
-    responses=error_responses(401, 413, 422, 503),
+    responses=error_responses(400, 401, 413, 422, 503),
 )
 async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
     """LibreTranslate's detect: ``[{"language": "fr", "confidence": 0-100}, ...]``, best first."""
-    body = validated(LibreDetectRequest, await _body(request))
-    runtime.authorize(body.api_key or bearer_key(request))
+    fields = await _fields(request)
+    _authorize(runtime, fields, request)
+    body = _validated(LibreDetectRequest, fields, strict=isinstance(fields, _JsonFields))
     found = runtime.detect(body.q)
     return [_percent(c.language, c.confidence) for c in found.candidates] or [_percent(None, 0.0)]
 
@@ -161,7 +202,7 @@ def _percent(language: str | None, confidence: float) -> dict[str, Any]:
 
 
 @router.get("/languages", response_model=list[LibreLanguage], responses=error_responses(503))
-async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
+async def languages_(runtime: RuntimeDep) -> list[LibreLanguage]:
     """The languages and, for each, the languages it can be translated into (directly or through
     a pivot)."""
     _, routes = runtime.serving()
@@ -169,28 +210,196 @@ async def languages(runtime: RuntimeDep) -> list[LibreLanguage]:
     for source, target in routes.pairs():
         targets.setdefault(source, []).append(target)
         targets.setdefault(target, [])
-    return [
-        LibreLanguage(code=code, name=LANGUAGE_NAMES.get(code, code), targets=t) for code, t in sorted(targets.items())
-    ]
+    return [LibreLanguage(code=code, name=_name(code), targets=t) for code, t in sorted(targets.items())]
 
 
-async def _parse(request: Request) -> LibreTranslateRequest:
-    return validated(LibreTranslateRequest, await _body(request))
+class LibreHealth(BaseModel):
+    status: Literal["ok"]
 
 
-async def _body(request: Request) -> bytes | dict[str, Any]:
-    """The body as JSON bytes or as a parsed form (a repeated form field ``q`` is a list of texts)."""
+@router.get("/health")
+async def health() -> LibreHealth:
+    """LibreTranslate's health check: the process answers (``/readyz`` says whether it can translate)."""
+    return LibreHealth(status="ok")
+
+
+@router.get("/spec")
+async def spec(request: Request) -> dict[str, Any]:
+    """The OpenAPI document of the LibreTranslate-compatible routes (LibreTranslate serves its
+    Swagger document here): ``/openapi.json`` less the service's own routes."""
+    document = copy.deepcopy(request.app.openapi())
+    document["info"] = {**document["info"], "title": "LibreTranslate-compatible API of mt-service"}
+    paths = {
+        path: kept
+        for path, operations in document["paths"].items()
+        if (kept := {method: op for method, op in operations.items() if TAG in op.get("tags", ())})
+    }
+    document["paths"] = paths
+    return document
+
+
+@router.post("/suggest", include_in_schema=False)
+async def suggest() -> None:
+    """LibreTranslate's suggestions, refused as it refuses them when they are off: 403."""
+    raise Forbidden(SUGGESTIONS_DISABLED)
+
+
+# -- bodies -------------------------------------------------------------------------------------
+
+
+class _JsonFields(dict[str, Any]):
+    """A JSON object's fields (validated strictly: JSON has types, a form has only strings)."""
+
+
+async def _fields(request: Request) -> dict[str, Any]:
+    """The body's fields: a JSON object, or (as LibreTranslate's ``request.values``) the query's
+    fields and a form's, a repeated ``q`` being a list of texts. No body at all has only the
+    query's: LibreTranslate then says what is missing."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json" or content_type.endswith("+json"):
+        try:
+            fields = json.loads(await request.body())
+        except ValueError:
+            raise InvalidRequest(INVALID_JSON) from None
+        if not isinstance(fields, dict):
+            raise InvalidRequest(INVALID_JSON)
+        return _JsonFields(fields)
+    items = list(request.query_params.multi_items())
     if content_type in _FORM_TYPES:
         try:
             form = await request.form()
         except HTTPException as exc:
             raise form_error(exc) from None
-        return {key: _form_value(key, form.getlist(key)) for key in form}
-    if content_type == "application/json" or content_type.endswith("+json"):
-        return await request.body()
-    raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
+        items += form.multi_items()
+    elif await request.body():
+        raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
+    values: dict[str, list[Any]] = {}
+    for key, value in items:
+        values.setdefault(key, []).append(value)
+    return {key: _form_value(key, v) for key, v in values.items()}
 
 
 def _form_value(key: str, values: list[Any]) -> Any:
     return values if key == "q" and len(values) > 1 else values[0]
+
+
+def _authorize(runtime: Runtime, fields: dict[str, Any], request: Request) -> str | None:
+    """The request's key (its ``api_key`` field, else the ``Authorization`` header), checked first
+    as LibreTranslate checks it: a wrong one is refused with its 403."""
+    field = fields.get("api_key")
+    key = (field if isinstance(field, str) else None) or bearer_key(request)
+    try:
+        runtime.authorize(key)
+    except Unauthorized:
+        raise InvalidApiKey(INVALID_KEY) if key else Unauthorized(KEY_REQUIRED) from None
+    return key
+
+
+def _validated(model: type[M], fields: dict[str, Any], *, strict: bool) -> M:
+    """``fields`` as ``model``; refused in LibreTranslate's words where it has them."""
+    try:
+        return model.model_validate(fields, strict=strict)
+    except ValidationError as e:
+        raise InvalidRequest(_problem(e.errors(include_url=False))) from None
+
+
+def _problem(errors: list[Any]) -> str:
+    """LibreTranslate's message for the first parameter it checks that is wrong, else ours for all."""
+    for name in ("q", "source", "target"):
+        for err in errors:
+            if err["loc"][:1] == (name,) and (err["type"] == "missing" or err.get("input") in (None, "", [])):
+                return f"Invalid request: missing {name} parameter"
+    for err in errors:
+        if err["loc"][:1] == ("alternatives",):
+            if err["type"] == "less_than_equal":
+                return f"Invalid request: alternatives parameter must be <= {MAX_BEAM_SIZE - 1}"
+            if err["type"] != "greater_than_equal":
+                return "Invalid request: alternatives parameter is not a number"
+        if err["loc"][:1] == ("format",) and isinstance(err.get("input"), str):
+            return f"{err['input']} format is not supported"
+    return describe_validation(errors)
+
+
+# -- what the runtime found, in LibreTranslate's words -----------------------------------------
+
+
+def _over_limit(exc: PayloadTooLarge, texts: list[str], settings: Settings) -> PayloadTooLarge:
+    """LibreTranslate's "request (N) exceeds text limit (M)" for MT_MAX_TEXTS and MT_MAX_CHARS."""
+    if len(texts) > settings.max_texts:
+        size, limit = len(texts), settings.max_texts
+    elif (chars := sum(map(len, texts))) > settings.max_chars:
+        size, limit = chars, settings.max_chars
+    else:  # another limit (the search's cost): the runtime's message says which
+        return exc
+    return PayloadTooLarge(f"Invalid request: request ({size}) exceeds text limit ({limit})")
+
+
+def _unsupported(exc: UnsupportedLanguage, runtime: Runtime, source: str, target: str) -> UnsupportedLanguage:
+    """LibreTranslate's "xx is not supported" for a language no model has (the source first, as it
+    checks), "<target> is not available as a target language from <source>" for an unserved pair."""
+    _, router = runtime.serving()
+    auto = source.lower() == "auto"
+    detected = exc.details.get("detected_language")
+    for name, side in (() if auto else ((source, "source"),)) + ((target, "target"),):
+        if _code(router, name, side) is None:
+            return UnsupportedLanguage(f"{name} is not supported", details=exc.details)
+    if auto:
+        message = f"{detected} is not supported" if detected else exc.message
+        return UnsupportedLanguage(message, details=exc.details)
+    src, tgt = _code(router, source, "source"), _code(router, target, "target")
+    message = f"{_name(tgt)} ({tgt}) is not available as a target language from {_name(src)} ({src})"
+    return UnsupportedLanguage(message, details=exc.details)
+
+
+def _code(router: Router, name: str, side: str) -> str | None:
+    try:
+        return router.code(name, side)
+    except languages.UnsupportedLanguage:
+        return None
+
+
+def _name(code: str | None) -> str:
+    return LANGUAGE_NAMES.get(code or "", code or "")
+
+
+# -- the OpenAPI document -----------------------------------------------------------------------
+
+ERROR_SCHEMA = "LibreTranslateError"
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}}}
+
+
+def libretranslate_document(document: dict[str, Any]) -> None:
+    """The errors of the operations tagged ``TAG`` as they answer them: ``{"error": "<message>"}``,
+    every invalid request 400, and 403 for a wrong key where a key is asked for (401: none sent).
+    Only a body over the byte limit (413) is refused, before any route, in the service's own shape."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas[ERROR_SCHEMA] = {
+        "type": "object",
+        "properties": {"error": {"type": "string", "description": "What was wrong, in words"}},
+        "required": ["error"],
+        "title": ERROR_SCHEMA,
+    }
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            if TAG in operation.get("tags", ()):
+                operation["responses"] = _libretranslate_responses(operation["responses"])
+
+
+def _libretranslate_responses(responses: dict[str, Any]) -> dict[str, Any]:
+    answered: dict[str, Any] = {}
+    for status, response in responses.items():
+        if not status.startswith(("4", "5")):
+            answered[status] = response
+            continue
+        if status == "413":  # a body over the byte limit, answered before any route: the service's shape
+            answered[status] = {**response, "description": "A body over the byte limit, refused before it is read"}
+        status = str(LIBRETRANSLATE_STATUSES.get(int(status), status))
+        headers = {name: h for name, h in response.get("headers", {}).items() if name != "WWW-Authenticate"}
+        merged = answered.setdefault(status, {"description": "", "content": _ERROR_CONTENT})
+        merged["description"] = "; ".join(filter(None, (merged["description"], response["description"])))
+        if headers:
+            merged["headers"] = headers
+    if "401" in answered:
+        answered["401"]["description"] = "No API key"
+        answered["403"] = {"description": "An API key that is not one of MT_API_KEYS", "content": _ERROR_CONTENT}
+    return dict(sorted(answered.items()))
