@@ -221,12 +221,17 @@ _LIBRETRANSLATE_INVALID = "Invalid request: "
 def libretranslate_response(exc: Exception) -> tuple[JSONResponse, str]:
     """``error_response`` as LibreTranslate answers: ``{"error": "<message>"}`` with its status. The
     type (for the metric) is the same. Its messages say "Invalid request: ..." of a request it
-    refuses as invalid, and "Slowdown: ..." of a 429; the LibreTranslate routes raise their own
-    messages where LibreTranslate has one (``service.routes.libretranslate``)."""
+    refuses as invalid (but an error with a ``libretranslate_status`` is in its words already), and
+    "Slowdown: ..." of a 429; the LibreTranslate routes raise their own messages where LibreTranslate
+    has one (``service.routes.libretranslate``)."""
     e = _describe(exc)
     status = e.libretranslate_status or LIBRETRANSLATE_STATUSES.get(e.status, e.status)
     message = e.message
-    if e.status in (413, 415, 422) and not message.startswith(_LIBRETRANSLATE_INVALID):
+    if (
+        e.status in (413, 415, 422)
+        and e.libretranslate_status is None
+        and not message.startswith(_LIBRETRANSLATE_INVALID)
+    ):
         message = _LIBRETRANSLATE_INVALID + message
     elif status == 429:
         message = f"Slowdown: {message}"

@@ -75,6 +75,12 @@ INVALID_JSON = "Invalid JSON format"
 SUGGESTIONS_DISABLED = "Suggestions are disabled on this server."
 
 
+class LibreTranslateInvalid(InvalidRequest):
+    """An invalid request in LibreTranslate's words: its 400 and its message, as it is."""
+
+    libretranslate_status = 400
+
+
 def answers_as_libretranslate(request: Request) -> bool:
     """Whether the request's route is one of LibreTranslate's (tagged ``TAG``, files.py's too),
     whose errors LibreTranslate's clients read as ``{"error": "<message>"}``."""
@@ -260,9 +266,9 @@ async def _fields(request: Request) -> dict[str, Any]:
         try:
             fields = json.loads(await request.body())
         except ValueError:
-            raise InvalidRequest(INVALID_JSON) from None
+            raise LibreTranslateInvalid(INVALID_JSON) from None
         if not isinstance(fields, dict):
-            raise InvalidRequest(INVALID_JSON)
+            raise LibreTranslateInvalid(INVALID_JSON)
         return _JsonFields(fields)
     items = list(request.query_params.multi_items())
     if content_type in _FORM_TYPES:
@@ -300,11 +306,15 @@ def _validated(model: type[M], fields: dict[str, Any], *, strict: bool) -> M:
     try:
         return model.model_validate(fields, strict=strict)
     except ValidationError as e:
-        raise InvalidRequest(_problem(e.errors(include_url=False))) from None
+        errors = e.errors(include_url=False)
+        message = _libretranslate_problem(errors)
+        raise (
+            InvalidRequest(describe_validation(errors)) if message is None else LibreTranslateInvalid(message)
+        ) from None
 
 
-def _problem(errors: list[Any]) -> str:
-    """LibreTranslate's message for the first parameter it checks that is wrong, else ours for all."""
+def _libretranslate_problem(errors: list[Any]) -> str | None:
+    """LibreTranslate's message for the first parameter it checks that is wrong, if it has one."""
     for name in ("q", "source", "target"):
         for err in errors:
             if err["loc"][:1] == (name,) and (err["type"] == "missing" or err.get("input") in (None, "", [])):
@@ -317,7 +327,7 @@ def _problem(errors: list[Any]) -> str:
                 return "Invalid request: alternatives parameter is not a number"
         if err["loc"][:1] == ("format",) and isinstance(err.get("input"), str):
             return f"{err['input']} format is not supported"
-    return describe_validation(errors)
+    return None
 
 
 # -- what the runtime found, in LibreTranslate's words -----------------------------------------
