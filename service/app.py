@@ -20,7 +20,7 @@ from service.errors import install_error_handlers
 from service.file_store import FileStore
 from service.metrics import Metrics
 from service.middleware import BodyLimit, CloseUnreadBody, RequestAccounting, RootPath, SlowBody
-from service.routes import files, libretranslate, operations, stream, v1, web
+from service.routes import deepl, files, libretranslate, operations, stream, v1, web
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
@@ -70,14 +70,15 @@ def create_app(
     # Added later = further out: accounting sees every request, including those the body's limit
     # and timeout refuse, with the path prefix known; every answer given before the body was read,
     # theirs too, closes its connection.
-    uploads = dict.fromkeys(files.UPLOAD_PATHS, settings.max_file_bytes + files.FORM_OVERHEAD_BYTES)
+    upload_paths = (*files.UPLOAD_PATHS, *deepl.UPLOAD_PATHS)
+    uploads = dict.fromkeys(upload_paths, settings.max_file_bytes + files.FORM_OVERHEAD_BYTES)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics, path_limits=uploads)
     app.add_middleware(SlowBody, timeout_s=settings.idle_timeout_s)
     app.add_middleware(RequestAccounting, runtime=runtime)
     app.add_middleware(CloseUnreadBody)
     if settings.root_path:
         app.add_middleware(RootPath, prefix=settings.root_path)
-    for module in (v1, stream, files, operations, libretranslate):
+    for module in (v1, stream, files, operations, libretranslate, deepl):
         app.include_router(module.router)
     if settings.web_ui:
         web.install(app)

@@ -94,6 +94,11 @@ class Settings(BaseSettings):
         description="Most bytes of a file's content that are read, decompressed: all parts of a .docx together, "
         "other files as they are (413).",
     )
+    data_dir: Path = Field(
+        Path("data"),
+        description="Directory the service keeps its data in (the glossaries of the DeepL API, in SQLite); relative "
+        "to the working directory; made on first use.",
+    )
     file_expiry_s: float = Field(
         1800,
         gt=0,

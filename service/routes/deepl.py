@@ -1,0 +1,612 @@
+"""DeepL's API v2, so that DeepL's clients (the official ``deepl`` libraries among them) work with
+this service by changing only their server URL.
+
+A thin layer over the same runtime as the other APIs: texts go through ``Runtime.translate`` as a
+``TranslationJob``, documents through ``service.documents.translate_document`` (the formats of
+``/v1/translate_file``) and are kept for download in the app's ``FileStore``, glossaries in
+``service.glossaries``. Languages are named by DeepL's codes in any case: a regional target
+(``EN-GB``, ``EN-US``, ``PT-BR``) is translated by the model of its language, and is listed as
+DeepL lists it. The key is DeepL's ``Authorization: DeepL-Auth-Key <key>`` (or ``Bearer``),
+checked against MT_API_KEYS. Errors are DeepL's: ``{"message": ...}`` with its statuses (403 for a
+key, 400 for every invalid request, 404 for an unknown resource), rendered here from the service's
+own error types.
+
+Accepted as DeepL documents them and not honoured: ``formality``, ``context``, ``model_type``,
+``split_sentences`` (sentences are always split at punctuation and line breaks),
+``outline_detection``, ``non_splitting_tags``, ``splitting_tags`` and ``ignore_tags``, and a
+glossary's terms (its ``glossary_id`` is checked, its entries not applied yet).
+``preserve_formatting`` keeps the source's first-letter case and its lack of final punctuation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException
+
+from engine.api import TranslationOptions
+from engine.documents import SUPPORTED_EXTENSIONS
+from engine.repository import Router
+from service.documents import FileJob, translate_document
+from service.errors import (
+    InternalError,
+    InvalidRequest,
+    NotFound,
+    Overloaded,
+    ServiceError,
+    Unauthorized,
+    Unavailable,
+    UnsupportedLanguage,
+    UnsupportedMediaType,
+    describe_validation,
+    error_response,
+)
+from service.file_store import FileStore
+from service.glossaries import Glossary, GlossaryStore, InvalidEntries, parse_entries, to_tsv
+from service.routes.common import form_error, get_runtime, unless_disconnected
+from service.routes.files import _attachment, _form
+from service.routes.libretranslate import LANGUAGE_NAMES
+from service.runtime import Runtime, TranslationJob
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+UPLOAD_PATHS = ("/v2/document",)
+# /v2/usage's character_limit: the service has no quota (456 is never answered).
+CHARACTER_LIMIT = 1_000_000_000_000
+# Documents translated at once (the others wait, "queued"), and most documents not yet translated.
+DOCUMENT_WORKERS = 2
+MAX_PENDING_DOCUMENTS = 64
+# A document's translation refused as overloaded (429) is tried again this many times.
+DOCUMENT_RETRIES = 5
+# DeepL's target codes for a language served under its bare code, and their names.
+REGIONAL_TARGETS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
+REGIONAL_NAMES = {
+    "EN-GB": "English (British)",
+    "EN-US": "English (American)",
+    "PT-BR": "Portuguese (Brazilian)",
+    "PT-PT": "Portuguese (European)",
+}
+# Our errors' statuses that DeepL answers otherwise: a key refused is a 403, every invalid request a 400.
+_DEEPL_STATUSES = {401: 403, 415: 400, 422: 400}
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+_LIST_FIELDS = frozenset({"text", "non_splitting_tags", "splitting_tags", "ignore_tags", "glossary_ids"})
+_ENDS_SENTENCE = ".!?。！？"
+
+
+def deepl_error(request: Request, exc: Exception) -> JSONResponse:
+    """Any exception as DeepL answers it: ``{"message": ...}`` with DeepL's status for ours."""
+    response, error_type = error_response(exc)
+    request.app.state.runtime.metrics.errors.labels(error_type).inc()
+    body = json.loads(bytes(response.body))
+    error = body.get("error")
+    message = error.get("message", "") if isinstance(error, dict) else str(error)
+    headers = {name: value for name, value in response.headers.items() if name.lower() == "retry-after"}
+    status = _DEEPL_STATUSES.get(response.status_code, response.status_code)
+    return JSONResponse({"message": message}, status_code=status, headers=headers)
+
+
+class DeepLRoute(APIRoute):
+    """A route whose errors are answered in DeepL's shape (the app's handlers answer in ours)."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:  # every error, as DeepL words it
+                return deepl_error(request, exc)
+
+        return handle
+
+
+# Not in the OpenAPI document: these are DeepL's routes, described by DeepL's own documentation.
+router = APIRouter(route_class=DeepLRoute, include_in_schema=False)
+
+
+# -- request bodies -------------------------------------------------------------------------------
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _tags(value: Any) -> Any:
+    """Tag names as DeepL takes them: a list, or comma-separated in one string or in several."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [tag.strip() for v in value for tag in v.split(",") if tag.strip()]
+    return value
+
+
+def _string(value: Any) -> Any:
+    """split_sentences in JSON may be a number: 0 is "0"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Tags = Annotated[list[str], BeforeValidator(_tags)]
+Formality = Literal["default", "more", "less", "prefer_more", "prefer_less"]
+ModelType = Literal["quality_optimized", "prefer_quality_optimized", "latency_optimized"]
+
+
+class _Body(BaseModel):
+    # Lax: a form's values are strings ("1" is true); unknown fields are ignored, as DeepL does.
+    model_config = ConfigDict(extra="ignore")
+
+
+class TranslateBody(_Body):
+    text: Annotated[list[str], BeforeValidator(_as_list), Field(min_length=1)]
+    target_lang: str
+    source_lang: str | None = None
+    context: str | None = None
+    show_billed_characters: bool = False
+    split_sentences: Annotated[Literal["0", "1", "nonewlines"] | None, BeforeValidator(_string)] = None
+    preserve_formatting: bool = False
+    formality: Formality = "default"
+    model_type: ModelType | None = None
+    glossary_id: str | None = None
+    tag_handling: Literal["html", "xml"] | None = None
+    tag_handling_version: Literal["v1", "v2"] | None = None
+    outline_detection: bool = True
+    non_splitting_tags: Tags = []
+    splitting_tags: Tags = []
+    ignore_tags: Tags = []
+
+
+class DocumentBody(_Body):
+    target_lang: str
+    source_lang: str | None = None
+    filename: str | None = None
+    output_format: str | None = None
+    formality: Formality = "default"
+    glossary_id: str | None = None
+
+
+class DocumentKeyBody(_Body):
+    document_key: str
+
+
+class GlossaryBody(_Body):
+    name: str = Field(min_length=1)
+    source_lang: str
+    target_lang: str
+    entries: str
+    entries_format: Literal["tsv", "csv"] = "tsv"
+
+
+def _validated(model: type[T], fields: dict[str, Any]) -> T:
+    """``fields`` as ``model``; DeepL's 400 (our InvalidRequest) naming the fields that are wrong."""
+    try:
+        return model.model_validate(fields)  # type: ignore[attr-defined,no-any-return]
+    except ValidationError as e:
+        raise InvalidRequest(describe_validation(e.errors(include_url=False))) from None
+
+
+async def _fields(request: Request) -> dict[str, Any]:
+    """The request's parameters: its query, then its body's (JSON or a form) over them. A repeated
+    form field is a list where DeepL takes a list (``text``)."""
+    fields: dict[str, Any] = dict(request.query_params)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in _FORM_TYPES:
+        try:
+            form = await request.form()
+        except HTTPException as exc:
+            raise form_error(exc) from None
+        for key in form:
+            values = [v for v in form.getlist(key) if isinstance(v, str)]
+            if values:
+                fields[key] = values if key in _LIST_FIELDS else values[-1]
+        await form.close()
+        return fields
+    body = await request.body()
+    if not body.strip():
+        return fields
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
+    try:
+        parsed = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidRequest(f"malformed JSON: {e}") from None
+    if not isinstance(parsed, dict):
+        raise InvalidRequest("the JSON body must be an object")
+    return {**fields, **parsed}
+
+
+# -- keys, languages, state -----------------------------------------------------------------------
+
+
+def _key(request: Request) -> str | None:
+    """The key of ``Authorization: DeepL-Auth-Key <key>`` (or ``Bearer <key>``)."""
+    scheme, _, key = request.headers.get("authorization", "").strip().partition(" ")
+    return key.strip() or None if scheme.lower() in ("deepl-auth-key", "bearer") else None
+
+
+def _authorize(request: Request, runtime: Runtime) -> str | None:
+    key = _key(request)
+    if runtime.settings.api_key_set and not key:
+        raise Unauthorized("an API key is required: Authorization: DeepL-Auth-Key <key>")
+    runtime.authorize(key)
+    return key
+
+
+def _owner(runtime: Runtime, key: str | None) -> str:
+    """Whose glossaries: a digest of the key, or everyone's when the service has no keys."""
+    return hashlib.sha256(key.encode()).hexdigest() if runtime.settings.api_key_set and key else ""
+
+
+def _targets(router: Router) -> list[str]:
+    return sorted({target for _, target in router.pairs()})
+
+
+def _language(router: Router, code: str, side: Literal["source", "target"]) -> str:
+    """The served language a DeepL code names (EN-GB: en), or DeepL's 400."""
+    served = router.sources() if side == "source" else _targets(router)
+    wanted = code.strip().lower()
+    for candidate in (wanted, wanted.split("-")[0]):
+        if candidate and candidate in served:
+            return candidate
+    raise UnsupportedLanguage(f"Value for '{side}_lang' not supported.")
+
+
+def _deepl_code(code: str) -> str:
+    return code.upper()
+
+
+def _name(code: str) -> str:
+    return REGIONAL_NAMES.get(code) or LANGUAGE_NAMES.get(code.lower().split("-")[0], code)
+
+
+@dataclass
+class _Document:
+    document_id: str
+    key: str
+    owner: str
+    filename: str
+    status: Literal["queued", "translating", "done", "error"] = "queued"
+    characters: int = 0
+    error: str | None = None
+    result: str | None = None  # its name in the FileStore
+    expires: float | None = None  # on the monotonic clock, once finished
+
+
+@dataclass
+class _State:
+    glossaries: GlossaryStore
+    characters: int = 0  # translated through this API by this process, documents included
+    documents: dict[str, _Document] = field(default_factory=dict)
+    workers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DOCUMENT_WORKERS))
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+def _state(request: Request, runtime: Runtime) -> _State:
+    state: _State | None = getattr(request.app.state, "deepl", None)
+    if state is None:
+        state = _State(GlossaryStore(runtime.settings.data_dir))
+        request.app.state.deepl = state
+    return state
+
+
+async def _stored(call: Callable[[], T]) -> T:
+    """A glossary store call, in a thread; its failures are the server's (500), logged."""
+    try:
+        return await asyncio.to_thread(call)
+    except InvalidEntries:
+        raise
+    except (sqlite3.Error, OSError) as e:
+        log.error("glossary store failed", exc_info=e)
+        raise InternalError(f"the glossary store (MT_DATA_DIR) cannot be used: {e}") from None
+
+
+# -- translating ----------------------------------------------------------------------------------
+
+
+@router.post("/v2/translate")
+async def translate(request: Request) -> JSONResponse:
+    runtime = await get_runtime(request)
+    key = _authorize(request, runtime)
+    body = _validated(TranslateBody, await _fields(request))
+    _, served = runtime.serving()
+    target = _language(served, body.target_lang, "target")
+    source = _language(served, body.source_lang, "source") if body.source_lang else None
+    state = _state(request, runtime)
+    if body.glossary_id is not None:
+        await _check_glossary(runtime, state, key, body.glossary_id, source, target)
+    options = TranslationOptions(format=body.tag_handling or "text")
+    job = TranslationJob(body.text, target, source, options, api_key=key)
+    done = await unless_disconnected(request, runtime.translate(job))
+    state.characters += sum(map(len, body.text))
+    detections = done.detections or [None] * len(done.results)
+    found = next((d.language for d in detections if d is not None and d.language), None)
+    translations = []
+    for text, result, detection in zip(body.text, done.results, detections, strict=True):
+        language = source or (detection.language if detection and detection.language else found) or ""
+        translated = result.text
+        if body.preserve_formatting and options.format == "text":
+            translated = _preserve_formatting(text, translated)
+        out: dict[str, Any] = {"detected_source_language": _deepl_code(language), "text": translated}
+        if body.show_billed_characters:
+            out["billed_characters"] = len(text)
+        translations.append(out)
+    return JSONResponse({"translations": translations})
+
+
+def _preserve_formatting(source: str, translated: str) -> str:
+    """DeepL's preserve_formatting: no capital the source's first letter has not, no final
+    period the source has not."""
+    src, out = source.strip(), translated.rstrip()
+    if not src or not out:
+        return translated
+    if src[0].isalpha() and src[0].islower() and out[0].isupper():
+        translated = translated[0].lower() + translated[1:] if translated[0] == out[0] else translated
+    if src[-1] not in _ENDS_SENTENCE and out[-1] in _ENDS_SENTENCE:
+        end = len(out) - 1
+        translated = translated[:end] + translated[end + 1 :]
+    return translated
+
+
+@router.api_route("/v2/languages", methods=["GET", "POST"])
+async def languages(request: Request) -> JSONResponse:
+    runtime = await get_runtime(request)
+    _authorize(request, runtime)
+    kind = (await _fields(request)).get("type", "source")
+    _, served = runtime.serving()
+    if kind == "source":
+        codes = [_deepl_code(c) for c in sorted(served.sources())]
+        return JSONResponse([{"language": c, "name": _name(c)} for c in codes])
+    if kind != "target":
+        raise InvalidRequest("Value for 'type' not supported.")
+    codes = [code for t in _targets(served) for code in REGIONAL_TARGETS.get(t, (_deepl_code(t),))]
+    return JSONResponse([{"language": c, "name": _name(c), "supports_formality": False} for c in codes])
+
+
+@router.api_route("/v2/usage", methods=["GET", "POST"])
+async def usage(request: Request) -> JSONResponse:
+    runtime = await get_runtime(request)
+    _authorize(request, runtime)
+    state = _state(request, runtime)
+    return JSONResponse({"character_count": state.characters, "character_limit": CHARACTER_LIMIT})
+
+
+# -- documents ------------------------------------------------------------------------------------
+
+
+@router.post("/v2/document")
+async def upload_document(request: Request) -> JSONResponse:
+    runtime = await get_runtime(request)
+    key = _authorize(request, runtime)  # before the upload is read
+    fields, uploaded_name = await _form(request, before_file=None)
+    data = fields.pop("file", None)
+    if not isinstance(data, bytes):
+        raise InvalidRequest("Parameter 'file' not specified.")
+    body = _validated(DocumentBody, fields)
+    filename = PurePosixPath((body.filename or uploaded_name).replace("\\", "/")).name
+    extension = PurePosixPath(filename).suffix.lower()
+    if extension not in SUPPORTED_EXTENSIONS:
+        raise UnsupportedMediaType(
+            f"Invalid file data: {extension or 'no extension'!r} is not one of {', '.join(SUPPORTED_EXTENSIONS)}"
+        )
+    if body.output_format and "." + body.output_format.lower().lstrip(".") != extension:
+        raise InvalidRequest("Value for 'output_format' not supported: the translation keeps the file's format.")
+    _, served = runtime.serving()
+    target = _language(served, body.target_lang, "target")
+    source = _language(served, body.source_lang, "source") if body.source_lang else None
+    state = _state(request, runtime)
+    if body.glossary_id is not None:
+        await _check_glossary(runtime, state, key, body.glossary_id, source, target)
+    _expire(state)
+    if sum(d.status in ("queued", "translating") for d in state.documents.values()) >= MAX_PENDING_DOCUMENTS:
+        message = f"{MAX_PENDING_DOCUMENTS} documents are waiting to be translated: try again later"
+        raise Overloaded(message, retry_after_s=5)
+    runtime.enter()  # counted in flight until translated: a draining server finishes it first
+    document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), _owner(runtime, key), filename)
+    state.documents[document.document_id] = document
+    job = FileJob(data, filename, target, source, api_key=key)
+    task = asyncio.create_task(_translate_document(request.app.state.files, runtime, state, document, job))
+    state.tasks.add(task)
+    task.add_done_callback(state.tasks.discard)
+    return JSONResponse({"document_id": document.document_id, "document_key": document.key})
+
+
+async def _translate_document(
+    files: FileStore, runtime: Runtime, state: _State, document: _Document, job: FileJob
+) -> None:
+    try:
+        async with state.workers:
+            document.status = "translating"
+            for attempt in range(DOCUMENT_RETRIES + 1):
+                try:
+                    data, read = await translate_document(runtime, job)
+                    break
+                except Overloaded as e:
+                    if attempt == DOCUMENT_RETRIES:
+                        raise
+                    await asyncio.sleep(e.retry_after_s)
+            document.result = await files.put(data, filename=document.filename, media_type=read.media_type)
+            document.characters = sum(map(len, read.texts))
+            state.characters += document.characters
+            document.status = "done"
+    except ServiceError as e:
+        document.status, document.error = "error", e.message
+    except Exception as e:
+        log.error("document translation failed", exc_info=e)
+        document.status, document.error = "error", "internal server error"
+    finally:
+        document.expires = time.monotonic() + runtime.settings.file_expiry_s
+        runtime.leave()
+
+
+def _expire(state: _State) -> None:
+    now = time.monotonic()
+    for document_id, document in list(state.documents.items()):
+        if document.expires is not None and document.expires <= now:
+            del state.documents[document_id]
+
+
+async def _document(request: Request, document_id: str) -> tuple[Runtime, _State, _Document]:
+    runtime = await get_runtime(request)
+    key = _authorize(request, runtime)
+    body = _validated(DocumentKeyBody, await _fields(request))
+    state = _state(request, runtime)
+    _expire(state)
+    document = state.documents.get(document_id)
+    if (
+        document is None
+        or document.owner != _owner(runtime, key)
+        or not secrets.compare_digest(document.key.encode(), body.document_key.strip().upper().encode())
+    ):
+        raise NotFound("Document not found.")
+    return runtime, state, document
+
+
+@router.post("/v2/document/{document_id}")
+async def document_status(request: Request, document_id: str) -> JSONResponse:
+    _, _, document = await _document(request, document_id)
+    status: dict[str, Any] = {"document_id": document.document_id, "status": document.status}
+    if document.status in ("queued", "translating"):
+        status["seconds_remaining"] = 1
+    elif document.status == "done":
+        status["billed_characters"] = document.characters
+    else:
+        status["error_message"] = document.error
+    return JSONResponse(status)
+
+
+@router.post("/v2/document/{document_id}/result")
+async def document_result(request: Request, document_id: str) -> Response:
+    _, state, document = await _document(request, document_id)
+    if document.status == "error":
+        raise InvalidRequest(f"The document could not be translated: {document.error}")
+    if document.status != "done" or document.result is None:
+        raise Unavailable("Document not ready.")
+    files: FileStore = request.app.state.files
+    stored = files.get(document.result)
+    del state.documents[document.document_id]  # downloaded once, as from DeepL
+    if stored is None:
+        raise NotFound("Document not found.")
+    return FileResponse(
+        stored.path, media_type=stored.media_type, headers={"Content-Disposition": _attachment(stored.filename)}
+    )
+
+
+# -- glossaries -----------------------------------------------------------------------------------
+
+
+def _glossary_json(glossary: Glossary) -> dict[str, Any]:
+    return {
+        "glossary_id": glossary.glossary_id,
+        "name": glossary.name,
+        "ready": True,
+        "source_lang": glossary.source_lang,
+        "target_lang": glossary.target_lang,
+        "creation_time": glossary.creation_time,
+        "entry_count": glossary.entry_count,
+    }
+
+
+async def _check_glossary(
+    runtime: Runtime, state: _State, key: str | None, glossary_id: str, source: str | None, target: str
+) -> None:
+    """A translation's glossary: it must exist and be for its languages (its terms are not applied yet)."""
+    if source is None:
+        raise InvalidRequest("Use of a glossary requires the source_lang parameter to be set.")
+    owner = _owner(runtime, key)
+    glossary = await _stored(lambda: state.glossaries.get(owner, glossary_id))
+    if glossary is None:
+        raise InvalidRequest(f"Value for 'glossary_id' not supported: no glossary {glossary_id!r}.")
+    if (glossary.source_lang, glossary.target_lang) != (source.split("-")[0], target.split("-")[0]):
+        raise InvalidRequest(
+            f"The glossary is for {glossary.source_lang.upper()} to {glossary.target_lang.upper()}, "
+            "not for the languages of this translation."
+        )
+
+
+@router.get("/v2/glossary-language-pairs")
+async def glossary_language_pairs(request: Request) -> JSONResponse:
+    runtime = await get_runtime(request)
+    _authorize(request, runtime)
+    _, served = runtime.serving()
+    pairs = [{"source_lang": s, "target_lang": t} for s, t in served.pairs()]
+    return JSONResponse({"supported_languages": pairs})
+
+
+@router.post("/v2/glossaries")
+async def create_glossary(request: Request) -> JSONResponse:
+    runtime = await get_runtime(request)
+    key = _authorize(request, runtime)
+    body = _validated(GlossaryBody, await _fields(request))
+    _, served = runtime.serving()
+    source = _language(served, body.source_lang, "source")
+    target = _language(served, body.target_lang, "target")
+    if (source, target) not in served.pairs():
+        raise UnsupportedLanguage(f"Unsupported glossary language pair: {source.upper()} to {target.upper()}.")
+    try:
+        entries = parse_entries(body.entries, body.entries_format)
+    except InvalidEntries as e:
+        raise InvalidRequest(f"Invalid glossary entries: {e}") from None
+    state = _state(request, runtime)
+    owner = _owner(runtime, key)
+    glossary = await _stored(lambda: state.glossaries.create(owner, body.name, source, target, entries))
+    return JSONResponse(_glossary_json(glossary), status_code=201)
+
+
+@router.get("/v2/glossaries")
+async def list_glossaries(request: Request) -> JSONResponse:
+    runtime = await get_runtime(request)
+    owner = _owner(runtime, _authorize(request, runtime))
+    state = _state(request, runtime)
+    glossaries = await _stored(lambda: state.glossaries.list(owner))
+    return JSONResponse({"glossaries": [_glossary_json(g) for g in glossaries]})
+
+
+@router.get("/v2/glossaries/{glossary_id}")
+async def get_glossary(request: Request, glossary_id: str) -> JSONResponse:
+    runtime = await get_runtime(request)
+    owner = _owner(runtime, _authorize(request, runtime))
+    state = _state(request, runtime)
+    glossary = await _stored(lambda: state.glossaries.get(owner, glossary_id))
+    if glossary is None:
+        raise NotFound("Glossary not found.")
+    return JSONResponse(_glossary_json(glossary))
+
+
+@router.get("/v2/glossaries/{glossary_id}/entries")
+async def glossary_entries(request: Request, glossary_id: str) -> Response:
+    runtime = await get_runtime(request)
+    owner = _owner(runtime, _authorize(request, runtime))
+    state = _state(request, runtime)
+    entries = await _stored(lambda: state.glossaries.entries(owner, glossary_id))
+    if entries is None:
+        raise NotFound("Glossary not found.")
+    return Response(to_tsv(entries), media_type="text/tab-separated-values; charset=utf-8")
+
+
+@router.delete("/v2/glossaries/{glossary_id}", status_code=204)
+async def delete_glossary(request: Request, glossary_id: str) -> Response:
+    runtime = await get_runtime(request)
+    owner = _owner(runtime, _authorize(request, runtime))
+    state = _state(request, runtime)
+    if not await _stored(lambda: state.glossaries.delete(owner, glossary_id)):
+        raise NotFound("Glossary not found.")
+    return Response(status_code=204)
+
+
+# Last: any other path under /v2 is DeepL's 404, in its shape.
+@router.api_route("/v2/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+async def unknown(path: str) -> Response:
+    raise NotFound(f"Not found: /v2/{path}")
