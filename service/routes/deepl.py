@@ -329,7 +329,13 @@ async def translate(request: Request) -> JSONResponse:
         await _check_glossary(runtime, state, key, body.glossary_id, source, target)
     options = TranslationOptions(format=body.tag_handling or "text")
     job = TranslationJob(body.text, target, source, options, api_key=key)
-    done = await unless_disconnected(request, runtime.translate(job))
+    # Counted in flight, as the middleware counts the other translation routes (TRANSLATION_PATHS):
+    # refused while draining, and waited for by the drain.
+    runtime.enter()
+    try:
+        done = await unless_disconnected(request, runtime.translate(job))
+    finally:
+        runtime.leave()
     state.characters += sum(map(len, body.text))
     detections = done.detections or [None] * len(done.results)
     found = next((d.language for d in detections if d is not None and d.language), None)
@@ -348,15 +354,16 @@ async def translate(request: Request) -> JSONResponse:
 
 def _preserve_formatting(source: str, translated: str) -> str:
     """DeepL's preserve_formatting: no capital the source's first letter has not, no final
-    period the source has not."""
-    src, out = source.strip(), translated.rstrip()
+    punctuation the source has not."""
+    src, out = source.strip(), translated.strip()
     if not src or not out:
         return translated
-    if src[0].isalpha() and src[0].islower() and out[0].isupper():
-        translated = translated[0].lower() + translated[1:] if translated[0] == out[0] else translated
-    if src[-1] not in _ENDS_SENTENCE and out[-1] in _ENDS_SENTENCE:
-        end = len(out) - 1
-        translated = translated[:end] + translated[end + 1 :]
+    first = len(translated) - len(translated.lstrip())
+    if src[0].islower() and out[0].isupper():
+        translated = translated[:first] + translated[first].lower() + translated[first + 1 :]
+    last = len(translated.rstrip()) - 1
+    if src[-1] not in _ENDS_SENTENCE and translated[last] in _ENDS_SENTENCE:
+        translated = translated[:last] + translated[last + 1 :]
     return translated
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from live_server import API_KEYS, ServiceProcess, StartService
 
-from service.routes.deepl import CHARACTER_LIMIT
+from service.routes.deepl import CHARACTER_LIMIT, _preserve_formatting
 from tests.conftest import relabelled_bundle
 
 TEXT = "A dog runs in the park."
@@ -111,6 +111,20 @@ def test_form_body_with_repeated_text(native: httpx.Client) -> None:
     translations = response.json()["translations"]
     assert [t["detected_source_language"] for t in translations] == ["EN", "EN"]
     assert len(translations) == 2 and all(set(t) == {"detected_source_language", "text"} for t in translations)
+
+
+@pytest.mark.parametrize(
+    ("source", "translated", "kept"),
+    [
+        ("a dog runs", "Ein Hund läuft.", "ein Hund läuft"),
+        ("A dog runs.", "Ein Hund läuft.", "Ein Hund läuft."),
+        (" a dog\n", " Ein Hund.\n", " ein Hund\n"),
+        ("42 dogs", "42 Hunde!", "42 Hunde"),
+        ("dog", "", ""),
+    ],
+)
+def test_preserve_formatting(source: str, translated: str, kept: str) -> None:
+    assert _preserve_formatting(source, translated) == kept
 
 
 def test_languages(translator: deepl.Translator) -> None:
