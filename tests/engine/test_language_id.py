@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from engine.language_id import (
+    KEEP_ODDS,
     MAJOR_EUROPEAN,
+    REFUSE_ODDS,
+    UNDETERMINED,
+    Candidate,
     Detection,
     LanguageIdentifier,
+    choose,
     default_languages,
     is_passthrough,
     supported_languages,
@@ -161,3 +166,86 @@ def test_passthrough_of_a_long_run_of_address_characters_ends(run: str) -> None:
     """A million characters an e-mail address could start with: tried from every position, as the
     pattern once was, this took hours (0.65 s at 19,900); from where the run starts, milliseconds."""
     assert is_passthrough(run) is run.endswith("@example.com")
+
+
+# -- choose: what a text identified without a stated source becomes ------------------------------
+
+
+@pytest.fixture(scope="module")
+def service_set() -> LanguageIdentifier:
+    """What a service of the shipped models (en->de, de->en) identifies among."""
+    return LanguageIdentifier(default_languages(["en", "de"]))
+
+
+def detection(*ranked: tuple[str, float]) -> Detection:
+    candidates = tuple(Candidate(language, confidence) for language, confidence in ranked)
+    return Detection(candidates[0].language, candidates[0].confidence, candidates)
+
+
+@pytest.mark.parametrize(
+    ("caption", "unsure_of"),
+    [("A path leads to a pagoda.", "it"), ("A man paddles an inflatable canoe.", "es")],
+)
+def test_captions_taken_for_an_unserved_language_at_low_odds_are_translated_from_english(
+    service_set: LanguageIdentifier, caption: str, unsure_of: str
+) -> None:
+    found = service_set.detect(caption)
+    assert found.language == unsure_of and found.confidence < 0.25  # what the identifier says...
+    chosen = choose(found, ["en"], "de")
+    assert chosen.outcome == "translate" and chosen.detection.language == "en"  # ...and what is done
+    english = next(c for c in found.candidates if c.language == "en")
+    assert chosen.detection.confidence == english.confidence and chosen.detection.candidates == found.candidates
+
+
+@pytest.mark.parametrize("language", ["fr", "cs"])
+def test_unserved_sentences_are_refused_naming_their_language(service_set: LanguageIdentifier, language: str) -> None:
+    for sentence in SENTENCES[language]:
+        chosen = choose(service_set.detect(sentence), ["en"], "de")
+        assert chosen.outcome == "refuse" and chosen.detection.language == language, sentence
+
+
+def test_sentences_in_served_languages_are_translated_or_kept(service_set: LanguageIdentifier) -> None:
+    for sentence in SENTENCES["en"]:
+        assert choose(service_set.detect(sentence), ["en"], "de").outcome == "translate"
+        assert choose(service_set.detect(sentence), ["de"], "en").outcome == "keep"
+    for sentence in SENTENCES["de"]:
+        assert choose(service_set.detect(sentence), ["en"], "de").outcome == "keep"
+        chosen = choose(service_set.detect(sentence), ["de"], "en")
+        assert chosen.outcome == "translate" and chosen.detection.language == "de"
+
+
+def test_an_unserved_language_is_believed_from_its_odds_over_the_likeliest_takeable() -> None:
+    at = REFUSE_ODDS * 0.1
+    assert choose(detection(("it", at), ("en", 0.1)), ["en"], "de").outcome == "refuse"
+    below = choose(detection(("it", at - 0.001), ("en", 0.1)), ["en"], "de")
+    assert below.outcome == "translate" and below.detection.language == "en"
+    # The target counts as takeable: German at odds under 5 is kept, not refused as Dutch.
+    kept = choose(detection(("nl", 0.4), ("de", 0.3), ("en", 0.01)), ["en"], "de")
+    assert kept.outcome == "keep" and (kept.detection.language, kept.detection.confidence) == ("de", 0.3)
+    # "Hello." is Italian at 59:1 against English: believed (the rule before took short texts for English).
+    assert choose(detection(("it", 0.475), ("es", 0.178), ("en", 0.008)), ["en"], "de").outcome == "refuse"
+
+
+def test_nothing_takeable_or_undetermined_is_refused() -> None:
+    assert choose(detection(("es", 0.01)), ["en"], "de").outcome == "refuse"
+    assert choose(UNDETERMINED, ["en"], "de").outcome == "refuse"
+
+
+def test_the_target_at_low_odds_is_translated_from_the_likeliest_other_source() -> None:
+    # "A man in a hard hat stand on top of a pile of rubble.": German 0.344, English 0.338.
+    hat = detection(("de", 0.344), ("en", 0.338), ("fr", 0.028))
+    chosen = choose(hat, ["en"], "de")
+    assert chosen.outcome == "translate" and chosen.detection.language == "en" and chosen.detection.confidence == 0.338
+    assert choose(detection(("de", KEEP_ODDS * 0.2), ("en", 0.2)), ["en"], "de").outcome == "keep"
+    assert choose(detection(("de", 0.5), ("fr", 0.3)), ["en"], "de").outcome == "keep"  # no other source ranked
+    assert choose(detection(("de", 0.5), ("en", 0.45)), [], "de").outcome == "keep"  # no other source served
+    # With no target (a file's language), the likeliest served language is taken.
+    assert choose(hat, ["en", "de"]).detection.language == "de"
+
+
+def test_a_real_caption_identified_as_the_target_at_low_odds(service_set: LanguageIdentifier) -> None:
+    caption = "A man in a hard hat stand on top of a pile of rubble."
+    found = service_set.detect(caption)
+    assert found.language == "de"  # "hat" is German
+    chosen = choose(found, ["en"], "de")
+    assert chosen.outcome == "translate" and chosen.detection.language == "en"

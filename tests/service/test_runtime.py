@@ -14,7 +14,7 @@ from engine.bundle import load_bundle
 from engine.tokenizer import Tokenizer
 from service.errors import PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
 from service.metrics import Metrics
-from service.runtime import Runtime, TranslationJob
+from service.runtime import Refused, Runtime, TranslationJob
 from service.settings import Settings
 
 
@@ -64,6 +64,26 @@ def test_texts_are_identified_only_when_the_source_is_not_given(tiny_bundle: Pat
         assert stated.detections is None and identified() == 0
         auto = await runtime.translate(TranslationJob(texts=["A dog runs.", "A cat sits."], target_lang="de"))
         assert [d.language for d in auto.detections or []] == ["en", "en"] and identified() == 2
+
+    with_runtime(tiny_bundle, test)
+
+
+def test_a_refused_text_fails_only_itself_unless_every_text_is_refused(tiny_bundle: Path) -> None:
+    french = "Le chien dort sous l'arbre du jardin."
+
+    async def test(runtime: Runtime) -> None:
+        texts = ["A path leads to a pagoda.", french, "A dog runs.", "😀"]
+        done = await runtime.translate(TranslationJob(texts=texts, target_lang="de"))
+        assert done.detections is not None
+        unsure, refused, plain, symbols = done.detections
+        assert unsure is not None and unsure.language == "en" and not isinstance(unsure, Refused)  # Italian at 0.23
+        assert isinstance(refused, Refused) and refused.language == "fr" and "'fr'" in refused.message
+        assert plain is not None and plain.language == "en" and symbols is None
+        assert done.models == ["mt-en-de:1.0.0", None, "mt-en-de:1.0.0", None]
+        assert [r.text for r in done.results][1::2] == [french, "😀"]  # returned as they are
+        with pytest.raises(UnsupportedLanguage, match="'fr'") as refusal:
+            await runtime.translate(TranslationJob(texts=[french, "😀"], target_lang="de"))
+        assert refusal.value.details["detected_language"] == "fr"
 
     with_runtime(tiny_bundle, test)
 
