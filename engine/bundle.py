@@ -214,6 +214,15 @@ class ExportInfo(_Strict):
     parameters: int
 
 
+class ModelCard(_Strict):
+    """What the model was trained on and where it can be trusted, in a sentence each: the service
+    logs it at start and the web page shows it beside the model's name (a model card's summary)."""
+
+    trained_on: str
+    reliable_for: str
+    url: str | None = None  # the full model card, when it is published somewhere
+
+
 class Manifest(_Strict):
     schema_version: int
     name: str
@@ -229,6 +238,7 @@ class Manifest(_Strict):
     decoding: DecodingDefaults
     parity: Parity
     export: ExportInfo | None = None
+    card: ModelCard | None = None
 
     def dimension_values(self) -> dict[str, int]:
         """The static dimension symbols of the graph signatures."""

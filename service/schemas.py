@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Self, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from engine.api import TranslationOptions, TranslationResult
+from engine.bundle import ModelCard
 from engine.language_id import Detection
 from service.errors import ERROR_TYPES, InvalidRequest, describe_validation
 from service.runtime import Refused
@@ -358,6 +359,7 @@ class ModelOut(BaseModel):
     loaded: bool
     memory_mb: float | None = Field(None, description="resident memory the model added when it loaded")
     error: str | None = Field(None, description="why the model cannot serve")
+    card: ModelCard | None = Field(None, description="what it was trained on and where it is reliable")
 
 
 class PairOut(BaseModel):

@@ -108,4 +108,5 @@ def _model_out(slot: ModelSlot, runtime: Runtime) -> ModelOut:
         loaded=loaded is not None,
         memory_mb=round(loaded.memory_bytes / 1e6, 1) if loaded else None,
         error=slot.error,
+        card=manifest.card,
     )

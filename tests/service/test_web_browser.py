@@ -186,6 +186,34 @@ def test_the_detected_language_is_shown(service: ServiceProcess, open_page: Open
     expect(page.page.locator("#detected")).to_have_text("Detected: Spanish")
 
 
+def test_a_first_visit_translates_a_text_in_the_default_target_language(
+    service: ServiceProcess, open_page: OpenPage
+) -> None:
+    """Opened fresh (Detect language, the default target), a text in the target language is translated
+    into another language instead of coming back unchanged, and the next text, in that other
+    language, into the default target again."""
+    page = open_page(service.url)
+    target = page.page.get_by_label("To")
+    expect(page.page.get_by_label("From")).to_have_value("auto")
+    default = target.input_value()
+    other = {"de": "en", "en": "de"}[default]
+    texts = {"en": TEXT, "de": "Ein Hund läuft mit dem Ball im Park."}
+    page.translate(texts[default])
+    expect(target).to_have_value(other)
+    expect(page.output).to_have_text(api_translation(service, text=texts[default], target_lang=other)["text"])
+    assert [r["target_lang"] for r in page.translation_requests()] == [default, other]
+    page.translate(texts[other])
+    expect(target).to_have_value(default)
+    expect(page.output).to_have_text(api_translation(service, text=texts[other], target_lang=default)["text"])
+
+
+def test_the_chosen_target_is_kept_across_visits(service: ServiceProcess, open_page: OpenPage) -> None:
+    page = open_page(service.url)
+    page.choose("auto", "de")
+    page.open()  # the same browser profile, as a later visit
+    expect(page.page.get_by_label("To")).to_have_value("de")
+
+
 def test_hovering_a_word_highlights_the_words_aligned_to_it(service: ServiceProcess, open_page: OpenPage) -> None:
     page = open_page(service.url)
     page.choose("en", "de")
@@ -464,14 +492,22 @@ def contrast(foreground: str, background: str) -> float:
 
 
 def test_the_shipped_model_and_the_screenshot(open_page: OpenPage, tmp_path: Path) -> None:
-    """The README's screenshot: the shipped en->de model, a word hovered."""
+    """The README's screenshot: the shipped en->de model, a word hovered; what the model is good for,
+    from its card, on the page and in the start-up log."""
     text = "A man in a blue shirt is riding a bicycle down the street. Two dogs are playing in the snow."
-    with ServiceProcess(REPO / "models" / "en-de" / "bundle", tmp_path / "service.log") as shipped:
+    with ServiceProcess(REPO / "models" / "en-de" / "bundle", tmp_path / "service.log", log_level="info") as shipped:
         page = open_page(shipped.url)
         page.choose("en", "de")
         page.translate(text)
         expected = api_translation(shipped, text=text, source_lang="en", target_lang="de")
         expect(page.output).to_have_text(expected["text"])
+        note = page.page.locator("#model-note")
+        expect(note).to_contain_text("Translated by mt-en-de")
+        expect(note).to_contain_text("trained on 29,000 English image captions")
+        expect(note).to_contain_text("Serve an OPUS-MT or NLLB model")
+        [model] = httpx.get(f"{shipped.url}/v1/models", timeout=10).json()["models"]
+        assert model["card"]["trained_on"] in note.inner_text()
+        assert f"model mt-en-de: trained on {model['card']['trained_on']}" in shipped.log()
         page.page.get_by_text("fährt", exact=True).hover()
         expect(page.page.locator(".word.source.linked")).not_to_have_count(0)
         path = Path(os.environ.get("WEB_UI_SCREENSHOT", tmp_path / "web-ui.png"))

@@ -1,5 +1,6 @@
 // The translation page: languages from /languages, limits and the key requirement from
-// /frontend/settings, translations (with alternatives and the alignment) from /v1/translate.
+// /frontend/settings, what each model was trained on from /v1/models, translations (with
+// alternatives and the alignment) from /v1/translate.
 
 import { ApiError, describe, getJson, postJson } from "./api.js";
 import { setUpFileTranslation } from "./files.js";
@@ -11,6 +12,7 @@ const HYPOTHESES = 3; // the translation and two alternatives
 // response would grow to megabytes on every pause in typing.
 const ALIGNMENT_MAX_CHARS = 1000;
 const KEY_STORAGE = "mt-service.api-key";
+const TARGET_STORAGE = "mt-service.target"; // the target the user chose, across visits
 const AUTO = "auto";
 
 const $ = (id) => document.getElementById(id);
@@ -33,6 +35,7 @@ const ui = {
   alignment: $("alignment"),
   alignmentNote: $("alignment-note"),
   alignmentViews: $("alignment-views"),
+  modelNote: $("model-note"),
 };
 const words = new WordLinks($("word-links"), $("word-readout"));
 const heatmap = new Heatmap($("heatmap"), $("cell-readout"));
@@ -40,6 +43,8 @@ const displayNames = new Intl.DisplayNames(["en"], { type: "language" });
 
 let settings; // /frontend/settings: charLimit, frontendTimeout (the pause before translating), keyRequired
 let languages = new Map(); // code -> {name, targets}
+let cards = new Map(); // model id -> {version, card}
+let chosenTarget = null; // the user's own choice, which a detected language may override for a text
 let detectedLanguage = null;
 let pending = null; // the debounce timer
 let inFlight = null; // the AbortController of the request whose answer is awaited
@@ -134,6 +139,7 @@ async function translate() {
   ui.output.setAttribute("aria-busy", "true");
   try {
     const translation = await requestTranslation(request, controller.signal);
+    if (inFlight === controller && retarget(translation)) return translate();
     showMessage("");
     showResult(translation, request);
   } catch (error) {
@@ -164,7 +170,42 @@ async function requestTranslation(request, signal) {
   }
 }
 
+// With the source detected, the target follows the text as on DeepL's page: a text already in the
+// target language goes to another target (the user's own choice when it differs from the text's
+// language), and back to the user's choice once a text is in another language. True when the
+// target changed and the text must be translated again.
+function retarget(translation) {
+  const detected = translation.detected_language?.language;
+  if (ui.source.value !== AUTO || !languages.has(detected)) return false;
+  const targets = languages.get(detected).targets.filter((code) => code !== detected);
+  const wanted = targets.includes(chosenTarget) ? chosenTarget : byName(targets)[0];
+  if (!wanted || wanted === ui.target.value) return false;
+  ui.target.value = wanted;
+  updateSwap();
+  return true;
+}
+
+// Which model translated, and what it is good for, from its model card.
+function showModel(translation) {
+  const id = translation?.model?.split(":")[0];
+  const model = cards.get(id);
+  ui.modelNote.hidden = !model?.card;
+  if (!model?.card) return;
+  const { card, version } = model;
+  ui.modelNote.replaceChildren(
+    `Translated by ${id} ${version}, trained on ${card.trained_on}: reliable for ${card.reliable_for}. ` +
+      "For general text, serve an OPUS-MT or NLLB model (README, “Serve an OPUS-MT or NLLB model”).",
+  );
+  if (card.url) {
+    const link = document.createElement("a");
+    link.href = card.url;
+    link.textContent = "Model card";
+    ui.modelNote.append(" ", link);
+  }
+}
+
 function showResult(translation, request) {
+  showModel(translation);
   ui.output.textContent = translation ? translation.text : "";
   ui.copy.disabled = !translation?.text;
   const detected = translation?.detected_language;
@@ -246,10 +287,16 @@ async function start() {
     return;
   }
   languages = new Map(list.map((l) => [l.code, { name: l.name, targets: l.targets }]));
+  getJson("v1/models").then(
+    (body) => (cards = new Map(body.models.map((m) => [m.id, { version: m.version, card: m.card }]))),
+    () => {}, // the note is a courtesy: the page works without it
+  );
   const sources = byName(list.filter((l) => l.targets.length).map((l) => l.code));
   ui.source.replaceChildren(option(AUTO, "Detect language"), ...sources.map((c) => option(c, languageName(c))));
   ui.source.value = languages.has(settings.language.source.code) ? settings.language.source.code : AUTO;
-  fillTargets(settings.language.target.code);
+  const stored = localStorage.getItem(TARGET_STORAGE);
+  chosenTarget = [...languages.values()].some((l) => l.targets.includes(stored)) ? stored : settings.language.target.code;
+  fillTargets(chosenTarget);
   updateSwap();
   updateCount();
   ui.keyRow.hidden = !settings.keyRequired;
@@ -272,6 +319,8 @@ async function start() {
     translate();
   });
   ui.target.addEventListener("change", () => {
+    chosenTarget = ui.target.value;
+    localStorage.setItem(TARGET_STORAGE, chosenTarget);
     updateSwap();
     translate();
   });
