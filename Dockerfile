@@ -59,6 +59,9 @@ LABEL org.opencontainers.image.title="mt-service" \
 RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin mt
 COPY --from=deps /opt/venv /opt/venv
 WORKDIR /app
+# MT_DATA_DIR (the DeepL API's glossaries): the one directory the service writes besides /tmp;
+# mount a volume here to keep it across containers.
+RUN mkdir /app/data && chown 10001:10001 /app/data
 # Code and models stay root-owned and read-only to the service user. The bundles change less often
 # than the code, so they come first; each is a model of the repository MT_MODELS_DIR serves.
 COPY models/en-de/bundle /app/models/en-de/bundle
