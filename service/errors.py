@@ -212,9 +212,10 @@ def error_response(exc: Exception) -> tuple[JSONResponse, str]:
     return JSONResponse(error_body(e.type, e.message, e.details), status_code=e.status, headers=e.headers), e.type
 
 
-# LibreTranslate's statuses for ours: every invalid request is a 400 there, over a limit or of a file
-# type it cannot translate too.
-LIBRETRANSLATE_STATUSES = {413: 400, 415: 400, 422: 400}
+# LibreTranslate's statuses for ours: every invalid request is a 400 there, of a file type it cannot
+# translate too (its text limits are 400 as well: the LibreTranslate routes say so; a body over the
+# byte limit stays 413, as Flask's).
+LIBRETRANSLATE_STATUSES = {415: 400, 422: 400}
 _LIBRETRANSLATE_INVALID = "Invalid request: "
 
 

@@ -341,7 +341,13 @@ def _over_limit(exc: PayloadTooLarge, texts: list[str], settings: Settings) -> P
         size, limit = chars, settings.max_chars
     else:  # another limit (the search's cost): the runtime's message says which
         return exc
-    return PayloadTooLarge(f"Invalid request: request ({size}) exceeds text limit ({limit})")
+    return _TextLimit(f"Invalid request: request ({size}) exceeds text limit ({limit})")
+
+
+class _TextLimit(PayloadTooLarge):
+    """Over LibreTranslate's text limit: its 400."""
+
+    libretranslate_status = 400
 
 
 def _unsupported(exc: UnsupportedLanguage, runtime: Runtime, source: str, target: str) -> UnsupportedLanguage:
@@ -401,8 +407,16 @@ def _libretranslate_responses(responses: dict[str, Any]) -> dict[str, Any]:
         if not status.startswith(("4", "5")):
             answered[status] = response
             continue
-        if status == "413":  # a body over the byte limit, answered before any route: the service's shape
-            answered[status] = {**response, "description": "A body over the byte limit, refused before it is read"}
+        if (
+            status == "413"
+        ):  # the body's byte limit: answered before any route (by Content-Length) in the service's shape
+            own = response["content"]["application/json"]["schema"]
+            description = (
+                "A body over the byte limit (refused by its Content-Length before it is read: the service's shape)"
+            )
+            either = {"application/json": {"schema": {"anyOf": [_ERROR_CONTENT["application/json"]["schema"], own]}}}
+            answered[status] = {"description": description, "content": either}
+            status = "400"  # the text limits
         status = str(LIBRETRANSLATE_STATUSES.get(int(status), status))
         headers = {name: h for name, h in response.get("headers", {}).items() if name != "WWW-Authenticate"}
         merged = answered.setdefault(status, {"description": "", "content": _ERROR_CONTENT})
