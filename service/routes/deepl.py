@@ -294,6 +294,12 @@ class _State:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
+async def _glossaries(request: Request) -> tuple[str, GlossaryStore]:
+    """The caller's key, checked, as the owner of glossaries, and the store."""
+    runtime = await get_runtime(request)
+    return _owner(runtime, _authorize(request, runtime)), _state(request, runtime).glossaries
+
+
 def _state(request: Request, runtime: Runtime) -> _State:
     state: _State | None = getattr(request.app.state, "deepl", None)
     if state is None:
@@ -574,19 +580,15 @@ async def create_glossary(request: Request) -> JSONResponse:
 
 @router.get("/v2/glossaries")
 async def list_glossaries(request: Request) -> JSONResponse:
-    runtime = await get_runtime(request)
-    owner = _owner(runtime, _authorize(request, runtime))
-    state = _state(request, runtime)
-    glossaries = await _stored(lambda: state.glossaries.list(owner))
+    owner, store = await _glossaries(request)
+    glossaries = await _stored(lambda: store.list(owner))
     return JSONResponse({"glossaries": [_glossary_json(g) for g in glossaries]})
 
 
 @router.get("/v2/glossaries/{glossary_id}")
 async def get_glossary(request: Request, glossary_id: str) -> JSONResponse:
-    runtime = await get_runtime(request)
-    owner = _owner(runtime, _authorize(request, runtime))
-    state = _state(request, runtime)
-    glossary = await _stored(lambda: state.glossaries.get(owner, glossary_id))
+    owner, store = await _glossaries(request)
+    glossary = await _stored(lambda: store.get(owner, glossary_id))
     if glossary is None:
         raise NotFound("Glossary not found.")
     return JSONResponse(_glossary_json(glossary))
@@ -594,10 +596,8 @@ async def get_glossary(request: Request, glossary_id: str) -> JSONResponse:
 
 @router.get("/v2/glossaries/{glossary_id}/entries")
 async def glossary_entries(request: Request, glossary_id: str) -> Response:
-    runtime = await get_runtime(request)
-    owner = _owner(runtime, _authorize(request, runtime))
-    state = _state(request, runtime)
-    entries = await _stored(lambda: state.glossaries.entries(owner, glossary_id))
+    owner, store = await _glossaries(request)
+    entries = await _stored(lambda: store.entries(owner, glossary_id))
     if entries is None:
         raise NotFound("Glossary not found.")
     return Response(to_tsv(entries), media_type="text/tab-separated-values; charset=utf-8")
@@ -605,10 +605,8 @@ async def glossary_entries(request: Request, glossary_id: str) -> Response:
 
 @router.delete("/v2/glossaries/{glossary_id}", status_code=204)
 async def delete_glossary(request: Request, glossary_id: str) -> Response:
-    runtime = await get_runtime(request)
-    owner = _owner(runtime, _authorize(request, runtime))
-    state = _state(request, runtime)
-    if not await _stored(lambda: state.glossaries.delete(owner, glossary_id)):
+    owner, store = await _glossaries(request)
+    if not await _stored(lambda: store.delete(owner, glossary_id)):
         raise NotFound("Glossary not found.")
     return Response(status_code=204)
 
