@@ -55,6 +55,16 @@ def wait_for_metric(client: httpx.Client, name: str, value: float, **labels: str
     raise AssertionError(f"{name}{labels} never reached {value}; last {metric(scrape(client), name, **labels)}")
 
 
+def assert_libretranslate_error(response: httpx.Response, status: int, message: str | None = None) -> str:
+    """LibreTranslate's error: ``{"error": "<message>"}`` and no other field, with this status."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"], body
+    if message is not None:
+        assert body["error"] == message
+    return body["error"]
+
+
 def assert_error(response: httpx.Response, status: int, error_type: str) -> dict[str, str]:
     """The response is an error in the service's one shape, with this status and type."""
     assert response.status_code == status, response.text

@@ -11,7 +11,7 @@ import pytest
 from deep_translator import LibreTranslator
 from deep_translator.exceptions import AuthorizationException, ServerException
 from libretranslatepy import LibreTranslateAPI
-from live_server import API_KEYS, ServiceProcess, assert_error
+from live_server import API_KEYS, ServiceProcess, assert_error, assert_libretranslate_error
 
 TEXT = "A dog runs in the park."
 
@@ -90,16 +90,6 @@ def test_single_text_with_alternatives_has_flat_lists(client: httpx.Client) -> N
     assert isinstance(result["translatedText"], str)
     assert len(result["alternatives"]) == 1 and isinstance(result["alternatives"][0], str)
     assert "detectedLanguage" not in result
-
-
-def assert_libretranslate_error(response: httpx.Response, status: int, message: str | None = None) -> str:
-    """LibreTranslate's error: ``{"error": "<message>"}`` and no other field, with this status."""
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"], body
-    if message is not None:
-        assert body["error"] == message
-    return body["error"]
 
 
 PAIR = {"source": "en", "target": "de"}
