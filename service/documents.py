@@ -102,8 +102,8 @@ def _check_texts(texts: Sequence[str], max_chars: int) -> None:
 def _source_language(runtime: Runtime, document: Document, asked: str | None) -> str | None:
     """The language to translate the whole document from. Identified from its beginning when not
     asked for: one short text at a time would be identified far less reliably. When that fails, or
-    names a language no model translates from, None: each text is identified on its own, and one
-    that cannot be translated is refused as in any request (400 naming its language)."""
+    names a language no model translates from, None: each text is identified on its own, as in any
+    request, and one in a language no model translates from is kept as written."""
     if (asked is not None and asked.lower() != "auto") or not document.texts:
         return asked
     sample = ""
@@ -112,5 +112,5 @@ def _source_language(runtime: Runtime, document: Document, asked: str | None) ->
         if len(sample) >= IDENTIFICATION_SAMPLE_CHARS:
             break
     _, router = runtime.serving()
-    detection = prefer_served(runtime.detect(sample), sample, router.sources())
+    detection = prefer_served(runtime.detect(sample), router.sources())
     return detection.language if detection.language in router.sources() else None

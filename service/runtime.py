@@ -498,10 +498,10 @@ def _refusal(router: Router, refused: Refused) -> UnsupportedLanguage:
     return UnsupportedLanguage(refused.message, details={**_served(router), "detected_language": refused.language})
 
 
-def prefer_served(detection: Detection, text: str, served: Sequence[str]) -> Detection:
+def prefer_served(detection: Detection, served: Sequence[str]) -> Detection:
     """The identified language, unless no model in ``served`` translates from it and the identifier
     is not confident of it (``engine.language_id.choose``, no target): then the likeliest served
-    one. ``text`` is not read (it was, when short texts had a rule of their own)."""
+    one."""
     return choose(detection, served).detection
 
 
