@@ -85,7 +85,7 @@ def test_a_killed_idle_engine_is_replaced_at_once_with_its_models(host: EngineHo
 
 
 def test_a_batch_whose_engine_dies_under_it_is_tried_once_more(host: EngineHost, engine: HostedEngine) -> None:
-    texts = [" ".join(TEXTS) * 5] * 64
+    texts = [" ".join(TEXTS) * 5] * 400  # seconds of work, so that the kill lands inside it
     options = TranslationOptions(beam_size=16, max_length=150, max_consecutive_repeats=0)
     expected = engine.translate_batch(texts, options).results
     [first] = host.pids
