@@ -14,6 +14,7 @@ import docx
 import pytest
 from docx.enum.text import WD_COLOR_INDEX
 from docx.shared import Pt
+from word_bombs import word_bomb
 
 from engine.documents import (
     MAX_DOCUMENT_BYTES,
@@ -430,24 +431,6 @@ def test_word_that_is_not_a_docx_is_refused() -> None:
         read_document(word_document()[:2000], "truncated.docx")
 
 
-def word_bomb(expanded: int) -> bytes:
-    """A .docx whose body is ``expanded`` bytes of empty paragraphs, compressed as it is written."""
-    original = zipfile.ZipFile(io.BytesIO(word_document()))
-    head, tail = original.read("word/document.xml").split(b"<w:body>")
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb:
-        for info in original.infolist():
-            if info.filename != "word/document.xml":
-                bomb.writestr(info, original.read(info))
-                continue
-            with bomb.open(info.filename, "w") as part:
-                part.write(head + b"<w:body>")
-                for _ in range(expanded // (6 << 16)):
-                    part.write(b"<w:p/>" * (1 << 16))
-                part.write(tail)
-    return out.getvalue()
-
-
 def understated(data: bytes, name: str, size: int) -> bytes:
     """The archive with ``name``'s uncompressed size given as ``size`` in its headers."""
     out = bytearray(data)
@@ -471,7 +454,7 @@ def peak_allocated(read: Callable[[], object]) -> int:
 
 
 def test_word_expanding_past_the_limit_is_refused_before_it_is_read() -> None:
-    bomb = word_bomb(64 << 20)
+    bomb = word_bomb(word_document(), 64 << 20)
     assert len(bomb) < 200_000
     with pytest.raises(DocumentTooLarge, match=rf"expands to 6\d{{7}} bytes; the limit is {MAX_DOCUMENT_BYTES}"):
         read_document(bomb, "bomb.docx")
@@ -481,7 +464,7 @@ def test_word_expanding_past_the_limit_is_refused_before_it_is_read() -> None:
 
 
 def test_word_whose_headers_understate_its_size_is_read_no_further() -> None:
-    lying = understated(word_bomb(64 << 20), "word/document.xml", 5000)
+    lying = understated(word_bomb(word_document(), 64 << 20), "word/document.xml", 5000)
     with pytest.raises(DocumentError, match=r"not a valid \.docx file: Bad CRC-32 for file 'word/document\.xml'"):
         read_document(lying, "lying.docx")
     assert peak_allocated(lambda: read_document(lying, "lying.docx")) < 4 << 20

@@ -12,6 +12,7 @@ import docx
 import httpx
 import pytest
 from live_server import ServiceProcess, StartService, assert_error, metric, scrape
+from word_bombs import word_bomb
 
 from engine.documents.markdown import MAX_NESTING
 from service.settings import Settings
@@ -35,25 +36,6 @@ def word_file() -> bytes:
     document.add_paragraph("A dog runs in the park.")
     out = io.BytesIO()
     document.save(out)
-    return out.getvalue()
-
-
-def word_bomb(expanded: int) -> bytes:
-    """A .docx whose word/document.xml is ``expanded`` bytes of empty paragraphs: a few hundred KB
-    for 250 MB. Compressed as it is written, so that the test never holds it expanded."""
-    original = zipfile.ZipFile(io.BytesIO(word_file()))
-    head, tail = original.read("word/document.xml").split(b"<w:body>")
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bomb:
-        for info in original.infolist():
-            if info.filename != "word/document.xml":
-                bomb.writestr(info, original.read(info))
-                continue
-            with bomb.open(info.filename, "w") as part:
-                part.write(head + b"<w:body>")
-                for _ in range(expanded // (6 << 16)):
-                    part.write(b"<w:p/>" * (1 << 16))
-                part.write(tail)
     return out.getvalue()
 
 
@@ -130,7 +112,7 @@ def test_markdown_nested_past_the_limit_is_a_422_naming_it(client: httpx.Client)
 
 
 def test_a_docx_expanding_to_250_mb_is_a_prompt_413_that_costs_no_memory(client: httpx.Client) -> None:
-    bomb = word_bomb(250 << 20)
+    bomb = word_bomb(word_file(), 250 << 20)
     assert len(bomb) < 1 << 20
     resident = metric(scrape(client), "process_resident_memory_bytes")
     started = time.monotonic()
