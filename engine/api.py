@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 from engine.alignment import Alignment
 from engine.beam_search import SearchOptions
 from engine.bundle import DecodingDefaults, Languages
+from engine.glossary import Glossary
 from engine.languages import resolve_pair
 from engine.scheduler import Cancellation
 
@@ -35,6 +36,9 @@ class TranslationOptions:
     return_alignments: bool = False
     # "html", "xml": each text is markup, translated with its tags in place (engine.markup)
     format: TextFormat = "text"
+    # terms the translation must use wherever the text says their source (engine.glossary); a
+    # sentence with one is decoded with a beam of at least GLOSSARY_MIN_BEAM
+    glossary: Glossary | None = None
 
     def __post_init__(self) -> None:
         if self.max_length is not None and self.max_length < 1:
@@ -87,6 +91,21 @@ class Hypothesis:
 
 
 @dataclass
+class TermUse:
+    """A glossary term the text says, and where the translation uses it."""
+
+    source: str  # the term's source, as the glossary has it
+    target: str
+    # where the text says it: [start, end) in the text; None for markup, where it is in a block's text
+    source_span: tuple[int, int] | None
+    target_span: tuple[int, int] | None  # where the translation has the target term; None: nowhere
+
+    @property
+    def used(self) -> bool:
+        return self.target_span is not None
+
+
+@dataclass
 class TranslationResult:
     text: str
     hypotheses: list[Hypothesis]  # best first
@@ -94,6 +113,7 @@ class TranslationResult:
     truncated: bool = False  # a sentence was too long for the model and was translated in pieces
     input_tokens: int = 0  # source pieces read by the encoder, EOS included
     output_tokens: int = 0  # target pieces of the best hypothesis, EOS excluded
+    terms: list[TermUse] = field(default_factory=list)  # the glossary's terms the text says, in order
 
 
 @dataclass

@@ -17,6 +17,10 @@ With ``forced_eos`` "zero_score" or "off" and ``prefixes`` as the forced_bos_tok
 decides as transformers' ``generate(num_beams=K, early_stopping=True)`` does (num_beams=1 being
 its greedy search); the test suite compares them.
 
+With ``constraints``, sentences must generate given piece sequences (glossary terms): their
+candidates are chosen by dynamic beam allocation (``engine.constraints``), and a hypothesis that
+misses one ranks after all that do not.
+
 The search reads each row's best 2K+1 tokens (greedy: 2), which the decoder's graph ranks, rather
 than all V log-probabilities, unless a rule needs them all. Finished sentences leave the batch at
 once, so later steps only compute what is still alive.
@@ -35,6 +39,7 @@ import numpy as np
 
 from engine.attention_trace import AttentionTrace
 from engine.candidates import candidates_from_top, top_candidates
+from engine.constraints import ConstraintTracker, SentenceConstraints
 from engine.decoder import Decoder, Step
 from engine.rules import (
     NEG_INF,
@@ -81,6 +86,7 @@ class Hypothesis:
     attention: np.ndarray | None = None  # (length, S): cross-attention when each token (EOS included) was chosen
     # False when the hypothesis reached its length cap without EOS (forced_eos="off")
     eos: bool = True
+    missing: int = 0  # constraints it does not meet (it reached its length cap first)
 
     @property
     def length(self) -> int:
@@ -128,6 +134,7 @@ class _SearchState:
         *,
         bos_id: int,
         eos_id: int,
+        constraints: ConstraintTracker | None = None,
     ) -> None:
         B, K = len(max_lengths), options.beam_size
         self.options, self.rules, self.eos_id = options, rules, eos_id
@@ -141,26 +148,28 @@ class _SearchState:
         self.finished: list[list[Hypothesis]] = [[] for _ in range(B)]
         self.n_finished = np.zeros(B, dtype=np.int64)  # per live sentence
         self.trace = AttentionTrace() if options.return_alignments else None
+        self.constraints = constraints
 
-    def finish(self, sentence: int, row: int, token: int, score: float) -> None:
+    def finish(self, sentence: int, row: int, token: int, score: float, missing: int = 0) -> None:
         """Row ``row`` of live sentence ``sentence`` ends with ``token``: EOS, or at the length cap any."""
         eos = token == self.eos_id
         tokens = self.history[row].tolist() if eos else [*self.history[row].tolist(), token]
         attention = self.trace.path(row) if self.trace is not None else None
-        self.n_finished[sentence] += 1
+        self.n_finished[sentence] += not missing  # one with a constraint unmet is a fallback
         n = len(tokens) + eos
         self.finished[int(self.alive[sentence])].append(
-            Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention, eos)
+            Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention, eos, missing)
         )
 
     def plan(self, step: int, use_top: bool) -> tuple[np.ndarray, bool]:
         """(B,) bool: the sentences at their last step; and whether the search reads all V
         log-probabilities at ``step``: always without the top path; with it, at step 0 (which tells
-        whether the decoder has enough candidates: not if V is that small) and at a sentence's last
-        step if EOS is forced at the decoder's log-probability for it."""
+        whether the decoder has enough candidates: not if V is that small), at a sentence's last
+        step if EOS is forced at the decoder's log-probability for it, and at every step under
+        constraints, whose pieces need not be among a row's best."""
         last_step = self.max_lengths - 1 == step
         reads_eos = self.forced_eos == "model_score" and bool(last_step.any())
-        return last_step, not use_top or step == 0 or reads_eos
+        return last_step, not use_top or step == 0 or reads_eos or self.constraints is not None
 
     def context(self, step: int, last_step: np.ndarray, log_probs: np.ndarray | None) -> StepContext:
         return StepContext.build(step, last_step, self.history, self.eos_id, log_probs, self.alive)
@@ -203,6 +212,7 @@ def search(
     extra_rules: Sequence[Rule] = (),
     prefixes: Sequence[Sequence[int]] | None = None,
     forced_eos: ForcedEosMode = "model_score",
+    constraints: Sequence[SentenceConstraints] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode B sentences; max_lengths (B,) caps each one's generated tokens, EOS included.
     ``extra_rules`` apply after those of ``options``, before the forced prefixes and EOS
@@ -212,6 +222,9 @@ def search(
     log-probability 0. They count as generated tokens (length penalty, max_lengths) and begin its
     hypotheses' tokens, unless the forced EOS comes first (max_lengths[b] <= len(prefixes[b])).
     ``forced_eos``: what a sentence's last allowed step does (``engine.rules.ForcedEosMode``).
+    ``constraints`` (B,), each possibly empty: the piece sequences sentence b's translation must
+    contain (``engine.constraints``); they need a beam of at least 2, and the decoder's attention
+    where they have source spans.
 
     Returns the ``num_hypotheses`` best hypotheses of each sentence, best first.
     """
@@ -220,16 +233,26 @@ def search(
     max_lengths = np.asarray(max_lengths, dtype=np.int64)
     if prefixes is not None and len(prefixes) != len(max_lengths):
         raise ValueError(f"{len(prefixes)} prefixes for {len(max_lengths)} sentences")
+    tracker = None
+    if constraints is not None and any(len(c) for c in constraints):
+        if len(constraints) != len(max_lengths):
+            raise ValueError(f"{len(constraints)} constraint lists for {len(max_lengths)} sentences")
+        if options.beam_size < 2:
+            raise ValueError("constrained search needs a beam of at least 2")
+        tracker = ConstraintTracker(constraints, options.beam_size, eos_id)
     rules = default_rules(options, extra_rules, prefixes=prefixes, forced_eos=forced_eos)
-    state = _SearchState(max_lengths, options, rules, forced_eos, bos_id=bos_id, eos_id=eos_id)
+    state = _SearchState(max_lengths, options, rules, forced_eos, bos_id=bos_id, eos_id=eos_id, constraints=tracker)
     run = _greedy_steps if options.beam_size == 1 else _beam_steps
     run(decoder, state)
     return finalize(state.finished, options.num_hypotheses)
 
 
 def finalize(finished: list[list[Hypothesis]], num_hypotheses: int) -> list[list[Hypothesis]]:
-    """Best first by normalized score; equal scores keep the order in which they finished."""
-    return [sorted(hyps, key=lambda h: h.normalized_score, reverse=True)[:num_hypotheses] for hyps in finished]
+    """Best first by constraints met, then by normalized score; equal scores keep the order in
+    which they finished."""
+    return [
+        sorted(hyps, key=lambda h: (-h.missing, h.normalized_score), reverse=True)[:num_hypotheses] for hyps in finished
+    ]
 
 
 def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -> np.ndarray:
@@ -277,8 +300,8 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
     K = state.options.beam_size
     # Each row's best 2K + spare tokens hold the sentence's best 2K once the rules have banned what they may.
     spare = top_spare(state.rules)
-    use_top = spare is not None
-    width = 2 * K + spare if spare is not None else 1
+    use_top = spare is not None and state.constraints is None
+    width = 2 * K + spare if use_top and spare is not None else 1
     for step in range(int(state.max_lengths.max(initial=0))):
         last_step, full = state.plan(step, use_top)
         # At step 0 the K beams of a sentence are one and the same BOS row: the decoder computes it
@@ -297,7 +320,11 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
             cand = candidates_from_top(top_log_probs, top_ids, state.scores, 2 * K)  # (B, 2K)
         else:
             apply_full(state.rules, log_probs, ctx)
-            cand = top_candidates(log_probs, state.scores, 2 * K)  # (B, 2K)
+            if state.constraints is not None:
+                attention = None if out.attention is None else out.attention.reshape(B, K, -1)
+                cand = state.constraints.candidates(log_probs, state.scores, 2 * K, attention)  # (B, 2K)
+            else:
+                cand = top_candidates(log_probs, state.scores, 2 * K)  # (B, 2K)
         is_eos = cand.tokens == state.eos_id
 
         # 1) An EOS among the first K candidates finishes a hypothesis (Python work only per event), and
@@ -305,7 +332,8 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
         ends = (is_eos[:, :K] | last_step[:, None]) & (cand.scores[:, :K] > NEG_INF)
         for b, rank in zip(*np.nonzero(ends), strict=True):
             row = b * K + int(cand.beams[b, rank])
-            state.finish(b, row, int(cand.tokens[b, rank]), float(cand.scores[b, rank]))
+            missing = state.constraints.missing(b, rank) if state.constraints is not None else 0
+            state.finish(b, row, int(cand.tokens[b, rank]), float(cand.scores[b, rank]), missing)
         keep = ~is_finished(state.n_finished, K, last_step)
         if not keep.any():
             return
@@ -314,6 +342,8 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
         picks = np.argsort(is_eos, axis=1, kind="stable")[keep, :K]  # (B', K) candidate ranks
         kept = np.flatnonzero(keep)[:, None]
         rows = (kept * K + cand.beams[kept, picks]).ravel()  # (N',) parent rows
+        if state.constraints is not None:
+            state.constraints.advance(kept[:, 0], picks)
         state.advance(
             decoder,
             keep=keep,

@@ -145,6 +145,10 @@ class Tokenizer:
         """Source pieces of ``text``, without language tokens or EOS."""
         return len(self.source.encode([normalize_text(text)])[0])
 
+    def encode_target(self, text: str) -> list[int]:
+        """Target ids of ``text`` as the model would write it within a sentence: no EOS."""
+        return self.target.encode([normalize_text(text)])[0]
+
     def source_pieces(self, ids: Sequence[int]) -> list[str]:
         return self.source.pieces(ids)
 

@@ -8,8 +8,10 @@ and translates a list of texts in one call:
 2. all sentences are sorted by length and cut into sub-batches bounded by ``max_batch_sentences``
    and ``max_batch_tokens`` (padded source tokens), so padding stays small;
 3. per sub-batch: the encoder once, then beam search (``engine.beam_search``) over decoder steps
-   with the KV cache. ``streams`` sub-batches decode at once, each on its share of the threads
-   (see ``TranslatorConfig.streams``);
+   with the KV cache; a sentence that says a term of the request's glossary (``engine.glossary``)
+   must use its target term (``engine.constraints``), in sub-batches of such sentences only, so that
+   the others are translated as without the glossary. ``streams`` sub-batches decode at once,
+   each on its share of the threads (see ``TranslatorConfig.streams``);
    calls made at the same time (from several threads) share the streams one encoder pass or
    decoder step at a time, the least served call first (``engine.scheduler``), and a call whose
    ``Cancellation`` is set stops at its next step with ``Cancelled``;
@@ -39,14 +41,17 @@ from engine.api import (
     BatchStats,
     Hypothesis,
     ModelInfo,
+    TermUse,
     TranslatedBatch,
     TranslationOptions,
     TranslationResult,
 )
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
+from engine.constraints import SentenceConstraints
 from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step
+from engine.glossary import Glossary
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
@@ -58,6 +63,9 @@ from engine.tokenizer import Tokenizer
 __all__ = ["Translator", "TranslatorConfig", "auto_streams"]
 
 WARMUP_TEXT = "Warm-up: the first request should not pay for memory allocation."
+# The beam of a sentence with glossary terms at least: dynamic beam allocation shares the beam
+# between hypotheses at each stage of meeting its constraints, and one beam has no stages to share.
+GLOSSARY_MIN_BEAM = 4
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,20 @@ class _Sentence:
     truncated: bool
     verbatim: str | None = None  # the segment itself when it has nothing to translate
     hypotheses: list[beam_search.Hypothesis] = field(default_factory=list)
+    terms: list[_SentenceTerm] = field(default_factory=list)  # the glossary terms it says
+
+    @property
+    def constraints(self) -> SentenceConstraints:
+        spelled = [t for t in self.terms if t.pieces]
+        return SentenceConstraints([t.pieces for t in spelled], [t.source_ids for t in spelled])
+
+
+@dataclass(frozen=True)
+class _SentenceTerm:
+    term: int  # index into the glossary's terms
+    span: tuple[int, int] | None  # [start, end) in its unit's text; None for a placed term
+    source_ids: tuple[int, int] | None  # the source positions it is said at; None for a placed term
+    pieces: list[int] | None  # the target term's; None where the target vocabulary cannot spell it
 
 
 class Translator:
@@ -191,6 +213,8 @@ class Translator:
         sentences = [
             self._sentence(i, s.text, s.truncated, pair) for i, seg in enumerate(segmented) for s in seg.segments
         ]
+        if options.glossary is not None:
+            self._find_terms(options.glossary, segmented, sentences, pair)
         # prefix and EOS alone: nothing to say
         spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
         decode_search = replace(search, return_alignments=True) if documents else search
@@ -199,14 +223,55 @@ class Translator:
         for s in sentences:
             by_unit[s.text_index].append(s)
         translated = list(zip(segmented, by_unit, strict=True))
+        glossary = options.glossary
         if documents is None:
-            results = [self._result([unit], search, pair) for unit in translated]
+            results = [self._result([unit], search, pair, glossary=glossary) for unit in translated]
         else:
             results, first = [], 0
             for d in documents:
-                results.append(self._result(translated[first : first + len(d.units)], search, pair, d.render))
+                units_of = translated[first : first + len(d.units)]
+                results.append(self._result(units_of, search, pair, d.render, glossary=glossary))
                 first += len(d.units)
         return TranslatedBatch(results, stats)
+
+    def _find_terms(
+        self, glossary: Glossary, segmented: list[SegmentedText], sentences: list[_Sentence], pair: _Pair
+    ) -> None:
+        """Give each sentence the glossary terms it must use: those it says or, for a glossary of
+        ``placed`` terms, those placed in it."""
+        pieces: dict[int, list[int] | None] = {}
+        by_unit: list[list[_Sentence]] = [[] for _ in segmented]
+        for s in sentences:
+            by_unit[s.text_index].append(s)
+        for seg, unit in zip(segmented, by_unit, strict=True):
+            spoken = [
+                (start, segment.text, s)
+                for start, segment, s in zip(seg.starts(), seg.segments, unit, strict=True)
+                if s.verbatim is None
+            ]
+            if not spoken:
+                continue
+            if glossary.placed is not None:
+                length = sum(len(s.text) for s in seg.segments) + sum(map(len, seg.separators))
+                for term, place in enumerate(glossary.placed):
+                    there = [s for start, _, s in spoken if start <= place * length] or [spoken[0][2]]
+                    there[-1].terms.append(_SentenceTerm(term, None, None, self._term_pieces(glossary, term, pieces)))
+                continue
+            for start, text, s in spoken:
+                for m in glossary.find(text):
+                    # The source pieces before the term and up to its end: where the encoder has it.
+                    ids = (self.tokenizer.count(text[: m.start]), self.tokenizer.count(text[: m.end]))
+                    at = (len(pair.source_prefix) + ids[0], len(pair.source_prefix) + max(ids[1], ids[0] + 1))
+                    span = (start + m.start, start + m.end)
+                    s.terms.append(_SentenceTerm(m.term, span, at, self._term_pieces(glossary, m.term, pieces)))
+
+    def _term_pieces(self, glossary: Glossary, term: int, known: dict[int, list[int] | None]) -> list[int] | None:
+        """The target pieces of a term, None if the target vocabulary cannot spell it (an unknown
+        piece): that term is left to the model."""
+        if term not in known:
+            ids = self.tokenizer.encode_target(glossary.terms[term].target)
+            known[term] = ids if ids and self.manifest.special_tokens.unk not in ids else None
+        return known[term]
 
     def close(self) -> None:
         """Release the onnxruntime sessions; the translator cannot be used afterwards."""
@@ -237,13 +302,18 @@ class Translator:
         stats: BatchStats,
         task: Task,
     ) -> None:
-        """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time."""
-        batches = self._sub_batches(sentences)
+        """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time;
+        those with glossary terms in sub-batches of their own."""
+        plain = self._sub_batches([s for s in sentences if not any(t.pieces for t in s.terms)])
+        constrained = self._sub_batches([s for s in sentences if any(t.pieces for t in s.terms)])
+        batches = plain + constrained
+        wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
+        searches = [search] * len(plain) + [wide] * len(constrained)
         n = len(batches)
         timings = (
-            self.pool.map(self._decode_batch, batches, [search] * n, [max_length] * n, [pair] * n, [task] * n)
+            self.pool.map(self._decode_batch, batches, searches, [max_length] * n, [pair] * n, [task] * n)
             if self.pool
-            else (self._decode_batch(batch, search, max_length, pair, task) for batch in batches)
+            else map(self._decode_batch, batches, searches, [max_length] * n, [pair] * n, [task] * n)
         )
         for batch, (padded_tokens, encode_seconds, decode_seconds) in zip(batches, timings, strict=True):
             stats.encode_seconds += encode_seconds
@@ -261,7 +331,9 @@ class Translator:
             turns.next()
             encoded = self.runner.encode(src)
             encoded_at = time.perf_counter()
-            decoder = _TurnTaking(self.runner.start(encoded, alignments=search.return_alignments), turns)
+            constraints = [s.constraints for s in batch]
+            guided = any(c.sources != [None] * len(c) for c in constraints)  # by the decoder's attention
+            decoder = _TurnTaking(self.runner.start(encoded, alignments=search.return_alignments or guided), turns)
             max_lengths = [self._max_length(len(s.ids), max_length) for s in batch]
             results = beam_search.search(
                 decoder,
@@ -271,6 +343,7 @@ class Translator:
                 eos_id=specials.eos,
                 forced_eos=self.manifest.decoding.forced_eos,
                 prefixes=[pair.target_prefix] * len(batch),
+                constraints=constraints,
             )
         for s, hyps in zip(batch, results, strict=True):
             s.hypotheses = hyps
@@ -303,6 +376,8 @@ class Translator:
         search: SearchOptions,
         pair: _Pair,
         render: Callable[[list[Translation]], str] | None = None,
+        *,
+        glossary: Glossary | None = None,
     ) -> TranslationResult:
         """Reassemble one text from its units: the text itself, or (``render`` given) a markup
         text's blocks and attribute values, which ``render`` puts back. Its hypothesis i joins
@@ -338,6 +413,7 @@ class Translator:
             truncated=any(p.truncated for p in parts),
             input_tokens=sum(len(p.ids) for p in parts),
             output_tokens=sum(len(h.tokens) - words for h in best if h),
+            terms=_term_uses(parts, glossary, hypotheses[0].text, markup=markup) if glossary else [],
         )
 
     def _joined(
@@ -419,6 +495,21 @@ class _Pair:
         if in_source:
             return cls([*source.tokens, *target.tokens], [], word_separator(target))
         return cls(source.tokens, target.tokens, word_separator(target))
+
+
+def _term_uses(parts: list[_Sentence], glossary: Glossary, translation: str, *, markup: bool) -> list[TermUse]:
+    """The glossary terms the sentences ``parts`` say, each found in ``translation`` after the
+    previous use of the same target term. Source places are in the text, not known for markup."""
+    uses = []
+    searched_from: dict[str, int] = {}
+    for part in parts:
+        for t in part.terms:
+            source, target, span = glossary.terms[t.term].source, glossary.terms[t.term].target, t.span
+            at = translation.find(target, searched_from.get(target, 0))
+            if at >= 0:
+                searched_from[target] = at + len(target)
+            uses.append(TermUse(source, target, None if markup else span, None if at < 0 else (at, at + len(target))))
+    return uses
 
 
 def _added_period(source: str, translation: str) -> bool:

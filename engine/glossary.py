@@ -1,0 +1,113 @@
+"""Glossaries: term pairs, and where a text says a source term.
+
+A source term matches whole words only, case-insensitively unless the term says otherwise, and the
+longest term wins where several start at the same word. Words are runs of letters and digits; every
+other non-space character is a word of its own, so that "e-mail" matches "e-mail" but neither
+"e-mails" nor "email". Matching looks terms up word by word in a dictionary, so it costs the text's
+length times the longest term's words, whatever the number of terms.
+
+The translator turns each match into a constraint of its sentence's search: the target term's
+pieces must appear in the translation (``engine.constraints``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_TERM_WORDS = 16  # a term of more words is more likely a sentence than a term
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class Term:
+    source: str
+    target: str
+    case_sensitive: bool = False
+
+
+@dataclass(frozen=True)
+class Match:
+    """A term said in a text: ``text[start:end]``."""
+
+    term: int  # index into the glossary's terms
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Glossary:
+    """Terms to use; ValueError on an empty term, a term without words, or a source term twice
+    (compared as it would match: case-folded unless case-sensitive).
+
+    ``placed``: instead of where a text says them, the terms to use at these places of every text,
+    each a fraction of its length (the second model of a pivot, given the terms its first model's
+    text said there).
+    """
+
+    terms: tuple[Term, ...]
+    placed: tuple[float, ...] | None = None
+    _index: dict[str, list[tuple[tuple[str, ...], int]]] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+        seen: dict[tuple[bool, tuple[str, ...]], int] = {}
+        for i, term in enumerate(self.terms):
+            if not term.source.strip() or not term.target.strip():
+                raise ValueError(f"term {i}: empty source or target term")
+            words = _key_words(term.source, term.case_sensitive)
+            if not words:
+                raise ValueError(f"term {i}: {term.source!r} has no words")
+            if len(words) > MAX_TERM_WORDS:
+                raise ValueError(f"term {i}: {term.source!r} has more than {MAX_TERM_WORDS} words")
+            key = (term.case_sensitive, words)
+            if key in seen:
+                raise ValueError(f"term {i}: duplicate source term {term.source!r} (as term {seen[key]})")
+            seen[key] = i
+            index.setdefault(words[0], []).append((words, i))
+        for candidates in index.values():
+            candidates.sort(key=lambda c: -len(c[0]))  # the longest first
+        object.__setattr__(self, "_index", index)
+        if self.placed is not None and len(self.placed) != len(self.terms):
+            raise ValueError(f"{len(self.placed)} places for {len(self.terms)} terms")
+
+    @classmethod
+    def of(cls, pairs: dict[str, str] | list[tuple[str, str]], *, case_sensitive: bool = False) -> Glossary:
+        items = pairs.items() if isinstance(pairs, dict) else pairs
+        return cls(tuple(Term(s, t, case_sensitive) for s, t in items))
+
+    def find(self, text: str) -> list[Match]:
+        """The terms ``text`` says, in order, none overlapping: at each word the longest term that
+        starts there (case-sensitive and case-insensitive terms alike)."""
+        spans = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+        exact = [w for _, _, w in spans]
+        folded = [w.casefold() for w in exact]
+        matches: list[Match] = []
+        i = 0
+        while i < len(spans):
+            found = self._longest(exact, folded, i)
+            if found is None:
+                i += 1
+                continue
+            term, n = found
+            matches.append(Match(term, spans[i][0], spans[i + n - 1][1]))
+            i += n
+        return matches
+
+    def _longest(self, exact: list[str], folded: list[str], i: int) -> tuple[int, int] | None:
+        """(term, words) of the longest term starting at word i."""
+        best: tuple[int, int] | None = None
+        for words_of, key in ((folded, folded[i]), (exact, exact[i])):
+            for words, term in self._index.get(key, ()):
+                if self.terms[term].case_sensitive != (words_of is exact):
+                    continue
+                n = len(words)
+                if (best is None or n > best[1]) and tuple(words_of[i : i + n]) == words:
+                    best = (term, n)
+                    break  # the rest under this key are no longer
+        return best
+
+
+def _key_words(text: str, case_sensitive: bool) -> tuple[str, ...]:
+    words = _WORD.findall(text)
+    return tuple(words if case_sensitive else (w.casefold() for w in words))
