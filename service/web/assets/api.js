@@ -10,13 +10,18 @@ export class ApiError extends Error {
   }
 }
 
-export async function getJson(path) {
-  return (await send(path, {})).json();
+export async function getJson(path, { apiKey } = {}) {
+  return (await send(path, {}, apiKey)).json();
 }
 
 export async function postJson(path, body, { apiKey, signal } = {}) {
   const init = { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body), signal };
   return (await send(path, init, apiKey)).json();
+}
+
+// DELETE, answered with no body (204).
+export async function deleteResource(path, { apiKey } = {}) {
+  await send(path, { method: "DELETE" }, apiKey);
 }
 
 // A multipart form (a file upload); the answer is a file.

@@ -1,9 +1,12 @@
 // The translation page: languages from /languages, limits and the key requirement from
 // /frontend/settings, what each model was trained on from /v1/models, translations (with
-// alternatives and the alignment) from /v1/translate.
+// alternatives, the alignment and the glossary terms used) from /v1/translate, glossaries from
+// /v1/glossaries.
 
 import { ApiError, describe, getJson, postJson } from "./api.js";
 import { setUpFileTranslation } from "./files.js";
+import { TermView } from "./glossary-terms.js";
+import { Glossaries } from "./glossaries.js";
 import { Heatmap } from "./heatmap.js";
 import { WordLinks } from "./word-links.js";
 
@@ -39,6 +42,13 @@ const ui = {
 };
 const words = new WordLinks($("word-links"), $("word-readout"));
 const heatmap = new Heatmap($("heatmap"), $("cell-readout"));
+const terms = new TermView(ui.output, ui.text, $("source-marks"));
+const glossaries = new Glossaries({
+  pair: () => ({ source: ui.source.value, target: ui.target.value }),
+  apiKey: () => ui.key.value,
+  languageName,
+  onChange: () => translate(),
+});
 const displayNames = new Intl.DisplayNames(["en"], { type: "language" });
 
 let settings; // /frontend/settings: charLimit, frontendTimeout (the pause before translating), keyRequired
@@ -134,6 +144,8 @@ async function translate() {
     return_alignments: count <= ALIGNMENT_MAX_CHARS,
   };
   if (ui.source.value !== AUTO) request.source_lang = ui.source.value;
+  const glossary = glossaries.selected();
+  if (glossary) request.glossary = glossary;
   const controller = new AbortController();
   inFlight = controller;
   ui.output.setAttribute("aria-busy", "true");
@@ -144,8 +156,18 @@ async function translate() {
     showResult(translation, request);
   } catch (error) {
     if (error.name === "AbortError") return; // superseded by a newer request
-    showMessage(describe(error, { apiKey: ui.key.value, languageName }));
+    // A glossary deleted elsewhere, or one the service will not use for this text.
+    const refused =
+      request.glossary &&
+      error instanceof ApiError &&
+      (error.status === 404 || (error.status === 400 && /glossar/i.test(error.message)));
+    showMessage(
+      refused
+        ? `The glossary cannot be used: ${error.message}. Choose another, or None.`
+        : describe(error, { apiKey: ui.key.value, languageName }),
+    );
     showResult(null);
+    if (refused) glossaries.refresh().then((changed) => changed && translate());
     if (error instanceof ApiError && error.details.detected_language) showDetected(error.details.detected_language);
   } finally {
     if (inFlight === controller) {
@@ -182,6 +204,7 @@ function retarget(translation) {
   if (!wanted || wanted === ui.target.value) return false;
   ui.target.value = wanted;
   updateSwap();
+  glossaries.pairChanged();
   return true;
 }
 
@@ -206,18 +229,19 @@ function showModel(translation) {
 
 function showResult(translation, request) {
   showModel(translation);
-  ui.output.textContent = translation ? translation.text : "";
+  terms.show(translation, request?.text);
   ui.copy.disabled = !translation?.text;
   const detected = translation?.detected_language;
   showDetected(detected?.language ?? null, detected?.confidence);
-  showAlternatives(translation ? [translation.text, ...(translation.alternatives ?? []).map((a) => a.text)] : []);
+  showAlternatives(translation ? [translation, ...(translation.alternatives ?? [])] : []);
   showAlignment(translation, request);
 }
 
-function showAlternatives(texts) {
-  ui.alternatives.hidden = texts.length < 2;
+// The translation and its alternatives ({text, glossary_terms?}).
+function showAlternatives(hypotheses) {
+  ui.alternatives.hidden = hypotheses.length < 2;
   ui.alternativeList.replaceChildren(
-    ...texts.map((text, i) => {
+    ...hypotheses.map(({ text, glossary_terms }, i) => {
       const button = document.createElement("button");
       button.type = "button";
       button.textContent = text;
@@ -226,7 +250,7 @@ function showAlternatives(texts) {
         for (const other of ui.alternativeList.querySelectorAll("button")) {
           other.setAttribute("aria-pressed", String(other === button));
         }
-        ui.output.textContent = text;
+        terms.showAlternative(text, glossary_terms, i === 0);
         if (!ui.alignmentViews.hidden) {
           ui.alignmentNote.textContent = i === 0 ? "" : "The alignment shown is that of the first translation.";
         }
@@ -262,6 +286,7 @@ function swap() {
   fillTargets(from);
   if (translation) ui.text.value = translation;
   updateSwap();
+  glossaries.pairChanged();
   translate();
 }
 
@@ -316,12 +341,14 @@ async function start() {
   ui.source.addEventListener("change", () => {
     fillTargets(ui.target.value);
     showDetected(null);
+    glossaries.pairChanged();
     translate();
   });
   ui.target.addEventListener("change", () => {
     chosenTarget = ui.target.value;
     localStorage.setItem(TARGET_STORAGE, chosenTarget);
     updateSwap();
+    glossaries.pairChanged();
     translate();
   });
   ui.swap.addEventListener("click", swap);
@@ -335,6 +362,9 @@ async function start() {
     localStorage.setItem(KEY_STORAGE, ui.key.value);
     scheduleTranslation();
   });
+  // Each key has glossaries of its own: listed again once a key is entered.
+  ui.key.addEventListener("change", () => glossaries.refresh());
+  await glossaries.refresh();
   ui.form.dataset.ready = "true"; // for tests and scripts: the controls are filled in
   if (ui.text.value) translate(); // a text the browser kept across a reload
 }
