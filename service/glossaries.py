@@ -1,16 +1,22 @@
-"""Glossaries (DeepL's API v2 ``/v2/glossaries``): a store of named term lists for one language pair.
+"""Glossaries: a store of named term lists for one language pair, for our API (``/v1/glossaries``)
+and DeepL's (``/v2/glossaries``), applied while decoding (``engine.glossary``: a sentence that says
+a source term uses its target term).
 
 Kept in one SQLite database, ``glossaries.sqlite3`` under MT_DATA_DIR (made on first use, so that a
 service that never stores a glossary writes nothing). Every call opens its own connection, so that
 the routes may call it from worker threads at once; a glossary and all its entries are written in
-one transaction (``BEGIN IMMEDIATE``): a reader sees the whole glossary or none of it, and a
-failed write leaves nothing. Writers wait for each other (SQLite's busy timeout); readers do not
-wait for writers (write-ahead log).
+one transaction (``BEGIN IMMEDIATE``), an update included (its entries read, changed and written
+back in that transaction): a reader sees the whole glossary or none of it, before an update or
+after it, and a failed write leaves nothing. Writers wait for each other (SQLite's busy timeout);
+readers do not wait for writers (write-ahead log). A database made before entries had their
+``case_sensitive`` column gets it on first use (its entries are case-insensitive, as they matched).
 
 Each glossary belongs to an owner (the routes pass a digest of the API key, or "" when the service
-has no keys): an owner sees only its own. Entries are checked as DeepL checks them: every line a
-source and a target term, neither empty, no source term twice, no control characters. Applying a
-glossary while decoding is not done yet: the store only keeps them.
+has no keys): an owner sees only its own. Entries are checked as DeepL checks them (every line a
+source and a target term, neither empty, no control characters) and as the engine will use them
+(``engine.glossary.Glossary``): no source term twice as it matches ("Dog" and "dog" are one
+case-insensitive term), at most ``engine.glossary.MAX_TERM_WORDS`` words a term, and at most
+``MAX_ENTRIES`` entries a glossary.
 """
 
 from __future__ import annotations
@@ -20,16 +26,21 @@ import io
 import sqlite3
 import unicodedata
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from engine.glossary import Glossary, Term
+
 DATABASE_NAME = "glossaries.sqlite3"
 BUSY_TIMEOUT_S = 30.0
 MAX_TERM_CHARS = 1024
+# A glossary's entries are read, matched and sent to the engine with every translation that uses
+# it: 10,000 keep that within milliseconds.
+MAX_ENTRIES = 10_000
 EntriesFormat = Literal["tsv", "csv"]
 
 _SCHEMA = """
@@ -48,6 +59,7 @@ CREATE TABLE IF NOT EXISTS entries (
     position INTEGER NOT NULL,
     source TEXT NOT NULL,
     target TEXT NOT NULL,
+    case_sensitive INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (glossary_id, position)
 );
 """
@@ -58,7 +70,7 @@ class InvalidEntries(ValueError):
 
 
 @dataclass(frozen=True)
-class Glossary:
+class GlossaryInfo:
     glossary_id: str
     name: str
     source_lang: str
@@ -67,10 +79,11 @@ class Glossary:
     entry_count: int
 
 
-def parse_entries(text: str, entries_format: EntriesFormat) -> dict[str, str]:
-    """Source term -> target term, in order, from DeepL's TSV (``source<TAB>target`` a line) or
-    CSV (``source,target`` a row, optionally with the languages after them, RFC 4180 quoting);
-    blank lines are skipped and terms stripped. InvalidEntries says which line is wrong."""
+def parse_entries(text: str, entries_format: EntriesFormat) -> list[Term]:
+    """Case-insensitive terms, in order, from DeepL's TSV (``source<TAB>target`` a line) or CSV
+    (``source,target`` a row, optionally with the languages after them, RFC 4180 quoting); blank
+    lines are skipped and terms stripped. InvalidEntries says which line is wrong; the terms
+    themselves are checked by ``checked``."""
     if entries_format == "tsv":
         rows = [(n, line.split("\t")) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     elif entries_format == "csv":
@@ -80,34 +93,62 @@ def parse_entries(text: str, entries_format: EntriesFormat) -> dict[str, str]:
             raise InvalidEntries(f"entries: malformed CSV: {e}") from None
     else:
         raise InvalidEntries(f"entries_format: must be tsv or csv, not {entries_format!r}")
-    entries: dict[str, str] = {}
+    terms = []
     for n, fields in rows:
         if len(fields) not in (2, 4) or (entries_format == "tsv" and len(fields) != 2):
             expected = "source<TAB>target" if entries_format == "tsv" else "source,target"
             raise InvalidEntries(f"entry {n}: expected {expected}, found {len(fields)} field(s)")
-        source, target = (_term(n, field) for field in fields[:2])
-        if source in entries:
-            raise InvalidEntries(f"entry {n}: duplicate source term {source!r}")
-        entries[source] = target
-    if not entries:
+        terms.append(Term(fields[0].strip(), fields[1].strip()))
+    return terms
+
+
+def checked(terms: Sequence[Term]) -> Glossary:
+    """``terms`` as the engine's glossary, stripped; InvalidEntries naming the first entry (from 0)
+    that cannot be in one: an empty term, one too long or with a control character or a line
+    break, more than ``MAX_TERM_WORDS`` words, a source term twice; or no entries, or too many."""
+    if not terms:
         raise InvalidEntries("entries: a glossary needs at least one entry")
-    return entries
+    if len(terms) > MAX_ENTRIES:
+        raise InvalidEntries(f"entries: {len(terms)} entries; a glossary has at most {MAX_ENTRIES}")
+    stripped = tuple(Term(_term(i, t.source), _term(i, t.target), t.case_sensitive) for i, t in enumerate(terms))
+    try:
+        return Glossary(stripped)
+    except ValueError as e:  # the engine names the term: "term 3: duplicate source term 'Dog' (as term 1)"
+        raise InvalidEntries(f"entries: {e}") from None
 
 
-def _term(line: int, value: str) -> str:
+def _term(index: int, value: str) -> str:
     term = value.strip()
     if not term:
-        raise InvalidEntries(f"entry {line}: empty term")
+        raise InvalidEntries(f"entries: term {index}: empty term")
     if len(term) > MAX_TERM_CHARS:
-        raise InvalidEntries(f"entry {line}: a term has more than {MAX_TERM_CHARS} characters")
+        raise InvalidEntries(f"entries: term {index}: a term has more than {MAX_TERM_CHARS} characters")
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in term):
-        raise InvalidEntries(f"entry {line}: a term contains a control character or a line break")
+        raise InvalidEntries(f"entries: term {index}: a term contains a control character or a line break")
     return term
 
 
-def to_tsv(entries: dict[str, str]) -> str:
+def merged(current: Sequence[Term], changes: Sequence[Term], remove: Sequence[str] = ()) -> list[Term]:
+    """``current`` without the entries whose source is one of ``remove`` (as written, stripped),
+    then with ``changes``: one replaces the entry with its source term as the engine compares them
+    (the same words, case-folded unless case-sensitive), or is added after the others."""
+    removed = {source.strip() for source in remove}
+    # One glossary of the changes per kind of term: an entry is replaced where the change of its
+    # kind matches the whole of its source, which is the engine's comparison.
+    by_kind = {kind: Glossary(tuple(t for t in changes if t.case_sensitive == kind)) for kind in (False, True)}
+    kept = [t for t in current if t.source not in removed and not _says_only(by_kind[t.case_sensitive], t.source)]
+    return [*kept, *changes]
+
+
+def _says_only(glossary: Glossary, text: str) -> bool:
+    """Whether ``text`` is one of the glossary's source terms and nothing else."""
+    found = glossary.find(text)
+    return len(found) == 1 and (found[0].start, found[0].end) == (len(text) - len(text.lstrip()), len(text.rstrip()))
+
+
+def to_tsv(terms: Sequence[Term]) -> str:
     """The entries as DeepL sends them back: ``source<TAB>target`` lines."""
-    return "".join(f"{source}\t{target}\n" for source, target in entries.items())
+    return "".join(f"{t.source}\t{t.target}\n" for t in terms)
 
 
 class GlossaryStore:
@@ -115,64 +156,100 @@ class GlossaryStore:
         self.path = directory / DATABASE_NAME
         self._ready = False
 
-    def create(self, owner: str, name: str, source_lang: str, target_lang: str, entries: dict[str, str]) -> Glossary:
-        """Store a new glossary with its entries, atomically."""
-        if not name.strip():
-            raise InvalidEntries("name: must not be empty")
-        if not entries:
-            raise InvalidEntries("entries: a glossary needs at least one entry")
+    def create(
+        self, owner: str, name: str, source_lang: str, target_lang: str, entries: Sequence[Term]
+    ) -> GlossaryInfo:
+        """Store a new glossary with its entries (``checked``), atomically."""
+        terms = checked(entries).terms
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        glossary = Glossary(str(uuid.uuid4()), name, source_lang, target_lang, now, len(entries))
-        with self._connection() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute(
-                    "INSERT INTO glossaries VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (glossary.glossary_id, owner, name, source_lang, target_lang, now, len(entries)),
-                )
-                db.executemany(
-                    "INSERT INTO entries VALUES (?, ?, ?, ?)",
-                    [(glossary.glossary_id, i, s, t) for i, (s, t) in enumerate(entries.items())],
-                )
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        glossary = GlossaryInfo(str(uuid.uuid4()), _name(name), source_lang, target_lang, now, len(terms))
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO glossaries VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (glossary.glossary_id, owner, glossary.name, source_lang, target_lang, now, len(terms)),
+            )
+            _write_entries(db, glossary.glossary_id, terms)
         return glossary
 
-    def list(self, owner: str) -> list[Glossary]:
+    def update(
+        self,
+        owner: str,
+        glossary_id: str,
+        *,
+        name: str | None = None,
+        entries: Sequence[Term] | None = None,
+        changes: Sequence[Term] = (),
+        remove: Sequence[str] = (),
+    ) -> GlossaryInfo | None:
+        """Rename the glossary, replace its entries (``entries``) or change them (``merged``), in one
+        transaction; None if it does not exist. InvalidEntries (and nothing changed) if the entries
+        it would have cannot make a glossary."""
+        with self._transaction() as db:
+            info = self._get(db, owner, glossary_id)
+            if info is None:
+                return None
+            if name is not None:
+                info = replace(info, name=_name(name))
+                db.execute("UPDATE glossaries SET name = ? WHERE id = ?", (info.name, glossary_id))
+            if entries is not None or changes or remove:
+                current = _read_entries(db, glossary_id) if entries is None else entries
+                terms = checked(merged(current, checked(changes).terms if changes else (), remove)).terms
+                db.execute("DELETE FROM entries WHERE glossary_id = ?", (glossary_id,))
+                _write_entries(db, glossary_id, terms)
+                db.execute("UPDATE glossaries SET entry_count = ? WHERE id = ?", (len(terms), glossary_id))
+                info = replace(info, entry_count=len(terms))
+        return info
+
+    def list(self, owner: str) -> list[GlossaryInfo]:
         """The owner's glossaries, oldest first."""
         with self._connection() as db:
             rows = db.execute(
                 f"SELECT {_COLUMNS} FROM glossaries WHERE owner = ? ORDER BY creation_time, id", (owner,)
             ).fetchall()
-        return [Glossary(*row) for row in rows]
+        return [GlossaryInfo(*row) for row in rows]
 
-    def get(self, owner: str, glossary_id: str) -> Glossary | None:
+    def get(self, owner: str, glossary_id: str) -> GlossaryInfo | None:
         with self._connection() as db:
-            row = db.execute(
-                f"SELECT {_COLUMNS} FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
-            ).fetchone()
-        return Glossary(*row) if row else None
+            return self._get(db, owner, glossary_id)
 
-    def entries(self, owner: str, glossary_id: str) -> dict[str, str] | None:
+    def entries(self, owner: str, glossary_id: str) -> list[Term] | None:
         """The glossary's entries in the order they were given; None if it does not exist."""
+        found = self.with_entries(owner, glossary_id)
+        return None if found is None else found[1]
+
+    def with_entries(self, owner: str, glossary_id: str) -> tuple[GlossaryInfo, list[Term]] | None:
+        """The glossary and its entries, read together; None if it does not exist."""
         with self._connection() as db:
             db.execute("BEGIN")  # one snapshot: the glossary and its entries together
-            found = db.execute("SELECT 1 FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)).fetchone()
-            rows = db.execute(
-                "SELECT source, target FROM entries WHERE glossary_id = ? ORDER BY position", (glossary_id,)
-            ).fetchall()
+            info = self._get(db, owner, glossary_id)
+            terms = _read_entries(db, glossary_id)
             db.execute("COMMIT")
-        return dict(rows) if found else None
+        return None if info is None else (info, terms)
 
     def delete(self, owner: str, glossary_id: str) -> bool:
         """Delete the glossary and its entries; False if it did not exist."""
+        with self._transaction() as db:
+            deleted = db.execute("DELETE FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)).rowcount
+        return deleted > 0
+
+    @staticmethod
+    def _get(db: sqlite3.Connection, owner: str, glossary_id: str) -> GlossaryInfo | None:
+        row = db.execute(
+            f"SELECT {_COLUMNS} FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
+        ).fetchone()
+        return GlossaryInfo(*row) if row else None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed if the block ends, rolled back if it raises."""
         with self._connection() as db:
             db.execute("BEGIN IMMEDIATE")
-            deleted = db.execute("DELETE FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)).rowcount
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
             db.execute("COMMIT")
-        return deleted > 0
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
@@ -184,8 +261,39 @@ class GlossaryStore:
             if not self._ready:
                 db.execute("PRAGMA journal_mode = WAL")
                 db.executescript(_SCHEMA)
+                _migrate(db)
                 self._ready = True
             yield db
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a database made by an earlier version up to the schema, in a write transaction: two
+    processes that open it at once do not both alter it."""
+    db.execute("BEGIN IMMEDIATE")
+    columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
+    if "case_sensitive" not in columns:
+        db.execute("ALTER TABLE entries ADD COLUMN case_sensitive INTEGER NOT NULL DEFAULT 0")
+    db.execute("COMMIT")
+
+
+def _name(name: str) -> str:
+    if not name.strip():
+        raise InvalidEntries("name: must not be empty")
+    return name
+
+
+def _write_entries(db: sqlite3.Connection, glossary_id: str, terms: Sequence[Term]) -> None:
+    db.executemany(
+        "INSERT INTO entries VALUES (?, ?, ?, ?, ?)",
+        [(glossary_id, i, t.source, t.target, t.case_sensitive) for i, t in enumerate(terms)],
+    )
+
+
+def _read_entries(db: sqlite3.Connection, glossary_id: str) -> list[Term]:
+    rows = db.execute(
+        "SELECT source, target, case_sensitive FROM entries WHERE glossary_id = ? ORDER BY position", (glossary_id,)
+    )
+    return [Term(source, target, bool(case_sensitive)) for source, target, case_sensitive in rows]
 
 
 _COLUMNS = "id, name, source_lang, target_lang, creation_time, entry_count"

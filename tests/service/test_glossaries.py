@@ -8,9 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from service.glossaries import DATABASE_NAME, GlossaryStore, InvalidEntries, parse_entries, to_tsv
+from engine.glossary import Term
+from service.glossaries import (
+    DATABASE_NAME,
+    MAX_ENTRIES,
+    GlossaryStore,
+    InvalidEntries,
+    checked,
+    merged,
+    parse_entries,
+    to_tsv,
+)
 
-ENTRIES = {"dog": "Hund", "cat": "Katze"}
+ENTRIES = [Term("dog", "Hund"), Term("cat", "Katze")]
 
 
 def test_create_get_list_entries_delete(tmp_path: Path) -> None:
@@ -21,8 +31,7 @@ def test_create_get_list_entries_delete(tmp_path: Path) -> None:
     assert created.creation_time.endswith("Z")
     assert store.get("me", created.glossary_id) == created
     assert store.list("me") == [created]
-    assert store.entries("me", created.glossary_id) == ENTRIES
-    assert list(store.entries("me", created.glossary_id) or {}) == ["dog", "cat"]  # in the order given
+    assert store.entries("me", created.glossary_id) == ENTRIES  # in the order given
     assert store.delete("me", created.glossary_id)
     assert store.get("me", created.glossary_id) is None
     assert store.entries("me", created.glossary_id) is None
@@ -33,7 +42,7 @@ def test_create_get_list_entries_delete(tmp_path: Path) -> None:
 def test_owners_see_only_their_own(tmp_path: Path) -> None:
     store = GlossaryStore(tmp_path)
     mine = store.create("me", "a", "en", "de", ENTRIES)
-    theirs = store.create("them", "b", "de", "en", {"Hund": "dog"})
+    theirs = store.create("them", "b", "de", "en", [Term("Hund", "dog")])
     assert store.list("me") == [mine] and store.list("them") == [theirs]
     assert store.get("them", mine.glossary_id) is None
     assert store.entries("them", mine.glossary_id) is None
@@ -53,7 +62,7 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
     store = GlossaryStore(tmp_path)
     store.create("me", "kept", "en", "de", ENTRIES)
     with pytest.raises(sqlite3.Error):
-        store.create("me", "broken", "en", "de", {"dog": "Hund", "cat": object()})  # type: ignore[dict-item]
+        store.create("me", "broken", "en", "de", [Term("dog", "Hund"), Term("cat", "Katze", object())])  # type: ignore[arg-type]
     assert [g.name for g in store.list("me")] == ["kept"]
     with sqlite3.connect(tmp_path / DATABASE_NAME) as db:
         assert db.execute("SELECT count(*) FROM entries").fetchone() == (2,)
@@ -63,8 +72,9 @@ def test_concurrent_writers_and_readers(tmp_path: Path) -> None:
     store = GlossaryStore(tmp_path)
 
     def work(i: int) -> None:
-        created = store.create("me", f"g{i}", "en", "de", {f"term{j}": f"Begriff{j}" for j in range(50)})
-        assert store.entries("me", created.glossary_id) == {f"term{j}": f"Begriff{j}" for j in range(50)}
+        terms = [Term(f"term{j}", f"Begriff{j}") for j in range(50)]
+        created = store.create("me", f"g{i}", "en", "de", terms)
+        assert store.entries("me", created.glossary_id) == terms
         if i % 2:
             assert store.delete("me", created.glossary_id)
 
@@ -79,16 +89,16 @@ def test_create_refuses_an_empty_name_or_no_entries(tmp_path: Path) -> None:
     with pytest.raises(InvalidEntries):
         store.create("me", " ", "en", "de", ENTRIES)
     with pytest.raises(InvalidEntries):
-        store.create("me", "a", "en", "de", {})
+        store.create("me", "a", "en", "de", [])
 
 
 def test_parse_tsv_and_csv() -> None:
     assert parse_entries("dog\tHund\n\n cat \t Katze \r\n", "tsv") == ENTRIES
-    assert parse_entries('dog,Hund\n"cat, big",Großkatze\nfox,Fuchs,en,de\n', "csv") == {
-        "dog": "Hund",
-        "cat, big": "Großkatze",
-        "fox": "Fuchs",
-    }
+    assert parse_entries('dog,Hund\n"cat, big",Großkatze\nfox,Fuchs,en,de\n', "csv") == [
+        Term("dog", "Hund"),
+        Term("cat, big", "Großkatze"),
+        Term("fox", "Fuchs"),
+    ]
     assert to_tsv(ENTRIES) == "dog\tHund\ncat\tKatze\n"
     assert parse_entries(to_tsv(ENTRIES), "tsv") == ENTRIES
 
@@ -97,6 +107,7 @@ def test_parse_tsv_and_csv() -> None:
     ("text", "entries_format", "says"),
     [
         ("dog\tHund\ndog\tHündchen", "tsv", "duplicate source term"),
+        ("dog\tHund\nDOG\tHündchen", "tsv", "duplicate source term"),  # as it matches: case-folded
         ("dog\t", "tsv", "empty term"),
         ("\tHund", "tsv", "empty term"),
         ("dog Hund", "tsv", "expected source<TAB>target"),
@@ -111,4 +122,107 @@ def test_parse_tsv_and_csv() -> None:
 )
 def test_invalid_entries(text: str, entries_format: str, says: str) -> None:
     with pytest.raises(InvalidEntries, match=says):
-        parse_entries(text, entries_format)  # type: ignore[arg-type]
+        checked(parse_entries(text, entries_format))  # type: ignore[arg-type]
+
+
+def test_duplicates_are_judged_as_the_engine_matches_terms(tmp_path: Path) -> None:
+    store = GlossaryStore(tmp_path)
+    with pytest.raises(InvalidEntries, match="term 1: duplicate source term 'Dog'"):
+        store.create("me", "a", "en", "de", [Term("dog", "Hund"), Term("Dog", "Rüde")])
+    # Case-sensitive terms differ by case, and from a case-insensitive one.
+    terms = [Term("Apple", "Apple", True), Term("apple", "Apfel", True), Term("APPLE", "Apfel")]
+    created = store.create("me", "b", "en", "de", terms)
+    assert store.entries("me", created.glossary_id) == terms
+    for bad, says in [
+        (Term(" ", "x"), "term 0: empty term"),
+        (Term("x" * 1025, "y"), "more than 1024 characters"),
+        (Term(" ".join(["w"] * 17), "y"), "more than 16 words"),
+        (Term("a\nb", "y"), "line break"),
+    ]:
+        with pytest.raises(InvalidEntries, match=says):
+            store.create("me", "c", "en", "de", [bad])
+    with pytest.raises(InvalidEntries, match=f"at most {MAX_ENTRIES}"):
+        store.create("me", "d", "en", "de", [Term(f"t{i}", "x") for i in range(MAX_ENTRIES + 1)])
+    assert [g.name for g in store.list("me")] == ["b"]
+
+
+def test_terms_are_stored_stripped(tmp_path: Path) -> None:
+    store = GlossaryStore(tmp_path)
+    created = store.create("me", "a", "en", "de", [Term(" dog ", " Hund\t")])
+    assert store.entries("me", created.glossary_id) == [Term("dog", "Hund")]
+
+
+def test_merged() -> None:
+    current = [Term("dog", "Hund"), Term("Cat", "Katze", True), Term("hot dog", "Hotdog")]
+    changes = [Term("DOG", "Rüde"), Term("cat", "Kätzchen", True), Term("bird", "Vogel")]
+    assert merged(current, changes) == [
+        Term("Cat", "Katze", True),  # case-sensitive "cat" is another term
+        Term("hot dog", "Hotdog"),
+        *changes,
+    ]
+    assert merged(current, [], ["hot dog", "nothing"]) == current[:2]
+
+
+def test_update_renames_replaces_and_merges_atomically(tmp_path: Path) -> None:
+    store = GlossaryStore(tmp_path)
+    created = store.create("me", "a", "en", "de", ENTRIES)
+    renamed = store.update("me", created.glossary_id, name="animals")
+    assert renamed is not None and (renamed.name, renamed.entry_count) == ("animals", 2)
+    assert store.get("me", created.glossary_id) == renamed
+    patched = store.update(
+        "me", created.glossary_id, changes=[Term("Dog", "Rüde"), Term("bird", "Vogel")], remove=["cat"]
+    )
+    assert patched is not None and patched.entry_count == 2
+    assert store.entries("me", created.glossary_id) == [Term("Dog", "Rüde"), Term("bird", "Vogel")]
+    replaced = store.update("me", created.glossary_id, entries=[Term("tree", "Baum")])
+    assert replaced is not None and replaced.entry_count == 1 and replaced.creation_time == created.creation_time
+    assert store.entries("me", created.glossary_id) == [Term("tree", "Baum")]
+    # A change that would leave an invalid glossary changes nothing, the name included.
+    for change in [
+        {"name": "new", "changes": [Term("a", "b"), Term("A", "c")]},
+        {"name": "new", "remove": ["tree"]},
+        {"name": "new", "entries": []},
+        {"name": " "},
+    ]:
+        with pytest.raises(InvalidEntries):
+            store.update("me", created.glossary_id, **change)  # type: ignore[arg-type]
+    assert store.get("me", created.glossary_id) == replaced
+    assert store.entries("me", created.glossary_id) == [Term("tree", "Baum")]
+    assert store.update("them", created.glossary_id, name="x") is None
+    assert store.update("me", "nope", entries=ENTRIES) is None
+
+
+def test_concurrent_merges_lose_no_change(tmp_path: Path) -> None:
+    store = GlossaryStore(tmp_path)
+    created = store.create("me", "a", "en", "de", ENTRIES)
+
+    def add(i: int) -> None:
+        assert store.update("me", created.glossary_id, changes=[Term(f"term{i}", f"Begriff{i}")]) is not None
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(add, range(32)))
+    entries = store.entries("me", created.glossary_id) or []
+    assert len(entries) == 34 and {t.source for t in entries} >= {f"term{i}" for i in range(32)}
+    assert store.get("me", created.glossary_id).entry_count == 34  # type: ignore[union-attr]
+
+
+def test_a_database_without_case_sensitive_entries_is_migrated(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as db:  # as the first version made it
+        db.executescript(
+            """
+            CREATE TABLE glossaries (id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL,
+                source_lang TEXT NOT NULL, target_lang TEXT NOT NULL, creation_time TEXT NOT NULL,
+                entry_count INTEGER NOT NULL);
+            CREATE TABLE entries (glossary_id TEXT NOT NULL REFERENCES glossaries (id) ON DELETE CASCADE,
+                position INTEGER NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL,
+                PRIMARY KEY (glossary_id, position));
+            INSERT INTO glossaries VALUES ('old', 'me', 'old', 'en', 'de', '2026-01-01T00:00:00.000Z', 1);
+            INSERT INTO entries VALUES ('old', 0, 'dog', 'Hund');
+            """
+        )
+    db.close()
+    stores = [GlossaryStore(tmp_path) for _ in range(4)]
+    with ThreadPoolExecutor(4) as pool:  # opened at once: one of them alters the table
+        assert list(pool.map(lambda s: s.entries("me", "old"), stores)) == [[Term("dog", "Hund")]] * 4
+    created = stores[0].create("me", "new", "en", "de", [Term("Cat", "Katze", True)])
+    assert GlossaryStore(tmp_path).entries("me", created.glossary_id) == [Term("Cat", "Katze", True)]
