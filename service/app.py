@@ -18,9 +18,10 @@ from fastapi_offline import FastAPIOffline
 from service import openapi
 from service.errors import install_error_handlers
 from service.file_store import FileStore
+from service.glossaries import GlossaryStore
 from service.metrics import Metrics
 from service.middleware import BodyLimit, CloseUnreadBody, RequestAccounting, RootPath, SlowBody
-from service.routes import deepl, files, libretranslate, operations, stream, v1, web
+from service.routes import deepl, files, glossaries, libretranslate, operations, stream, v1, web
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
@@ -62,6 +63,7 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.files = file_store
+    app.state.glossaries = GlossaryStore(settings.data_dir)
     install_error_handlers(
         app,
         lambda error_type: metrics.errors.labels(error_type).inc(),
@@ -78,7 +80,7 @@ def create_app(
     app.add_middleware(CloseUnreadBody)
     if settings.root_path:
         app.add_middleware(RootPath, prefix=settings.root_path)
-    for module in (v1, stream, files, operations, libretranslate, deepl):
+    for module in (v1, stream, files, glossaries, operations, libretranslate, deepl):
         app.include_router(module.router)
     if settings.web_ui:
         web.install(app)

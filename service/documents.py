@@ -4,8 +4,8 @@ A document's texts go through ``Runtime.translate`` like any request's, in chunk
 MT_MAX_TEXTS texts and MT_MAX_CHARS characters, one chunk after another: a large document holds no
 more of the queue at a time than one full-size request does, so other requests are served between
 its chunks, and each chunk gets the whole request deadline. The source language, when not given,
-is identified once for the whole document. Reading and writing the file run in a thread, off the
-event loop.
+is identified once for the whole document. A glossary applies to every text of it. Reading and
+writing the file run in a thread, off the event loop.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from engine.documents import (
 )
 from engine.markup import plain_text
 from service.errors import InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
-from service.runtime import Runtime, TranslationJob, prefer_served
+from service.runtime import JobGlossary, Runtime, TranslationJob, prefer_served
 
 # Characters of a document that language identification reads: more tell it nothing new.
 IDENTIFICATION_SAMPLE_CHARS = 2000
@@ -40,6 +40,7 @@ class FileJob:
     target_lang: str
     source_lang: str | None = None  # None or "auto": identified from the document
     api_key: str | None = None
+    glossary: JobGlossary | None = None
 
 
 async def translate_document(runtime: Runtime, job: FileJob) -> tuple[bytes, Document]:
@@ -54,7 +55,7 @@ async def translate_document(runtime: Runtime, job: FileJob) -> tuple[bytes, Doc
     options = TranslationOptions(format=document.format)
     translations: list[str] = []
     for chunk in chunks(document.texts, max_texts=runtime.settings.max_texts, max_chars=runtime.settings.max_chars):
-        request = TranslationJob(chunk, job.target_lang, source, options, api_key=job.api_key)
+        request = TranslationJob(chunk, job.target_lang, source, options, api_key=job.api_key, glossary=job.glossary)
         done = await runtime.translate(request)
         translations += [result.text for result in done.results]
     return await asyncio.to_thread(document.write, translations), document

@@ -57,6 +57,12 @@ class MalformedMarkup(InvalidRequest):
     type = "malformed_markup"
 
 
+class InvalidGlossary(InvalidRequest):
+    """Glossary entries that cannot make a glossary: an empty or duplicate term, too many entries."""
+
+    type = "invalid_glossary"
+
+
 class PayloadTooLarge(ServiceError):
     status, type = 413, "payload_too_large"
 
@@ -73,6 +79,12 @@ class NotFound(ServiceError):
 
 class UnsupportedLanguage(ServiceError):
     status, type = 400, "unsupported_language"
+
+
+class GlossaryMismatch(ServiceError):
+    """A translation that names other languages than its glossary is for."""
+
+    status, type = 400, "glossary_mismatch"
 
 
 class Unauthorized(ServiceError):
@@ -148,10 +160,12 @@ _HTTP_STATUS_TYPES = {
 _SERVICE_ERRORS: tuple[type[ServiceError], ...] = (
     InvalidRequest,
     MalformedMarkup,
+    InvalidGlossary,
     PayloadTooLarge,
     UnsupportedMediaType,
     NotFound,
     UnsupportedLanguage,
+    GlossaryMismatch,
     Unauthorized,
     Forbidden,
     Overloaded,

@@ -9,6 +9,12 @@ model's batcher. It knows nothing of HTTP: cancelling the call (the route does w
 disconnects) drops the job's texts that are still queued. The streaming route splits the work:
 ``plan`` makes every check that needs no model, once for its whole text, and ``translate_part``
 translates each sentence of that text along the planned route.
+
+A job's glossary (``JobGlossary``) is for one language pair: a job that names other languages is
+refused (``GlossaryMismatch``), and with the source identified, a text identified as another
+language than the glossary's is translated without it. Through a pivot, the first model translates
+without the glossary and the second uses, for each text, the terms the text says, placed where the
+text says them (``engine.glossary.Glossary.placed``); the terms a result reports are the text's.
 """
 
 from __future__ import annotations
@@ -20,8 +26,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine import languages
-from engine.api import Engine, Hypothesis, ModelInfo, TextFormat, TranslationOptions, TranslationResult
+from engine.api import (
+    Engine,
+    Hypothesis,
+    ModelInfo,
+    TermUse,
+    TextFormat,
+    TranslationOptions,
+    TranslationResult,
+)
 from engine.bundle import BundleError, load_bundle
+from engine.glossary import Glossary, Match
 from engine.language_id import (
     Choice,
     Detection,
@@ -32,13 +47,14 @@ from engine.language_id import (
     supported_languages,
 )
 from engine.markup import MarkupError, plain_text
-from engine.repository import ModelEntry, Route, Router, discover, single
+from engine.repository import Hop, ModelEntry, Route, Router, discover, single
 from engine.tokenizer import Tokenizer
-from engine.translator import TranslatorConfig, auto_streams
+from engine.translator import GLOSSARY_MIN_BEAM, TranslatorConfig, auto_streams
 from service.batcher import BatcherConfig
 from service.cache import TranslationCache
 from service.engine_process import EngineHost
 from service.errors import (
+    GlossaryMismatch,
     InvalidRequest,
     MalformedMarkup,
     PayloadTooLarge,
@@ -58,6 +74,16 @@ EngineFactory = Callable[[TranslatorConfig], Engine]
 
 
 @dataclass(frozen=True)
+class JobGlossary:
+    """The terms a job's translations must use, and the language pair they are for (languages by
+    the router's codes; None: a glossary given with the request, for whatever it translates)."""
+
+    terms: Glossary
+    source_lang: str | None = None
+    target_lang: str | None = None
+
+
+@dataclass(frozen=True)
 class TranslationJob:
     """One translation request, as every route module describes it."""
 
@@ -67,6 +93,7 @@ class TranslationJob:
     options: TranslationOptions = field(default_factory=TranslationOptions)
     api_key: str | None = None
     timeout_s: float | None = None  # capped at MT_REQUEST_TIMEOUT_S
+    glossary: JobGlossary | None = None
 
 
 @dataclass(frozen=True)
@@ -273,9 +300,11 @@ class Runtime:
             routes, detections = self._identified_routes(router, readable, choices, target)
         else:
             routes, detections = self._routes(router, verbatim, job), None
+        if job.glossary is not None:
+            _check_glossary(router, job, job.glossary)
         for route in dict.fromkeys(route for route in routes if route is not None):
             _check_options(route, job.options)
-        self._check_cost(readable, routes, job.options)
+        self._check_cost(readable, routes, job.options, job.glossary)
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
         return Plan(job, routes, detections, timeout)
 
@@ -294,7 +323,7 @@ class Runtime:
                 groups.setdefault(route, []).append(i)
         done = await asyncio.gather(
             *(
-                self._translate_route(r, [texts[i] for i in idx], job.options, plan.timeout_s)
+                self._translate_route(r, [texts[i] for i in idx], job.options, _terms(r, job.glossary), plan.timeout_s)
                 for r, idx in groups.items()
             )
         )
@@ -309,7 +338,10 @@ class Runtime:
         [route] = plan.routes
         if route is None or is_passthrough(part):
             return _unchanged(part), None
-        [result], model = await self._translate_route(route, [part], plan.job.options, plan.timeout_s)
+        job = plan.job
+        [result], model = await self._translate_route(
+            route, [part], job.options, _terms(route, job.glossary), plan.timeout_s
+        )
         return result, model
 
     def _routes(self, router: Router, verbatim: list[bool], job: TranslationJob) -> list[Route | None]:
@@ -363,28 +395,54 @@ class Runtime:
             raise UnsupportedLanguage(str(e), details=details) from None
 
     async def _translate_route(
-        self, route: Route, texts: list[str], asked: TranslationOptions, timeout: float
+        self, route: Route, texts: list[str], asked: TranslationOptions, terms: Glossary | None, timeout: float
     ) -> tuple[list[TranslationResult], str]:
+        """``texts`` along ``route``, using ``terms``; with the models that translated them."""
+        if route.pivot is None:
+            [hop] = route.hops
+            return await self._translate_hop(hop, texts, replace(asked, glossary=terms), timeout)
+        first, second = route.hops
         # The pivot text is an intermediate: one hypothesis, the model's own length rule.
-        first = replace(asked, num_hypotheses=1, max_length=None, min_length=0) if route.pivot else asked
-        names = []
-        results = None
-        current = texts
-        for hop, options in zip(route.hops, (first, asked)[-len(route.hops) :], strict=True):
-            hop_results, name = await self._translate_hop(hop.model, hop.source, hop.target, current, options, timeout)
-            names.append(name)
-            results = hop_results if results is None else _chained(results, hop_results)
-            current = [r.text for r in hop_results]
-        assert results is not None
-        return results, "+".join(names)
+        pivot = replace(asked, num_hypotheses=1, max_length=None, min_length=0)
+        pivoted, first_name = await self._translate_hop(first, texts, pivot, timeout)
+        current = [r.text for r in pivoted]
+        if terms is None:
+            results, second_name = await self._translate_hop(second, current, asked, timeout)
+        else:
+            results, second_name = await self._translate_placed(second, texts, current, asked, terms, timeout)
+        return _chained(pivoted, results), f"{first_name}+{second_name}"
+
+    async def _translate_placed(
+        self, hop: Hop, texts: list[str], pivoted: list[str], asked: TranslationOptions, terms: Glossary, timeout: float
+    ) -> tuple[list[TranslationResult], str]:
+        """The pivot texts ``pivoted`` of ``texts`` by ``hop``, each with the terms its text says,
+        placed where it says them: texts that say different terms in different places are
+        translated with different glossaries. Each result reports the terms of its text."""
+        found = [terms.find(text) for text in texts]
+        groups: dict[Glossary | None, list[int]] = {}
+        for i, (text, matches) in enumerate(zip(texts, found, strict=True)):
+            groups.setdefault(_placed(terms, text, matches), []).append(i)
+        done = await asyncio.gather(
+            *(
+                self._translate_hop(hop, [pivoted[i] for i in idx], replace(asked, glossary=placed), timeout)
+                for placed, idx in groups.items()
+            )
+        )
+        results: list[TranslationResult | None] = [None] * len(texts)
+        for idx, (translated, _) in zip(groups.values(), done, strict=True):
+            for i, result in zip(idx, translated, strict=True):
+                uses = _said_terms(terms, found[i], result, markup=asked.format != "text")
+                results[i] = replace(result, terms=uses)
+        return [r for r in results if r is not None], done[0][1]
 
     async def _translate_hop(
-        self, model: str, source: str, target: str, texts: list[str], asked: TranslationOptions, timeout: float
+        self, hop: Hop, texts: list[str], asked: TranslationOptions, timeout: float
     ) -> tuple[list[TranslationResult], str]:
         pool, _ = self._loaded()
+        model = hop.model
         async with pool.use(model) as loaded:
             info = loaded.engine.info
-            options = _resolve(replace(asked, source_language=source, target_language=target), info)
+            options = _resolve(replace(asked, source_language=hop.source, target_language=hop.target), info)
             key = f"{info.name}:{info.version}:{info.variant}"
             results: list[TranslationResult | None] = [self.cache.get(key, text, options) for text in texts]
             missing = [i for i, r in enumerate(results) if r is None]
@@ -419,17 +477,27 @@ class Runtime:
         if (chars := sum(map(len, texts))) > s.max_chars:
             raise PayloadTooLarge(f"{chars} characters in one request; the limit is {s.max_chars}")
 
-    def _check_cost(self, texts: list[str], routes: list[Route | None], options: TranslationOptions) -> None:
+    def _check_cost(
+        self,
+        texts: list[str],
+        routes: list[Route | None],
+        options: TranslationOptions,
+        glossary: JobGlossary | None,
+    ) -> None:
         """What the request would cost, estimated from each text's source tokens before any of it is
-        queued: the search's tokens times beams (both models' through a pivot) and, with
-        alignments, the weights of each text's matrix, taking its translation as long as itself."""
+        queued: the search's tokens times beams (both models' through a pivot; with a glossary, the
+        last model's at least the beam of a sentence with terms) and, with alignments, the weights
+        of each text's matrix, taking its translation as long as itself."""
         s = self.settings
         beam_tokens = cells = 0
         for text, route in zip(texts, routes, strict=True):
             if route is None:
                 continue
             tokens = len(self._tokenizer(route.hops[0].model).encode(text))  # EOS included
-            beam_tokens += tokens * sum(self._beam_size(hop.model, options) for hop in route.hops)
+            beams = [self._beam_size(hop.model, options) for hop in route.hops]
+            if _terms(route, glossary) is not None:
+                beams[-1] = max(beams[-1], GLOSSARY_MIN_BEAM)
+            beam_tokens += tokens * sum(beams)
             cells += (tokens - 1) ** 2
         _check_limit(beam_tokens, s.max_beam_tokens, "source tokens times beams", "MT_MAX_BEAM_TOKENS")
         if options.return_alignments:
@@ -521,6 +589,56 @@ def _check_options(route: Route, options: TranslationOptions) -> None:
     if route.pivot is not None and options.return_alignments:
         hops = " -> ".join([route.source, *(h.target for h in route.hops)])
         raise InvalidRequest(f"alignments are not available for a pair served through a pivot ({hops})")
+
+
+def _check_glossary(router: Router, job: TranslationJob, glossary: JobGlossary) -> None:
+    """GlossaryMismatch (400) when the job names other languages than its glossary's."""
+    if glossary.target_lang is None:
+        return
+    asked = [("target", job.target_lang, glossary.target_lang)]
+    if job.source_lang is not None and job.source_lang.lower() != "auto":
+        asked.append(("source", job.source_lang, glossary.source_lang))
+    for side, name, wanted in asked:
+        if router.code(name, side) != wanted:
+            raise GlossaryMismatch(
+                f"the glossary is for {glossary.source_lang}->{glossary.target_lang}: "
+                f"its {side} language is not {name!r}"
+            )
+
+
+def _terms(route: Route, glossary: JobGlossary | None) -> Glossary | None:
+    """The terms to translate along ``route`` with: none for a text identified as another language
+    than its glossary's source."""
+    if glossary is None or glossary.source_lang not in (None, route.source):
+        return None
+    return glossary.terms
+
+
+def _placed(terms: Glossary, text: str, matches: list[Match]) -> Glossary | None:
+    """The terms ``text`` says, each at the place it first says it (a fraction of its length), for
+    the second model of a pivot; None when it says none."""
+    places: dict[int, float] = {}
+    for match in matches:
+        places.setdefault(match.term, match.start / len(text))
+    if not places:
+        return None
+    return Glossary(tuple(terms.terms[term] for term in places), placed=tuple(places.values()))
+
+
+def _said_terms(terms: Glossary, matches: list[Match], result: TranslationResult, *, markup: bool) -> list[TermUse]:
+    """The terms a text says (``matches``), each with where the translation of its pivot text has
+    its target term: looked for after the previous use of the same target, as the engine looks for
+    the terms of the text it translates."""
+    uses = []
+    searched_from: dict[str, int] = {}
+    for match in matches:
+        term = terms.terms[match.term]
+        at = result.text.find(term.target, searched_from.get(term.target, 0))
+        if at >= 0:
+            searched_from[term.target] = at + len(term.target)
+        span = None if at < 0 else (at, at + len(term.target))
+        uses.append(TermUse(term.source, term.target, None if markup else (match.start, match.end), span))
+    return uses
 
 
 def _unchanged(text: str) -> TranslationResult:

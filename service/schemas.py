@@ -12,10 +12,12 @@ from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from engine.api import TranslationOptions, TranslationResult
+from engine.api import TermUse, TranslationOptions, TranslationResult
 from engine.bundle import ModelCard
+from engine.glossary import Term
 from engine.language_id import Detection
 from service.errors import ERROR_TYPES, InvalidRequest, describe_validation
+from service.glossaries import MAX_ENTRIES, MAX_TERM_CHARS
 from service.runtime import Refused
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
@@ -42,8 +44,9 @@ Model = TypeVar("Model", bound=BaseModel)
 
 def json_body(model: type[BaseModel], *form_types: str) -> dict[str, Any]:
     """``openapi_extra`` for a route that reads a ``model`` body itself: JSON, and the ``form_types``
-    (a form's fields are strings: never null)."""
-    schema = model.model_json_schema()
+    (a form's fields are strings: never null). The models it refers to go to the document's
+    components, as an ``embedded_schema``'s."""
+    schema = model.model_json_schema(ref_template=COMPONENT_REF)
     content = {"application/json": {"schema": schema}}
     content.update({media_type: {"schema": _without_null(schema)} for media_type in form_types})
     return {"requestBody": {"required": True, "content": content}}
@@ -132,6 +135,74 @@ TargetLanguage = Annotated[str, Field(min_length=1, max_length=35, json_schema_e
 OTHER_LANGUAGE_NAMES = "The model's own codes (see /v1/models) and any letter case are accepted as well."
 
 
+class GlossaryEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source: str = Field(
+        min_length=1,
+        max_length=MAX_TERM_CHARS,
+        description="The source term: whole words (runs of letters and digits; any other character but a space "
+        "is a word of its own), at most 16.",
+    )
+    target: str = Field(min_length=1, max_length=MAX_TERM_CHARS, description="What the translation must use.")
+    case_sensitive: bool = Field(False, description="Match the source term only in this letter case.")
+
+    def term(self) -> Term:
+        return Term(self.source, self.target, self.case_sensitive)
+
+    @classmethod
+    def of(cls, term: Term) -> GlossaryEntry:
+        return cls(source=term.source, target=term.target, case_sensitive=term.case_sensitive)
+
+
+GlossaryEntries = Annotated[
+    list[GlossaryEntry],
+    Field(
+        min_length=1,
+        max_length=MAX_ENTRIES,
+        description=f"At most {MAX_ENTRIES:,} entries, no source term twice as it matches (case-folded unless "
+        'case-sensitive: "Dog" and "dog" are one term): else 422 invalid_glossary.',
+    ),
+]
+
+
+class InlineGlossary(BaseModel):
+    """A glossary for one request, for whatever languages it translates."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    entries: GlossaryEntries
+
+
+class TermOut(BaseModel):
+    """A glossary term a text says, and where its translation uses the target term."""
+
+    source: str
+    target: str
+    source_span: tuple[int, int] | None = Field(
+        description="[start, end) of the term in the text, in characters; null for HTML and XML."
+    )
+    target_span: tuple[int, int] | None = Field(
+        description="[start, end) of the target term in the translation; null when it is not there."
+    )
+    used: bool = Field(description="Whether the translation uses the target term (target_span is not null).")
+
+    @classmethod
+    def of(cls, use: TermUse, source_offset: int = 0, target_offset: int = 0) -> TermOut:
+        """``use``, its spans moved by the offsets (of a sentence in its text, for instance)."""
+        return cls(
+            source=use.source,
+            target=use.target,
+            source_span=_moved(use.source_span, source_offset),
+            target_span=_moved(use.target_span, target_offset),
+            used=use.used,
+        )
+
+
+def _moved(span: tuple[int, int] | None, offset: int) -> tuple[int, int] | None:
+    return None if span is None else (span[0] + offset, span[1] + offset)
+
+
 def _hypotheses_within_the_beam() -> list[dict[str, Any]]:
     """JSON schema alternatives that say ``num_hypotheses <= beam_size`` when ``beam_size`` is given."""
     return [
@@ -185,6 +256,13 @@ class TranslateRequest(BaseModel):
     )
     return_scores: bool = False
     return_alignments: bool = False
+    glossary: Annotated[str, Field(min_length=1, max_length=64)] | InlineGlossary | None = Field(
+        None,
+        description="Terms the translation must use wherever a text says their source: the id of a glossary "
+        "(/v1/glossaries: 404 if there is none; its languages must be the request's, else 400 glossary_mismatch; "
+        "with the source identified, a text in another language than the glossary's is translated without it), "
+        'or {"entries": [...]} for this request alone. Each translation then reports its glossary_terms.',
+    )
     timeout_s: float | None = Field(
         None,
         ge=MIN_TIMEOUT_S,
@@ -278,6 +356,10 @@ class TranslationOut(TextOut):
     score: float | None = None
     alternatives: list[Scored] | None = None
     alignment: AlignmentOut | None = None
+    glossary_terms: list[TermOut] | None = Field(
+        None,
+        description="With a glossary: the terms the text says, in order, and where the translation uses them.",
+    )
     error: TextError | None = Field(
         None,
         description="Present when this text was refused and others of the request were not (source_lang omitted or "
@@ -305,6 +387,7 @@ class TranslationOut(TextOut):
             alternatives=[Scored(text=h.text, score=h.normalized_score) for h in others] if others else None,
             alignment=AlignmentOut.model_validate(alignment, from_attributes=True) if alignment else None,
             truncated=True if result.truncated else None,
+            glossary_terms=[TermOut.of(use) for use in result.terms] if request.glossary is not None else None,
             error=TextError.of(detection),
             **fields,
         )
@@ -338,6 +421,9 @@ class StreamDone(TextOut):
         "without sentences."
     )
     sentences: int = Field(ge=0, description="How many sentence events came before.")
+    glossary_terms: list[TermOut] | None = Field(
+        None, description="With a glossary: every sentence's glossary_terms, their spans in the whole text."
+    )
 
 
 class LanguageOut(BaseModel):

@@ -13,19 +13,18 @@ own error types.
 
 Accepted as DeepL documents them and not honoured: ``formality``, ``context``, ``model_type``,
 ``split_sentences`` (sentences are always split at punctuation and line breaks),
-``outline_detection``, ``non_splitting_tags``, ``splitting_tags`` and ``ignore_tags``, and a
-glossary's terms (its ``glossary_id`` is checked, its entries not applied yet).
+``outline_detection``, ``non_splitting_tags``, ``splitting_tags`` and ``ignore_tags``. A
+``glossary_id`` is applied as on /v1 (the glossaries are the same store, the same key's), with
+DeepL's rules: ``source_lang`` is required with it, and it must be for the translation's languages.
 ``preserve_formatting`` keeps the source's first-letter case and its lack of final punctuation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import secrets
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ from engine.documents import SUPPORTED_EXTENSIONS
 from engine.repository import Router
 from service.documents import FileJob, translate_document
 from service.errors import (
-    InternalError,
     InvalidRequest,
     NotFound,
     Overloaded,
@@ -56,11 +54,12 @@ from service.errors import (
     error_response,
 )
 from service.file_store import FileStore
-from service.glossaries import Glossary, GlossaryStore, InvalidEntries, parse_entries, to_tsv
+from service.glossaries import GlossaryInfo, GlossaryStore, parse_entries, to_tsv
 from service.routes.common import form_error, get_runtime, unless_disconnected
 from service.routes.files import _attachment, _form
+from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.routes.libretranslate import LANGUAGE_NAMES
-from service.runtime import Runtime, TranslationJob
+from service.runtime import JobGlossary, Runtime, TranslationJob
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -245,11 +244,6 @@ def _authorize(request: Request, runtime: Runtime) -> str | None:
     return key
 
 
-def _owner(runtime: Runtime, key: str | None) -> str:
-    """Whose glossaries: a digest of the key, or everyone's when the service has no keys."""
-    return hashlib.sha256(key.encode()).hexdigest() if runtime.settings.api_key_set and key else ""
-
-
 def _targets(router: Router) -> list[str]:
     return sorted({target for _, target in router.pairs()})
 
@@ -287,7 +281,6 @@ class _Document:
 
 @dataclass
 class _State:
-    glossaries: GlossaryStore
     characters: int = 0  # translated through this API by this process, documents included
     documents: dict[str, _Document] = field(default_factory=dict)
     workers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DOCUMENT_WORKERS))
@@ -297,26 +290,15 @@ class _State:
 async def _glossaries(request: Request) -> tuple[str, GlossaryStore]:
     """The caller's key, checked, as the owner of glossaries, and the store."""
     runtime = await get_runtime(request)
-    return _owner(runtime, _authorize(request, runtime)), _state(request, runtime).glossaries
+    return owner(runtime, _authorize(request, runtime)), glossary_store(request)
 
 
-def _state(request: Request, runtime: Runtime) -> _State:
+def _state(request: Request) -> _State:
     state: _State | None = getattr(request.app.state, "deepl", None)
     if state is None:
-        state = _State(GlossaryStore(runtime.settings.data_dir))
+        state = _State()
         request.app.state.deepl = state
     return state
-
-
-async def _stored(call: Callable[[], T]) -> T:
-    """A glossary store call, in a thread; its failures are the server's (500), logged."""
-    try:
-        return await asyncio.to_thread(call)
-    except InvalidEntries:
-        raise
-    except (sqlite3.Error, OSError) as e:
-        log.error("glossary store failed", exc_info=e)
-        raise InternalError(f"the glossary store (MT_DATA_DIR) cannot be used: {e}") from None
 
 
 # -- translating ----------------------------------------------------------------------------------
@@ -330,11 +312,10 @@ async def translate(request: Request) -> JSONResponse:
     _, served = runtime.serving()
     target = _language(served, body.target_lang, "target")
     source = _language(served, body.source_lang, "source") if body.source_lang else None
-    state = _state(request, runtime)
-    if body.glossary_id is not None:
-        await _check_glossary(runtime, state, key, body.glossary_id, source, target)
+    state = _state(request)
+    glossary = await _glossary(request, key, body.glossary_id, source, target)
     options = TranslationOptions(format=body.tag_handling or "text")
-    job = TranslationJob(body.text, target, source, options, api_key=key)
+    job = TranslationJob(body.text, target, source, options, api_key=key, glossary=glossary)
     # Counted in flight, as the middleware counts the other translation routes (TRANSLATION_PATHS):
     # refused while draining, and waited for by the drain.
     runtime.enter()
@@ -392,7 +373,7 @@ async def languages(request: Request) -> JSONResponse:
 async def usage(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
     _authorize(request, runtime)
-    state = _state(request, runtime)
+    state = _state(request)
     return JSONResponse({"character_count": state.characters, "character_limit": CHARACTER_LIMIT})
 
 
@@ -419,17 +400,16 @@ async def upload_document(request: Request) -> JSONResponse:
     _, served = runtime.serving()
     target = _language(served, body.target_lang, "target")
     source = _language(served, body.source_lang, "source") if body.source_lang else None
-    state = _state(request, runtime)
-    if body.glossary_id is not None:
-        await _check_glossary(runtime, state, key, body.glossary_id, source, target)
+    glossary = await _glossary(request, key, body.glossary_id, source, target)
+    state = _state(request)
     _expire(state)
     if sum(d.status in ("queued", "translating") for d in state.documents.values()) >= MAX_PENDING_DOCUMENTS:
         message = f"{MAX_PENDING_DOCUMENTS} documents are waiting to be translated: try again later"
         raise Overloaded(message, retry_after_s=5)
     runtime.enter()  # counted in flight until translated: a draining server finishes it first
-    document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), _owner(runtime, key), filename)
+    document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), owner(runtime, key), filename)
     state.documents[document.document_id] = document
-    job = FileJob(data, filename, target, source, api_key=key)
+    job = FileJob(data, filename, target, source, api_key=key, glossary=glossary)
     task = asyncio.create_task(_translate_document(request.app.state.files, runtime, state, document, job))
     state.tasks.add(task)
     task.add_done_callback(state.tasks.discard)
@@ -475,12 +455,12 @@ async def _document(request: Request, document_id: str) -> tuple[Runtime, _State
     runtime = await get_runtime(request)
     key = _authorize(request, runtime)
     body = _validated(DocumentKeyBody, await _fields(request))
-    state = _state(request, runtime)
+    state = _state(request)
     _expire(state)
     document = state.documents.get(document_id)
     if (
         document is None
-        or document.owner != _owner(runtime, key)
+        or document.owner != owner(runtime, key)
         or not secrets.compare_digest(document.key.encode(), body.document_key.strip().upper().encode())
     ):
         raise NotFound("Document not found.")
@@ -520,7 +500,7 @@ async def document_result(request: Request, document_id: str) -> Response:
 # -- glossaries -----------------------------------------------------------------------------------
 
 
-def _glossary_json(glossary: Glossary) -> dict[str, Any]:
+def _glossary_json(glossary: GlossaryInfo) -> dict[str, Any]:
     return {
         "glossary_id": glossary.glossary_id,
         "name": glossary.name,
@@ -532,14 +512,15 @@ def _glossary_json(glossary: Glossary) -> dict[str, Any]:
     }
 
 
-async def _check_glossary(
-    runtime: Runtime, state: _State, key: str | None, glossary_id: str, source: str | None, target: str
-) -> None:
-    """A translation's glossary: it must exist and be for its languages (its terms are not applied yet)."""
+async def _glossary(
+    request: Request, key: str | None, glossary_id: str | None, source: str | None, target: str
+) -> JobGlossary | None:
+    """A translation's glossary, as DeepL checks it: with source_lang, existing, for its languages."""
+    if glossary_id is None:
+        return None
     if source is None:
         raise InvalidRequest("Use of a glossary requires the source_lang parameter to be set.")
-    owner = _owner(runtime, key)
-    glossary = await _stored(lambda: state.glossaries.get(owner, glossary_id))
+    glossary = await stored_glossary(request, key, glossary_id)
     if glossary is None:
         raise InvalidRequest(f"Value for 'glossary_id' not supported: no glossary {glossary_id!r}.")
     if (glossary.source_lang, glossary.target_lang) != (source.split("-")[0], target.split("-")[0]):
@@ -547,6 +528,7 @@ async def _check_glossary(
             f"The glossary is for {glossary.source_lang.upper()} to {glossary.target_lang.upper()}, "
             "not for the languages of this translation."
         )
+    return glossary
 
 
 @router.get("/v2/glossary-language-pairs")
@@ -568,27 +550,24 @@ async def create_glossary(request: Request) -> JSONResponse:
     target = _language(served, body.target_lang, "target")
     if (source, target) not in served.pairs():
         raise UnsupportedLanguage(f"Unsupported glossary language pair: {source.upper()} to {target.upper()}.")
-    try:
+    with entries_checked():
         entries = parse_entries(body.entries, body.entries_format)
-    except InvalidEntries as e:
-        raise InvalidRequest(f"Invalid glossary entries: {e}") from None
-    state = _state(request, runtime)
-    owner = _owner(runtime, key)
-    glossary = await _stored(lambda: state.glossaries.create(owner, body.name, source, target, entries))
+    store, whose = glossary_store(request), owner(runtime, key)
+    glossary = await stored(lambda: store.create(whose, body.name, source, target, entries))
     return JSONResponse(_glossary_json(glossary), status_code=201)
 
 
 @router.get("/v2/glossaries")
 async def list_glossaries(request: Request) -> JSONResponse:
-    owner, store = await _glossaries(request)
-    glossaries = await _stored(lambda: store.list(owner))
+    whose, store = await _glossaries(request)
+    glossaries = await stored(lambda: store.list(whose))
     return JSONResponse({"glossaries": [_glossary_json(g) for g in glossaries]})
 
 
 @router.get("/v2/glossaries/{glossary_id}")
 async def get_glossary(request: Request, glossary_id: str) -> JSONResponse:
-    owner, store = await _glossaries(request)
-    glossary = await _stored(lambda: store.get(owner, glossary_id))
+    whose, store = await _glossaries(request)
+    glossary = await stored(lambda: store.get(whose, glossary_id))
     if glossary is None:
         raise NotFound("Glossary not found.")
     return JSONResponse(_glossary_json(glossary))
@@ -596,8 +575,8 @@ async def get_glossary(request: Request, glossary_id: str) -> JSONResponse:
 
 @router.get("/v2/glossaries/{glossary_id}/entries")
 async def glossary_entries(request: Request, glossary_id: str) -> Response:
-    owner, store = await _glossaries(request)
-    entries = await _stored(lambda: store.entries(owner, glossary_id))
+    whose, store = await _glossaries(request)
+    entries = await stored(lambda: store.entries(whose, glossary_id))
     if entries is None:
         raise NotFound("Glossary not found.")
     return Response(to_tsv(entries), media_type="text/tab-separated-values; charset=utf-8")
@@ -605,8 +584,8 @@ async def glossary_entries(request: Request, glossary_id: str) -> Response:
 
 @router.delete("/v2/glossaries/{glossary_id}", status_code=204)
 async def delete_glossary(request: Request, glossary_id: str) -> Response:
-    owner, store = await _glossaries(request)
-    if not await _stored(lambda: store.delete(owner, glossary_id)):
+    whose, store = await _glossaries(request)
+    if not await stored(lambda: store.delete(whose, glossary_id)):
         raise NotFound("Glossary not found.")
     return Response(status_code=204)
 

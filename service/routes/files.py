@@ -31,6 +31,7 @@ from service.documents import FileJob, translate_document
 from service.errors import InvalidRequest, NotFound, Unauthorized
 from service.file_store import FileStore
 from service.routes.common import bearer_key, error_responses, form_error, get_runtime, unless_disconnected
+from service.routes.glossaries import NO_GLOSSARY, request_glossary
 from service.runtime import Runtime
 from service.schemas import (
     BEARER_AUTH,
@@ -73,6 +74,13 @@ class FileRequest(BaseModel):
         "auto", description=f'"auto" = identified from the file. {OTHER_LANGUAGE_NAMES}'
     )
     target_lang: TargetLanguage = Field(description=OTHER_LANGUAGE_NAMES)
+    glossary: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="The id of a glossary (/v1/glossaries) whose terms every text of the file must use: "
+        "404 if there is none; its languages must be the file's (400).",
+    )
 
 
 class LibreFileRequest(BaseModel):
@@ -96,7 +104,7 @@ class LibreFileResponse(BaseModel):
 @router.post(
     "/v1/translate_file",
     response_class=Response,
-    responses={**FILE_RESPONSE, **FILE_ERRORS},
+    responses={**FILE_RESPONSE, **FILE_ERRORS, **NO_GLOSSARY},
     tags=["translation"],
     openapi_extra={**form_body(FileRequest), **BEARER_AUTH},
 )
@@ -107,7 +115,8 @@ async def translate_file(request: Request) -> Response:
     runtime.authorize(key)  # before the upload is read
     fields, filename = await _form(request, before_file=None)
     body = validated(FileRequest, fields)
-    job = FileJob(body.file, filename, body.target_lang, body.source_lang, api_key=key)
+    glossary = await request_glossary(request, body.glossary)
+    job = FileJob(body.file, filename, body.target_lang, body.source_lang, api_key=key, glossary=glossary)
     data, document = await unless_disconnected(request, translate_document(runtime, job))
     return Response(data, media_type=document.media_type, headers={"Content-Disposition": _attachment(filename)})
 

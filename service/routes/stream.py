@@ -8,13 +8,15 @@ that is an ordinary HTTP error (401, 400, 413, 422; 429, 503, 504). Then come, i
 ``event: error`` with the service's error body where a sentence fails (429, 504, 500), after which
 the stream ends. Each event's ``separator`` and ``text``, then the done event's ``separator``, make up
 the done event's ``text``: what /v1/translate answers for the same text. A client that disconnects
-cancels the sentences not yet translated (``SentenceStream.close``).
+cancels the sentences not yet translated (``SentenceStream.close``). With a glossary, each sentence
+event reports its terms with their spans in the sentence and its translation, and the done event
+all of them, with their spans in the whole text and translation.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -26,12 +28,14 @@ from engine.segmenter import split_sentences
 from service.errors import error_response
 from service.metrics import Metrics
 from service.routes.common import get_runtime, json_error_responses, translation_job, unless_disconnected
+from service.routes.glossaries import NOT_FOUND, request_glossary
 from service.schemas import (
     BEARER_AUTH,
     DetectedLanguage,
     ErrorResponse,
     StreamDone,
     StreamSentence,
+    TermOut,
     TranslateStreamRequest,
     embedded_schema,
     json_body,
@@ -71,7 +75,8 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     is cancelled. A dependency: what it raises is answered as an HTTP error."""
     runtime = await get_runtime(request)
     body = validated(TranslateStreamRequest, await request.body())
-    plan = runtime.plan(translation_job(body, request))
+    glossary = await request_glossary(request, body.glossary)
+    plan = runtime.plan(replace(translation_job(body, request), glossary=glossary))
     settings = runtime.settings
     # The batcher starts a batch that is not full once its oldest text has waited MT_MAX_WAIT_MS.
     first_batch_s = 2 * settings.max_wait_ms / 1000 + 0.005
@@ -88,7 +93,11 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
 @router.post(
     "/v1/translate/stream",
     response_class=EventSourceResponse,
-    responses={200: STREAM, **json_error_responses(400, 401, 413, 422, 429, 503, 504)},
+    responses={
+        200: STREAM,
+        **json_error_responses(400, 401, 413, 422, 429, 503, 504),
+        404: {**json_error_responses(404)[404], "description": NOT_FOUND},
+    },
     tags=["translation"],
     openapi_extra={**json_body(TranslateStreamRequest), **BEARER_AUTH},
 )
@@ -116,14 +125,15 @@ async def translate_stream(started: Annotated[_Started, Depends(_started)]) -> A
         started.metrics.errors.labels(error_type).inc()
         yield ServerSentEvent(event="error", raw_data=bytes(response.body).decode())
         return
-    yield _event("done", _done(parts, started.sentences.trailing, started.detection))
+    terms = _terms(parts) if started.body.glossary is not None else None
+    yield _event("done", _done(parts, started.sentences.trailing, started.detection, terms))
 
 
 def _event(name: str, data: BaseModel) -> ServerSentEvent:
     return ServerSentEvent(event=name, raw_data=data.model_dump_json(exclude_none=True))
 
 
-def _done(parts: list[Part], trailing: str, detection: Detection | None) -> StreamDone:
+def _done(parts: list[Part], trailing: str, detection: Detection | None, terms: list[TermOut] | None) -> StreamDone:
     return StreamDone(
         text="".join(part.separator + part.result.text for part in parts) + trailing,
         separator=trailing,
@@ -131,4 +141,18 @@ def _done(parts: list[Part], trailing: str, detection: Detection | None) -> Stre
         model=next((part.model for part in parts if part.model), None),
         detected_language=DetectedLanguage.of(detection),
         truncated=True if any(part.result.truncated for part in parts) else None,
+        glossary_terms=terms,
     )
+
+
+def _terms(parts: list[Part]) -> list[TermOut]:
+    """Every sentence's glossary terms, with their spans in the whole text and translation."""
+    terms = []
+    source_at = target_at = 0
+    for part in parts:
+        source_at += len(part.separator)
+        target_at += len(part.separator)
+        terms += [TermOut.of(use, source_at, target_at) for use in part.result.terms]
+        source_at += len(part.source)
+        target_at += len(part.result.text)
+    return terms

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter, Request, Response
 
 from engine.runner import resolve_provider
@@ -14,6 +16,7 @@ from service.routes.common import (
     translation_job,
     unless_disconnected,
 )
+from service.routes.glossaries import NO_GLOSSARY, request_glossary
 from service.runtime import Runtime
 from service.schemas import (
     BEARER_AUTH,
@@ -37,17 +40,18 @@ router = APIRouter()
 @router.post(
     "/v1/translate",
     response_model=TranslateResponse,
-    responses=error_responses(400, 401, 413, 422, 429, 503, 504),
+    responses={**error_responses(400, 401, 413, 422, 429, 503, 504), **NO_GLOSSARY},
     tags=["translation"],
     openapi_extra={**json_body(TranslateRequest), **BEARER_AUTH},
 )
 async def translate(request: Request) -> Response:
-    """Translate one text or a list of texts; optionally with scores, n-best lists and alignments."""
+    """Translate one text or a list of texts; optionally with scores, n-best lists, alignments and a glossary."""
     # The body is parsed and the response serialized here, in one pydantic-core pass each, rather
     # than by FastAPI's parameter and response-model machinery: this route carries the load.
     runtime = await get_runtime(request)
     body = validated(TranslateRequest, await request.body())
-    done = await unless_disconnected(request, runtime.translate(translation_job(body, request)))
+    job = replace(translation_job(body, request), glossary=await request_glossary(request, body.glossary))
+    done = await unless_disconnected(request, runtime.translate(job))
     detections = done.detections or [None] * len(done.results)
     translations = [
         TranslationOut.from_result(result, body, model, detection)

@@ -1,0 +1,221 @@
+"""``/v1/glossaries``: the caller's glossaries (``service.glossaries``), and what every translation
+route shares to translate with one: whose glossaries a key sees, the store, a request's glossary.
+
+A glossary belongs to the API key that made it (a digest of it; everyone's when the service has no
+keys) and is for one language pair the served models translate. Entries that cannot make a glossary
+are a 422 ``invalid_glossary``; an unknown id, or another key's, a 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Request, Response
+
+from engine import languages
+from engine.glossary import Glossary
+from service.errors import InternalError, InvalidGlossary, NotFound, UnsupportedLanguage
+from service.glossaries import GlossaryStore, InvalidEntries, checked, parse_entries
+from service.glossary_schemas import (
+    GlossaryCreate,
+    GlossaryEntriesBody,
+    GlossaryList,
+    GlossaryOut,
+    GlossaryPatch,
+    GlossaryWithEntries,
+)
+from service.routes.common import bearer_key, error_responses, get_runtime
+from service.runtime import JobGlossary, Runtime
+from service.schemas import BEARER_AUTH, GlossaryEntry, InlineGlossary, json_body, validated
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+router = APIRouter(tags=["glossaries"])
+
+# The 404 of a route that names a glossary.
+NOT_FOUND = "No such glossary"
+NO_GLOSSARY: dict[int | str, dict[str, Any]] = {404: {**error_responses(404)[404], "description": NOT_FOUND}}
+_ERRORS = {**error_responses(401, 503), **NO_GLOSSARY}
+_WRITE_ERRORS = {**error_responses(401, 413, 422, 503), **NO_GLOSSARY}
+
+
+def owner(runtime: Runtime, key: str | None) -> str:
+    """Whose glossaries: a digest of the key, or everyone's when the service has no keys."""
+    return hashlib.sha256(key.encode()).hexdigest() if runtime.settings.api_key_set and key else ""
+
+
+def glossary_store(request: Request) -> GlossaryStore:
+    store: GlossaryStore = request.app.state.glossaries
+    return store
+
+
+@contextmanager
+def entries_checked() -> Iterator[None]:
+    """Entries refused (``InvalidEntries``) as the service's InvalidGlossary (422)."""
+    try:
+        yield
+    except InvalidEntries as e:
+        raise InvalidGlossary(str(e)) from None
+
+
+async def stored(call: Callable[[], T]) -> T:
+    """A glossary store call, in a thread: entries it refuses are InvalidGlossary (422); its
+    failures are the server's (500), logged."""
+    try:
+        with entries_checked():
+            return await asyncio.to_thread(call)
+    except (sqlite3.Error, OSError) as e:
+        log.error("glossary store failed", exc_info=e)
+        raise InternalError(f"the glossary store (MT_DATA_DIR) cannot be used: {e}") from None
+
+
+async def stored_glossary(request: Request, key: str | None, glossary_id: str) -> JobGlossary | None:
+    """The key's glossary ``glossary_id``, to translate with; None if it has none of that id."""
+    runtime = await get_runtime(request)
+    store, whose = glossary_store(request), owner(runtime, key)
+
+    def load() -> JobGlossary | None:
+        found = store.with_entries(whose, glossary_id)
+        if found is None:
+            return None
+        info, terms = found
+        return JobGlossary(Glossary(tuple(terms)), info.source_lang, info.target_lang)
+
+    return await stored(load)
+
+
+async def request_glossary(request: Request, asked: str | InlineGlossary | None) -> JobGlossary | None:
+    """The glossary a /v1 translation asks for: one of the caller's, by id (NotFound if it has none
+    of that id), or its own entries."""
+    if asked is None:
+        return None
+    if isinstance(asked, InlineGlossary):
+        with entries_checked():
+            return JobGlossary(checked([entry.term() for entry in asked.entries]))
+    runtime = await get_runtime(request)
+    key = bearer_key(request)
+    runtime.authorize(key)  # before whose glossaries are known
+    glossary = await stored_glossary(request, key, asked)
+    if glossary is None:
+        raise NotFound(f"no glossary {asked!r}")
+    return glossary
+
+
+async def _caller(request: Request) -> tuple[str, GlossaryStore, Runtime]:
+    """The caller's key, checked, as the owner of glossaries; the store; the runtime."""
+    runtime = await get_runtime(request)
+    key = bearer_key(request)
+    runtime.authorize(key)
+    return owner(runtime, key), glossary_store(request), runtime
+
+
+def _pair(runtime: Runtime, source: str, target: str) -> tuple[str, str]:
+    """The served pair a glossary names, by the router's codes; UnsupportedLanguage (400) otherwise."""
+    _, served = runtime.serving()
+    try:
+        pair = served.code(source, "source"), served.code(target, "target")
+    except languages.UnsupportedLanguage as e:
+        raise UnsupportedLanguage(str(e)) from None
+    if pair not in served.pairs():
+        raise UnsupportedLanguage(f"no model translates {pair[0]!r} into {pair[1]!r}")
+    return pair
+
+
+@router.post(
+    "/v1/glossaries",
+    status_code=201,
+    response_model=GlossaryOut,
+    responses=error_responses(400, 401, 413, 422, 503),
+    openapi_extra={**json_body(GlossaryCreate), **BEARER_AUTH},
+)
+async def create_glossary(request: Request) -> GlossaryOut:
+    """Create a glossary for a served language pair, from entries or from DeepL's TSV or CSV."""
+    whose, store, runtime = await _caller(request)
+    body = validated(GlossaryCreate, await request.body())
+    source, target = _pair(runtime, body.source_lang, body.target_lang)
+    if body.entries_text is not None:
+        with entries_checked():
+            terms = parse_entries(body.entries_text, body.entries_format)
+    else:
+        terms = [entry.term() for entry in body.entries or []]
+    return GlossaryOut.of(await stored(lambda: store.create(whose, body.name, source, target, terms)))
+
+
+@router.get(
+    "/v1/glossaries", response_model=GlossaryList, responses=error_responses(401, 503), openapi_extra=BEARER_AUTH
+)
+async def list_glossaries(request: Request) -> GlossaryList:
+    """The caller's glossaries, oldest first."""
+    whose, store, _ = await _caller(request)
+    return GlossaryList(glossaries=[GlossaryOut.of(g) for g in await stored(lambda: store.list(whose))])
+
+
+@router.get(
+    "/v1/glossaries/{glossary_id}", response_model=GlossaryWithEntries, responses=_ERRORS, openapi_extra=BEARER_AUTH
+)
+async def get_glossary(request: Request, glossary_id: str) -> GlossaryWithEntries:
+    """A glossary with its entries."""
+    whose, store, _ = await _caller(request)
+    found = await stored(lambda: store.with_entries(whose, glossary_id))
+    if found is None:
+        raise NotFound(f"no glossary {glossary_id!r}")
+    info, terms = found
+    return GlossaryWithEntries(**GlossaryOut.of(info).model_dump(), entries=[GlossaryEntry.of(t) for t in terms])
+
+
+@router.patch(
+    "/v1/glossaries/{glossary_id}",
+    response_model=GlossaryOut,
+    responses=_WRITE_ERRORS,
+    openapi_extra={**json_body(GlossaryPatch), **BEARER_AUTH},
+)
+async def patch_glossary(request: Request, glossary_id: str) -> GlossaryOut:
+    """Rename a glossary, add or replace entries (by their source term), remove entries: all or nothing."""
+    whose, store, _ = await _caller(request)
+    body = validated(GlossaryPatch, await request.body())
+    changes = [entry.term() for entry in body.entries or []]
+    updated = await stored(
+        lambda: store.update(whose, glossary_id, name=body.name, changes=changes, remove=body.remove or [])
+    )
+    if updated is None:
+        raise NotFound(f"no glossary {glossary_id!r}")
+    return GlossaryOut.of(updated)
+
+
+@router.put(
+    "/v1/glossaries/{glossary_id}/entries",
+    response_model=GlossaryOut,
+    responses=_WRITE_ERRORS,
+    openapi_extra={**json_body(GlossaryEntriesBody), **BEARER_AUTH},
+)
+async def replace_entries(request: Request, glossary_id: str) -> GlossaryOut:
+    """Replace all of a glossary's entries."""
+    whose, store, _ = await _caller(request)
+    body = validated(GlossaryEntriesBody, await request.body())
+    terms = [entry.term() for entry in body.entries]
+    updated = await stored(lambda: store.update(whose, glossary_id, entries=terms))
+    if updated is None:
+        raise NotFound(f"no glossary {glossary_id!r}")
+    return GlossaryOut.of(updated)
+
+
+@router.delete(
+    "/v1/glossaries/{glossary_id}",
+    status_code=204,
+    response_class=Response,
+    responses=_ERRORS,
+    openapi_extra=BEARER_AUTH,
+)
+async def delete_glossary(request: Request, glossary_id: str) -> Response:
+    """Delete a glossary and its entries."""
+    whose, store, _ = await _caller(request)
+    if not await stored(lambda: store.delete(whose, glossary_id)):
+        raise NotFound(f"no glossary {glossary_id!r}")
+    return Response(status_code=204)
