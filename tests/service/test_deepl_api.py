@@ -187,12 +187,12 @@ def test_document_errors(translator: deepl.Translator) -> None:
     assert language.value.http_status_code == 400
 
 
-def test_glossaries(translator: deepl.Translator, deepl_server: ServiceProcess) -> None:
+def test_glossaries(translator: deepl.Translator, deepl_server: ServiceProcess, native: httpx.Client) -> None:
     assert {(p.source_lang, p.target_lang) for p in translator.get_glossary_languages()} == {
         ("en", "de"),
         ("de", "en"),
     }
-    entries = {"dog": "Hund", "park": "Park"}
+    entries = {"dog": "katze", "park": "Park"}  # the tiny model translates "dog" into anything but "katze"
     created = translator.create_glossary("animals", source_lang="EN", target_lang="DE", entries=entries)
     assert (created.name, created.source_lang, created.target_lang, created.entry_count) == ("animals", "EN", "DE", 2)
     assert created.ready
@@ -205,8 +205,11 @@ def test_glossaries(translator: deepl.Translator, deepl_server: ServiceProcess) 
     )
     assert translator.get_glossary_entries(created) == entries
 
-    # Accepted with a translation of its languages (not applied yet), refused with any other.
-    assert translator.translate_text(TEXT, source_lang="EN", target_lang="DE", glossary=created).text
+    # Applied to a translation of its languages, refused with any other.
+    assert "katze" not in translator.translate_text(TEXT, source_lang="EN", target_lang="DE").text
+    assert "katze" in translator.translate_text(TEXT, source_lang="EN", target_lang="DE", glossary=created).text
+    body = {"text": [TEXT], "target_lang": "DE", "glossary_id": created.glossary_id}  # DeepL requires source_lang
+    assert native.post("/v2/translate", json=body).status_code == 400
     with pytest.raises(deepl.DeepLException) as mismatched:
         translator.translate_text(GERMAN, source_lang="DE", target_lang="EN-GB", glossary=created.glossary_id)
     assert mismatched.value.http_status_code == 400
@@ -228,11 +231,20 @@ def test_glossaries(translator: deepl.Translator, deepl_server: ServiceProcess) 
     assert unknown.value.http_status_code == 400
 
 
+def test_a_document_with_a_glossary(translator: deepl.Translator, tmp_path: Path) -> None:
+    created = translator.create_glossary("document", source_lang="EN", target_lang="DE", entries={"dog": "katze"})
+    source, target = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text(f"{TEXT}\n")
+    translator.translate_document_from_filepath(source, target, source_lang="EN", target_lang="DE", glossary=created)
+    assert "katze" in target.read_text()
+    translator.delete_glossary(created)
+
+
 def test_glossary_from_csv_and_invalid_entries(translator: deepl.Translator) -> None:
     created = translator.create_glossary_from_csv("csv", "DE", "EN", csv_data='Hund,dog\n"Park, groß",big park\n')
     assert translator.get_glossary_entries(created) == {"Hund": "dog", "Park, groß": "big park"}
     translator.delete_glossary(created)
-    for csv_data in ("Hund,dog\nHund,hound\n", "Hund,\n", ""):
+    for csv_data in ("Hund,dog\nHund,hound\n", "Hund,dog\nHUND,hound\n", "Hund,\n", ""):
         with pytest.raises(deepl.DeepLException) as invalid:
             translator.create_glossary_from_csv("bad", "DE", "EN", csv_data=csv_data)
         assert invalid.value.http_status_code == 400
