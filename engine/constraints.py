@@ -8,9 +8,10 @@ spelling, are its *bank*. At each step:
 1. The candidates of a sentence are its best continuations by score (those of the plain search),
    each beam's best token, and for each beam every token that advances a constraint it has not met:
    the next piece of the one it is spelling, or the first piece of any other whose source words it
-   attends to most (its cross-attention's peak in the constraint's source span, when it has one).
-   Without that guide, the model would put a term it finds unlikely where it costs least, often
-   after its own translation of the source words ("Ein Hund rennt im Park. Köter.").
+   attends to most (its cross-attention's peak in the constraint's source span, when it has one)
+   and has not gone past yet (no earlier peak beyond the span). Without that guide, the model would
+   put a term it finds unlikely where it costs least, often after its own translation of the source
+   words ("Ein Hund rennt im Park. Köter.").
 2. The candidates are dealt out bank by bank, from the most pieces met down, each bank's best first,
    then each bank's second best, and so on: the beam keeps hypotheses at every stage of meeting the
    constraints, instead of letting the model's favourites (which meet none) crowd them out.
@@ -28,7 +29,7 @@ Shape legend: B sentences still decoding, K beams, V vocabulary.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,16 +44,34 @@ class Progress:
     met: int = 0  # bit c set: constraint c is met
     current: int = -1  # the constraint it is spelling; -1: none
     spelled: int = 0  # that constraint's pieces generated so far
+    frontier: int = -1  # the furthest source position it attended to most, before this step
+
+
+@dataclass(frozen=True)
+class Guide:
+    """How closely a hypothesis must attend to a constraint's source words to begin it."""
+
+    slack: int = 0  # source positions either side of them that count
+    in_order: bool = True  # not once its attention has gone past them
+
+
+# From the strictest guide to none: a sentence whose translation misses a constraint under one is
+# decoded again under the next. Stricter guides place terms better; looser ones place more of them.
+GUIDES: tuple[Guide | None, ...] = (Guide(), Guide(in_order=False), Guide(slack=1, in_order=False), None)
 
 
 class SentenceConstraints:
     """One sentence's constraints: the target pieces each must appear as."""
 
     def __init__(
-        self, constraints: Sequence[Sequence[int]], sources: Sequence[tuple[int, int] | None] | None = None
+        self,
+        constraints: Sequence[Sequence[int]],
+        sources: Sequence[tuple[int, int] | None] | None = None,
+        guide: Guide | None = None,
     ) -> None:
         """``sources``: each constraint's source positions [start, end), which a hypothesis must
-        attend to most to begin it; None: anywhere."""
+        attend to (as ``guide`` says) to begin it; None: anywhere."""
+        self.guide = guide or Guide()
         self.tokens = [tuple(int(t) for t in c) for c in constraints]
         if any(not c for c in self.tokens):
             raise ValueError("a constraint needs at least one piece")
@@ -80,13 +99,17 @@ class SentenceConstraints:
         position ``peak`` (None: not known)."""
         if progress.current >= 0:
             return [self.tokens[progress.current][progress.spelled]]
-        return [
-            self.tokens[c][0] for c in range(len(self.tokens)) if not progress.met >> c & 1 and self._attended(c, peak)
-        ]
+        unmet = [c for c in range(len(self.tokens)) if not progress.met >> c & 1]
+        return [self.tokens[c][0] for c in unmet if self._attended(c, peak, progress.frontier)]
 
-    def _attended(self, c: int, peak: int | None) -> bool:
-        span = self.sources[c]
-        return span is None or peak is None or span[0] <= peak < span[1]
+    def _attended(self, c: int, peak: int | None, frontier: int) -> bool:
+        """Whether a hypothesis attending most to ``peak``, having attended at most as far as
+        ``frontier`` before, is at constraint c's source words."""
+        span, guide = self.sources[c], self.guide
+        if span is None or peak is None:
+            return True
+        start, end = span[0] - guide.slack, span[1] + guide.slack
+        return start <= peak < end and (not guide.in_order or frontier < end)
 
     def advance(self, progress: Progress, token: int) -> Progress:
         """The progress after generating ``token``."""
@@ -94,14 +117,14 @@ class SentenceConstraints:
             pieces = self.tokens[progress.current]
             if pieces[progress.spelled] == token:
                 if progress.spelled + 1 == len(pieces):
-                    return Progress(progress.met | 1 << progress.current)
-                return Progress(progress.met, progress.current, progress.spelled + 1)
-            progress = Progress(progress.met)  # it strayed: the constraint starts over
+                    return replace(progress, met=progress.met | 1 << progress.current, current=-1, spelled=0)
+                return replace(progress, spelled=progress.spelled + 1)
+            progress = replace(progress, current=-1, spelled=0)  # it strayed: the constraint starts over
         for c in self.starts.get(token, ()):
             if not progress.met >> c & 1:
                 if len(self.tokens[c]) == 1:
-                    return Progress(progress.met | 1 << c)
-                return Progress(progress.met, c, 1)
+                    return replace(progress, met=progress.met | 1 << c)
+                return replace(progress, current=c, spelled=1)
         return progress
 
 
@@ -163,6 +186,8 @@ class ConstraintTracker:
             progress = self.progress[b * self.K + k]
             if token != self.eos_id:
                 progress = sentence.advance(progress, token)
+            if peaks is not None:
+                progress = replace(progress, frontier=max(progress.frontier, int(peaks[b, k])))
             entries.append((score, k, token, progress, sentence.bank(progress)))
         entries.sort(key=lambda e: (-e[0], e[1], e[2]))
         # Round-robin over the banks: each candidate's rank within its bank, then the fuller bank first.

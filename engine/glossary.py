@@ -37,7 +37,7 @@ class Match:
 
 @dataclass(frozen=True)
 class Glossary:
-    """Terms to use; ValueError on an empty term, a term without words, or a source term twice
+    """Terms to use; ValueError on an empty term, one of too many words, or a source term twice
     (compared as it would match: case-folded unless case-sensitive).
 
     ``placed``: instead of where a text says them, the terms to use at these places of every text,
@@ -56,8 +56,6 @@ class Glossary:
             if not term.source.strip() or not term.target.strip():
                 raise ValueError(f"term {i}: empty source or target term")
             words = _key_words(term.source, term.case_sensitive)
-            if not words:
-                raise ValueError(f"term {i}: {term.source!r} has no words")
             if len(words) > MAX_TERM_WORDS:
                 raise ValueError(f"term {i}: {term.source!r} has more than {MAX_TERM_WORDS} words")
             key = (term.case_sensitive, words)
@@ -97,7 +95,8 @@ class Glossary:
     def _longest(self, exact: list[str], folded: list[str], i: int) -> tuple[int, int] | None:
         """(term, words) of the longest term starting at word i."""
         best: tuple[int, int] | None = None
-        for words_of, key in ((folded, folded[i]), (exact, exact[i])):
+        # A case-sensitive term first: of two as long, it is the more specific.
+        for words_of, key in ((exact, exact[i]), (folded, folded[i])):
             for words, term in self._index.get(key, ()):
                 if self.terms[term].case_sensitive != (words_of is exact):
                     continue

@@ -4,74 +4,27 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable
 
 import numpy as np
 import pytest
-from search_helpers import ForceFirstToken, best_tokens
+from search_helpers import (
+    BOS,
+    EOS,
+    TINY,
+    A,
+    B,
+    C,
+    D,
+    ForceFirstToken,
+    Model,
+    Table,
+    TableDecoder,
+    random_model,
+    table_model,
+)
 
 from engine.beam_search import Hypothesis, SearchOptions, search
-from engine.decoder import Step
 from engine.rules import ForcedEosMode
-
-BOS, EOS = 2, 3
-A, B, C, D = 4, 5, 6, 7
-V = 8
-TINY = math.log(1e-6)  # every token not listed in a table
-
-Model = Callable[[int, tuple[int, ...]], np.ndarray]  # (sentence, prefix) -> log_probs (V,) or attention (S,)
-Table = dict[tuple[int, ...], dict[int, float]]  # prefix -> {token: probability}
-
-
-class TableDecoder:
-    """A decoder whose next-token distribution is a function of (sentence, prefix).
-
-    ``model(sentence, prefix) -> log_probs (V,)``; ``attention(sentence, prefix) -> (S,)``. It checks
-    the search's side of the Decoder protocol (rows and sentences kept consistent) and records the
-    number of rows of every step.
-    """
-
-    def __init__(
-        self,
-        model: Model,
-        n_sentences: int,
-        beams: int,
-        attention: Model | None = None,
-        max_candidates: int | None = None,
-    ) -> None:
-        self.model, self.attention = model, attention
-        self.rows = [(s, ()) for s in range(n_sentences)]  # (sentence, prefix): one row each at first
-        self.sentences = list(range(n_sentences))
-        self.beams = beams
-        self.max_candidates = max_candidates  # fewer best tokens than asked for: the search must cope
-        self.rows_per_step: list[int] = []
-        self.full_steps: list[bool] = []  # whether each step was asked for all log-probabilities
-
-    def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
-        assert tokens.shape == (len(self.rows),) and tokens.dtype == np.int64 and candidates >= 1
-        self.rows = [(s, p if t == BOS else (*p, int(t))) for (s, p), t in zip(self.rows, tokens, strict=True)]
-        self.rows_per_step.append(len(self.rows))
-        self.full_steps.append(full)
-        log_probs = np.stack([self.model(s, p) for s, p in self.rows]).astype(np.float32)
-        attention = np.stack([self.attention(s, p) for s, p in self.rows]) if self.attention else None
-        best = best_tokens(log_probs, min(candidates, self.max_candidates or candidates))
-        return Step(log_probs if full else None, *best, attention)
-
-    def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
-        self.rows = [self.rows[r] for r in rows]
-        if sentences is not None:
-            self.sentences = [self.sentences[i] for i in sentences]
-        assert [s for s, _ in self.rows] == [s for s in self.sentences for _ in range(self.beams)]
-
-
-def table_model(table: Table) -> Model:
-    def model(_sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
-        out = np.full(V, TINY)
-        for token, p in table.get(prefix, {}).items():
-            out[token] = math.log(p)
-        return out
-
-    return model
 
 
 def run(
@@ -177,15 +130,6 @@ def test_eos_finishes_and_finished_sentences_leave_the_batch() -> None:
         assert decoder.rows_per_step[:2] == [3, 3 * K], "step 0 computes the K identical beams once"
         assert decoder.rows_per_step[-1] < 3 * K, "finished sentences must leave the batch"
         assert len(decoder.rows_per_step) == 4  # stops as soon as every sentence is finished
-
-
-def random_model(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:
-    """A peaked pseudo-random distribution determined by (sentence, prefix); EOS likelier with length."""
-    rng = np.random.default_rng(zlib.crc32(repr((sentence, prefix)).encode()))
-    logits = rng.normal(0, 2, V)
-    logits[EOS] += len(prefix) - 3
-    logits[: BOS + 1] = -1e9  # pad, unk, bos never generated
-    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
 
 
 def prefix_attention(sentence: int, prefix: tuple[int, ...]) -> np.ndarray:

@@ -1,0 +1,61 @@
+"""Where a text says a glossary's source terms (engine/glossary.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.glossary import Glossary, Term
+
+
+def said(glossary: Glossary, text: str) -> list[tuple[str, str]]:
+    return [(text[m.start : m.end], glossary.terms[m.term].target) for m in glossary.find(text)]
+
+
+def test_whole_words_only_and_case_insensitive_by_default() -> None:
+    g = Glossary.of({"dog": "Köter", "e-mail": "E-Post"})
+    assert said(g, "A Dog, two dogs, a hotdog; DOG!") == [("Dog", "Köter"), ("DOG", "Köter")]
+    assert said(g, "Send an e-mail, not e-mails or an email.") == [("e-mail", "E-Post")]
+
+
+def test_a_case_sensitive_term_matches_its_case_only() -> None:
+    g = Glossary((Term("Apple", "Apple Inc.", case_sensitive=True), Term("apple", "Apfel")))
+    assert said(g, "Apple sells an apple, APPLE.") == [("Apple", "Apple Inc."), ("apple", "Apfel"), ("APPLE", "Apfel")]
+
+
+def test_the_longest_term_wins_and_matches_do_not_overlap() -> None:
+    g = Glossary.of({"red": "rot", "red shirt": "rotes Hemd", "shirt": "Hemd", "shirt sleeve": "Ärmel"})
+    assert said(g, "A red shirt sleeve; a red hat.") == [("red shirt", "rotes Hemd"), ("red", "rot")]
+    assert said(g, "The shirt sleeve is red.") == [("shirt sleeve", "Ärmel"), ("red", "rot")]
+
+
+def test_multi_word_terms_match_across_any_whitespace() -> None:
+    g = Glossary.of({"fire  truck": "Löschfahrzeug"})
+    assert said(g, "A fire\ttruck.") == [("fire\ttruck", "Löschfahrzeug")]
+
+
+@pytest.mark.parametrize(
+    ("terms", "message"),
+    [
+        ({"": "x"}, "empty"),
+        ({"dog": " "}, "empty"),
+        ({" ".join(["w"] * 17): "x"}, "more than 16 words"),
+    ],
+)
+def test_bad_terms_are_refused_with_a_message(terms: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Glossary.of(terms)
+
+
+def test_a_source_term_twice_is_refused_as_it_would_match() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        Glossary.of([("Dog", "Hund"), ("dog", "Köter")])
+    Glossary((Term("Dog", "Hund", case_sensitive=True), Term("dog", "Köter", case_sensitive=True)))
+
+
+def test_many_terms_and_a_long_text_are_matched_word_by_word() -> None:
+    """10,000 terms and a 200,000-character text: a dictionary lookup per word, not a regex per term."""
+    g = Glossary.of({f"term{i} word": f"Begriff{i}" for i in range(10_000)})
+    text = " ".join(f"term{i % 20_000} word" for i in range(20_000))[:200_000]
+    found = g.find(text)
+    assert len(found) == sum(1 for i in range(20_000) if i % 20_000 < 10_000 and f"term{i} word" in text)
+    assert found[0].start == 0 and text[found[-1].start : found[-1].end].endswith("word")

@@ -1,0 +1,104 @@
+"""Glossaries in the translator, end to end on the shipped en-de model: terms said in the text are
+used in the translation, reported with their places, and nothing else changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine import TranslationOptions, Translator, TranslatorConfig
+from engine.glossary import Glossary, Term
+
+BUNDLE = Path(__file__).resolve().parents[2] / "models" / "en-de" / "bundle"
+pytestmark = pytest.mark.skipif(not (BUNDLE / "manifest.json").is_file(), reason=f"no shipped model at {BUNDLE}")
+
+# Valid but unusual German for common caption words: the model never says them by itself.
+UNUSUAL = Glossary.of({"dog": "Köter", "park": "Grünanlage", "red shirt": "rotes Oberteil"})
+
+
+@pytest.fixture(scope="module")
+def translator() -> Translator:
+    return Translator(TranslatorConfig(model_dir=BUNDLE))
+
+
+def translate(translator: Translator, texts: list[str], **options) -> list:
+    return translator.translate_batch(texts, TranslationOptions(**options)).results
+
+
+def test_the_terms_a_text_says_are_in_its_translation_where_reported(translator: Translator) -> None:
+    text = "A man in a red shirt walks his dog in the park."
+    plain = translate(translator, [text])[0]
+    result = translate(translator, [text], glossary=UNUSUAL)[0]
+    assert all(target not in plain.text for target in ("Köter", "Grünanlage", "rotes Oberteil"))
+    assert [(u.source, u.target, u.used) for u in result.terms] == [
+        ("red shirt", "rotes Oberteil", True),
+        ("dog", "Köter", True),
+        ("park", "Grünanlage", True),
+    ]
+    for use in result.terms:
+        assert text[slice(*use.source_span)].lower() == use.source
+        assert result.text[slice(*use.target_span)] == use.target
+
+
+def test_sentences_without_terms_are_translated_as_without_a_glossary(translator: Translator) -> None:
+    texts = ["Two men sit on a bench.", "A dog runs. Children play football on the beach.", "A woman reads."]
+    plain = translate(translator, texts, num_hypotheses=2)
+    with_glossary = translate(translator, texts, glossary=UNUSUAL, num_hypotheses=2)
+    assert with_glossary[0].hypotheses == plain[0].hypotheses and with_glossary[2].hypotheses == plain[2].hypotheses
+    assert with_glossary[1].text.startswith("Ein Köter")
+    assert with_glossary[1].text.split(". ", 1)[1] == plain[1].text.split(". ", 1)[1]
+
+
+def test_a_term_the_model_already_uses_changes_nothing(translator: Translator) -> None:
+    text = "A dog runs in the park."
+    plain = translate(translator, [text], num_hypotheses=4)[0]
+    result = translate(translator, [text], glossary=Glossary.of({"dog": "Hund"}), num_hypotheses=4)[0]
+    assert result.hypotheses[0] == plain.hypotheses[0]
+    assert result.terms[0].used
+
+
+def test_every_term_occurrence_and_case_insensitive_matching(translator: Translator) -> None:
+    result = translate(translator, ["A Dog chases a DOG."], glossary=UNUSUAL)[0]
+    assert [u.used for u in result.terms] == [True, True]
+    assert result.text.count("Köter") == 2
+    assert result.terms[0].target_span < result.terms[1].target_span
+
+
+def test_case_sensitive_terms_match_only_their_case(translator: Translator) -> None:
+    glossary = Glossary((Term("Park", "Grünanlage", case_sensitive=True),))
+    assert translate(translator, ["A dog runs in the park."], glossary=glossary)[0].terms == []
+
+
+def test_n_best_scores_and_alignments_still_work(translator: Translator) -> None:
+    result = translate(
+        translator, ["A dog runs in the park."], glossary=UNUSUAL, num_hypotheses=3, return_alignments=True
+    )[0]
+    assert "Köter" in result.hypotheses[0].text and "Grünanlage" in result.hypotheses[0].text
+    scores = [h.normalized_score for h in result.hypotheses]
+    assert len(scores) == 3 and scores[0] >= scores[1]
+    assert result.alignment is not None
+    assert "Köter" in result.alignment.target_words and "dog" in result.alignment.source_words
+
+
+def test_terms_inside_markup_are_used_and_the_tags_kept(translator: Translator) -> None:
+    result = translate(translator, ["<p>A <b>dog</b> plays in the park.</p>"], glossary=UNUSUAL, format="html")[0]
+    assert result.text.startswith("<p>") and result.text.endswith("</p>") and "<b>" in result.text
+    assert [u.used for u in result.terms] == [True, True]
+    assert all(u.source_span is None for u in result.terms)
+
+
+def test_a_term_the_vocabulary_cannot_spell_is_reported_unused(translator: Translator) -> None:
+    glossary = Glossary.of({"dog": "狗"})
+    result = translate(translator, ["A dog runs."], glossary=glossary)[0]
+    assert result.text == translate(translator, ["A dog runs."])[0].text
+    assert [(u.target, u.used) for u in result.terms] == [("狗", False)]
+
+
+def test_placed_terms_are_used_whatever_the_text_says(translator: Translator) -> None:
+    """A pivot's second model gets the terms the first text said, at their places."""
+    glossary = Glossary((Term("dog", "Köter"), Term("park", "Grünanlage")), placed=(0.1, 0.9))
+    result = translate(translator, ["A cat sleeps. Children play on the grass."], glossary=glossary)[0]
+    first, second = result.text.split(". ", 1)
+    assert "Köter" in first and "Grünanlage" in second
+    assert all(u.used and u.source_span is None for u in result.terms)
