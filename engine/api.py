@@ -39,6 +39,9 @@ class TranslationOptions:
     # terms the translation must use wherever the text says their source (engine.glossary); a
     # sentence with one is decoded with a beam of at least GLOSSARY_MIN_BEAM
     glossary: Glossary | None = None
+    # score only the target pieces the batch's sources make likely (engine.shortlist), where the
+    # model has a shortlist; None: the model's default (on where it keeps BLEU within 0.2)
+    shortlist: bool | None = None
 
     def __post_init__(self) -> None:
         if self.max_length is not None and self.max_length < 1:

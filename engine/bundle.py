@@ -38,7 +38,7 @@ class BundleError(Exception):
 # dynamic ones (batch and length axes) must be left symbolic in the graph.
 # ---------------------------------------------------------------------------------------------
 
-DYNAMIC_DIMS = frozenset({"B", "S", "N", "P", "P+1", "C"})
+DYNAMIC_DIMS = frozenset({"B", "S", "N", "P", "P+1", "C", "M"})
 
 
 @dataclass(frozen=True)
@@ -69,19 +69,21 @@ def encoder_signature(layers: int) -> Signature:
     return (TensorSpec("src_ids", "int64", ("B", "S")),), outputs
 
 
-def decoder_signature(layers: int) -> Signature:
+def decoder_signature(layers: int, *, shortlist: bool = False) -> Signature:
     """One step. The caches are one tensor per layer so that the graph reads and writes each
     layer's keys/values in place of splitting and re-stacking one (L, ...) tensor every step.
     ``top_log_probs``/``top_ids`` are each row's best ``candidates`` tokens (ONNX TopK: best first,
-    lower id first among equal values), so that the search need not scan all V per row."""
+    lower id first among equal values), so that the search need not scan all V per row.
+    ``shortlist``: the graph scores only the M target ids ``vocab_ids`` (``engine.shortlist``)."""
     inputs = (
         TensorSpec("tokens", "int64", ("N", "1")),
         *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "P", "Dh")),
         *encoder_signature(layers)[1],
         TensorSpec("candidates", "int64", ("1",)),
+        *([TensorSpec("vocab_ids", "int64", ("M",))] if shortlist else []),
     )
     outputs = (
-        TensorSpec("log_probs", "float", ("N", "V")),
+        TensorSpec("log_probs", "float", ("N", "M" if shortlist else "V")),
         *_layer_specs(("new_self_k", "new_self_v"), layers, ("N", "H", "P+1", "Dh")),
         TensorSpec("alignment", "float", ("N", "S")),
         TensorSpec("top_log_probs", "float", ("N", "C")),
@@ -223,6 +225,19 @@ class ModelCard(_Strict):
     url: str | None = None  # the full model card, when it is published somewhere
 
 
+class ShortlistInfo(_Strict):
+    """The vocabulary shortlist (``engine.shortlist``): its file holds each source piece's ``k``
+    likeliest target pieces and the ``frequent`` most frequent ones."""
+
+    file: str  # .npz
+    k: int = Field(gt=0)
+    frequent: int = Field(ge=0)
+    # Whether requests use it unless they say otherwise: only where it keeps BLEU within 0.2 of the
+    # full vocabulary on a held-out set (``bleu``: {"full": ..., "shortlist": ...} per set).
+    default: bool
+    bleu: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
 class Manifest(_Strict):
     schema_version: int
     name: str
@@ -239,6 +254,7 @@ class Manifest(_Strict):
     parity: Parity
     export: ExportInfo | None = None
     card: ModelCard | None = None
+    shortlist: ShortlistInfo | None = None
 
     def dimension_values(self) -> dict[str, int]:
         """The static dimension symbols of the graph signatures."""
@@ -329,7 +345,9 @@ def tokenizer_file_names(files: TokenizerFiles) -> set[str]:
 
 def _check_consistency(path: Path, manifest: Manifest) -> None:
     graphs = {f for v in manifest.variants.values() for f in (v.encoder, v.decoder)}
-    named = tokenizer_file_names(manifest.tokenizer) | graphs
+    named = (
+        tokenizer_file_names(manifest.tokenizer) | graphs | ({manifest.shortlist.file} if manifest.shortlist else set())
+    )
     if unlisted := sorted(named - set(manifest.files)):
         raise BundleError(f"{path}: files {unlisted} are used but have no checksum in 'files'")
     for device, variant in manifest.default_variant.model_dump().items():
@@ -375,6 +393,8 @@ def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *,
     """
     dims = manifest.dimension_values()
     inputs, outputs = SIGNATURES[kind](dims["L"])
+    if kind == "decoder" and "vocab_ids" in {i.name for i in session.get_inputs()}:
+        inputs, outputs = decoder_signature(dims["L"], shortlist=True)  # the engine adds it at load time
     _check_args(where, "input", session.get_inputs(), inputs, dims)
     _check_args(where, "output", session.get_outputs(), outputs, dims)
 

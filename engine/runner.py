@@ -36,6 +36,8 @@ import onnxruntime as ort
 
 from engine.bundle import per_layer
 from engine.decoder import Step
+from engine.shared_weights import session_model
+from engine.shortlist import VOCAB_IDS, with_vocab_ids
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +121,17 @@ def release_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-def load_session(path: Path, provider: str, config: RunnerConfig) -> ort.InferenceSession:
+def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes | None = None) -> ort.InferenceSession:
+    """The session of the graph at ``path``, or of ``graph`` (that graph edited) when given."""
     providers: list[str | tuple[str, dict[str, str]]] = [CPU]
     if provider == "cuda":
         providers = [(CUDA, {"device_id": str(config.device_id)}), CPU]
     try:
-        return ort.InferenceSession(str(path), session_options(config.threads, spin=config.spin), providers=providers)
+        options = session_options(config.threads, spin=config.spin)
+        model = graph if graph is not None else str(path)
+        if provider == "cpu":  # MLAS's prepacked weights; CUDA keeps its own copy in device memory
+            model = session_model(path, model, options)
+        return ort.InferenceSession(model, options, providers=providers)
     except Exception as e:  # onnxruntime raises its own, unexported exception types
         raise RunnerError(f"{path}: onnxruntime cannot load the graph: {e}") from e
 
@@ -141,11 +148,15 @@ def resolve_provider(requested: Provider) -> Literal["cpu", "cuda"]:
 
 
 class Runner:
-    def __init__(self, encoder: Path, decoder: Path, shape: DecoderShape, config: RunnerConfig) -> None:
+    def __init__(
+        self, encoder: Path, decoder: Path, shape: DecoderShape, config: RunnerConfig, *, shortlist: bool = False
+    ) -> None:
+        """``shortlist``: the decoder takes ``vocab_ids`` (``engine.shortlist``), added at load
+        time unless the graph already has it, so that ``start`` may be given a shortlist."""
         self.shape = shape
         self.provider = resolve_provider(config.provider)
         self.encoder = load_session(encoder, self.provider, config)
-        self.decoder = load_session(decoder, self.provider, config)
+        self.decoder = load_session(decoder, self.provider, config, _shortlist_graph(decoder) if shortlist else None)
         if self.provider == "cuda" and CUDA not in self.decoder.get_providers():
             # onnxruntime-gpu on a machine without a usable GPU falls back to CPU on its own.
             if config.provider == "cuda":
@@ -154,18 +165,64 @@ class Runner:
             self.provider = "cpu"
         self.device_id = config.device_id
         self.source_names = [output.name for output in self.encoder.get_outputs()]
+        self.takes_vocab_ids = VOCAB_IDS in {i.name for i in self.decoder.get_inputs()}
 
     def encode(self, src_ids: np.ndarray) -> Encoded:
         """src_ids (B, S) int64, padded with pad id 0."""
         return Encoded(dict(zip(self.source_names, self.encoder.run(None, {"src_ids": src_ids}), strict=True)))
 
-    def start(self, encoded: Encoded, *, alignments: bool) -> HostDecoder | DeviceDecoder:
+    def start(
+        self, encoded: Encoded, *, alignments: bool, vocab_ids: np.ndarray | None = None
+    ) -> HostDecoder | DeviceDecoder:
         """A fresh decoder state for the sentences of ``encoded``, one row each (the search's
-        ``select`` makes the beams)."""
+        ``select`` makes the beams), scoring only the sorted target ids ``vocab_ids`` if given."""
+        state = dict(alignments=alignments, vocab_ids=vocab_ids)
         if self.provider == "cuda":
-            device = dict(device="cuda", device_id=self.device_id)
-            return DeviceDecoder(self.decoder, encoded, self.shape, alignments=alignments, **device)
-        return HostDecoder(self.decoder, encoded, self.shape, alignments=alignments)
+            return DeviceDecoder(self.decoder, encoded, self.shape, **state, device="cuda", device_id=self.device_id)
+        return HostDecoder(self.decoder, encoded, self.shape, **state)
+
+
+def _shortlist_graph(decoder: Path) -> bytes | None:
+    """The decoder graph edited to take ``vocab_ids``; None if it needs no edit, or if the ``onnx``
+    package that edits it is missing (a serving install without it runs without shortlists)."""
+    try:
+        return with_vocab_ids(decoder)
+    except ImportError:
+        log.warning("%s: the onnx package is not installed; the vocabulary shortlist is off", decoder)
+        return None
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The target ids a decoder state scores: all V (``ids`` None) or a sorted shortlist."""
+
+    size: int  # V
+    ids: np.ndarray | None  # (M,) int64
+    fed: bool  # the graph takes them as ``vocab_ids``
+
+    @classmethod
+    def of(cls, session: ort.InferenceSession, size: int, ids: np.ndarray | None) -> Vocabulary:
+        fed = VOCAB_IDS in {i.name for i in session.get_inputs()}
+        if ids is not None and not fed:
+            raise RunnerError("a shortlist needs a decoder loaded with shortlist=True")
+        return cls(size, ids, fed)
+
+    @property
+    def width(self) -> int:
+        return self.size if self.ids is None else len(self.ids)
+
+    def feed(self) -> dict[str, np.ndarray]:
+        if not self.fed:
+            return {}
+        return {VOCAB_IDS: np.arange(self.size, dtype=np.int64) if self.ids is None else self.ids}
+
+    def widen(self, log_probs: np.ndarray) -> np.ndarray:
+        """(N, M) -> (N, V) with -inf outside the shortlist: the search sees a vocabulary of M pieces."""
+        if self.ids is None:
+            return log_probs
+        full = np.full((len(log_probs), self.size), -np.inf, dtype=np.float32)
+        full[:, self.ids] = log_probs
+        return full
 
 
 # Cached positions, all rows together, past which a decoder state is large: a full batch (32
@@ -184,7 +241,13 @@ class HostDecoder:
     """Decoder state in host memory (the CPU provider); implements ``engine.decoder.Decoder``."""
 
     def __init__(
-        self, session: ort.InferenceSession, encoded: Encoded, shape: DecoderShape, *, alignments: bool
+        self,
+        session: ort.InferenceSession,
+        encoded: Encoded,
+        shape: DecoderShape,
+        *,
+        alignments: bool,
+        vocab_ids: np.ndarray | None = None,
     ) -> None:
         self.large = False  # first: __del__ reads it even when the rest fails
         self.session, self.alignments = session, alignments
@@ -193,16 +256,19 @@ class HostDecoder:
         self.outputs = ["top_log_probs", "top_ids", *new_cache] + (["alignment"] if alignments else [])
         self.cache = shape.empty(encoded.source["src_mask"].shape[0])
         self.source = encoded.source
-        self.vocab = shape.vocab
+        self.vocabulary = Vocabulary.of(session, shape.vocab, vocab_ids)
+        self.vocab_ids = self.vocabulary.feed()
 
     def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
-        feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, self.vocab), **self.cache, **self.source}
+        width = self.vocabulary.width
+        feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, width), **self.cache, **self.source}
+        feed |= self.vocab_ids
         rows, _, positions, _ = self.cache[self.cache_names[0]].shape  # (N, H, P, Dh)
         large = rows * positions >= LARGE_CACHE_POSITIONS
         self.large |= large
         names = ["log_probs", *self.outputs] if full else self.outputs
         outputs = self.session.run(names, feed, _SHRINK_ARENA if large else None)
-        log_probs = outputs.pop(0) if full else None
+        log_probs = self.vocabulary.widen(outputs.pop(0)) if full else None
         top_log_probs, top_ids, *outputs = outputs
         self.cache = dict(zip(self.cache_names, outputs[: len(self.cache_names)], strict=True))  # (N, H, P+1, Dh)
         return Step(log_probs, top_log_probs, top_ids, outputs[-1] if self.alignments else None)
@@ -243,16 +309,18 @@ class DeviceDecoder:
         *,
         alignments: bool,
         device_id: int,
+        vocab_ids: np.ndarray | None = None,
         device: str = "cuda",
     ) -> None:
         self.session, self.device, self.device_id = session, device, device_id
         self.alignments = alignments
         self.gather = DeviceGather(session.get_providers(), device, device_id)
         self.cache_names = shape.names
-        self.vocab = shape.vocab
+        self.vocabulary = Vocabulary.of(session, shape.vocab, vocab_ids)
         rows = encoded.source["src_mask"].shape[0]
         self.cache = {name: self._upload(value) for name, value in shape.empty(rows).items()}
         self.source = {name: self._upload(value) for name, value in encoded.source.items()}
+        self.vocab_ids = {name: self._upload(ids) for name, ids in self.vocabulary.feed().items()}
 
     def _upload(self, array: np.ndarray) -> ort.OrtValue:
         return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
@@ -260,8 +328,8 @@ class DeviceDecoder:
     def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         binding = self.session.io_binding()
         binding.bind_ortvalue_input("tokens", self._upload(tokens[:, None]))
-        binding.bind_cpu_input("candidates", top_k(candidates, self.vocab))  # TopK reads k on the host
-        for name, value in (self.cache | self.source).items():
+        binding.bind_cpu_input("candidates", top_k(candidates, self.vocabulary.width))  # TopK reads k on the host
+        for name, value in (self.cache | self.source | self.vocab_ids).items():
             binding.bind_ortvalue_input(name, value)
         # Only what the search reads comes to the host; the grown cache stays on the device.
         on_host = ["top_log_probs", "top_ids"] + (["alignment"] if self.alignments else [])
@@ -275,7 +343,8 @@ class DeviceDecoder:
         outputs = dict(zip(on_host + on_device, binding.get_outputs(), strict=True))
         self.cache = {name: outputs[f"new_{name}"] for name in self.cache_names}
         host = {name: outputs[name].numpy() for name in on_host}
-        return Step(host.get("log_probs"), host["top_log_probs"], host["top_ids"], host.get("alignment"))
+        log_probs = self.vocabulary.widen(host["log_probs"]) if full else None
+        return Step(log_probs, host["top_log_probs"], host["top_ids"], host.get("alignment"))
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         if not is_identity(rows, self.cache[self.cache_names[0]].shape()[0]):

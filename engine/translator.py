@@ -58,6 +58,7 @@ from engine.markup import Document, Translation, WordAlignment
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
 from engine.segmenter import SegmentedText, segment
+from engine.shortlist import Shortlist
 from engine.tokenizer import Tokenizer
 
 __all__ = ["Translator", "TranslatorConfig", "auto_streams"]
@@ -147,10 +148,12 @@ class Translator:
         variant = config.variant or getattr(manifest.default_variant, provider)
         d = manifest.dimensions
         graphs = bundle.graph_paths(variant)
+        self.shortlist = Shortlist.load(bundle.path / manifest.shortlist.file) if manifest.shortlist else None
         self.runner = Runner(
             *graphs,
             DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size),
             RunnerConfig(provider=config.provider, threads=config.threads_per_stream),
+            shortlist=self.shortlist is not None,
         )
         check_graph(self.runner.encoder, "encoder", manifest, where=str(graphs[0]))
         check_graph(self.runner.decoder, "decoder", manifest, where=str(graphs[1]))
@@ -218,7 +221,7 @@ class Translator:
         # prefix and EOS alone: nothing to say
         spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
         decode_search = replace(search, return_alignments=True) if documents else search
-        self._decode(spoken, decode_search, options.max_length, pair, stats, task)
+        self._decode(spoken, decode_search, options.max_length, pair, stats, task, self._shortlist(options))
         by_unit: list[list[_Sentence]] = [[] for _ in units]
         for s in sentences:
             by_unit[s.text_index].append(s)
@@ -265,6 +268,12 @@ class Translator:
                     span = (start + m.start, start + m.end)
                     s.terms.append(_SentenceTerm(m.term, span, at, self._term_pieces(glossary, m.term, pieces)))
 
+    def _shortlist(self, options: TranslationOptions) -> Shortlist | None:
+        """The shortlist a request's batches use: the model's, unless the request or the model's default says no."""
+        info = self.manifest.shortlist
+        wanted = options.shortlist if options.shortlist is not None else info is not None and info.default
+        return self.shortlist if wanted and self.runner.takes_vocab_ids else None
+
     def _term_pieces(self, glossary: Glossary, term: int, known: dict[int, list[int] | None]) -> list[int] | None:
         """The target pieces of a term, None if the target vocabulary cannot spell it (an unknown
         piece): that term is left to the model."""
@@ -301,6 +310,7 @@ class Translator:
         pair: _Pair,
         stats: BatchStats,
         task: Task,
+        shortlist: Shortlist | None,
     ) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time;
         those with glossary terms in sub-batches of their own."""
@@ -310,10 +320,11 @@ class Translator:
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
         searches = [search] * len(plain) + [wide] * len(constrained)
         n = len(batches)
+        shared = [max_length] * n, [pair] * n, [task] * n, [shortlist] * n
         timings = (
-            self.pool.map(self._decode_batch, batches, searches, [max_length] * n, [pair] * n, [task] * n)
+            self.pool.map(self._decode_batch, batches, searches, *shared)
             if self.pool
-            else map(self._decode_batch, batches, searches, [max_length] * n, [pair] * n, [task] * n)
+            else map(self._decode_batch, batches, searches, *shared)
         )
         for batch, (padded_tokens, encode_seconds, decode_seconds) in zip(batches, timings, strict=True):
             stats.encode_seconds += encode_seconds
@@ -321,9 +332,17 @@ class Translator:
             stats.sub_batches.append((len(batch), padded_tokens))
 
     def _decode_batch(
-        self, batch: list[_Sentence], search: SearchOptions, max_length: int | None, pair: _Pair, task: Task
+        self,
+        batch: list[_Sentence],
+        search: SearchOptions,
+        max_length: int | None,
+        pair: _Pair,
+        task: Task,
+        shortlist: Shortlist | None,
     ) -> tuple[int, float, float]:
-        """Encode and search one sub-batch; returns its padded source tokens, encode and decode seconds."""
+        """Encode and search one sub-batch, over ``shortlist``'s pieces for it if given (with what
+        it must be able to write: EOS, the target language's tokens, its glossary terms); returns
+        its padded source tokens, encode and decode seconds."""
         specials = self.manifest.special_tokens
         src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
         start = time.perf_counter()
@@ -333,7 +352,12 @@ class Translator:
             encoded_at = time.perf_counter()
             constraints = [s.constraints for s in batch]
             guided = any(c.sources != [None] * len(c) for c in constraints)  # by the decoder's attention
-            decoder = _TurnTaking(self.runner.start(encoded, alignments=search.return_alignments or guided), turns)
+            vocab_ids = None
+            if shortlist is not None:
+                terms = [p for s in batch for t in s.terms for p in t.pieces or ()]
+                vocab_ids = shortlist.for_batch([s.ids for s in batch], [specials.eos, *pair.target_prefix, *terms])
+            alignments = search.return_alignments or guided
+            decoder = _TurnTaking(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), turns)
             max_lengths = [self._max_length(len(s.ids), max_length) for s in batch]
             results = beam_search.search(
                 decoder,

@@ -119,3 +119,53 @@ def test_step_without_full_log_probs_leaves_them_out(runner: Runner, device: boo
         for x, y in ((a.top_log_probs, b.top_log_probs), (a.top_ids, b.top_ids), (a.attention, b.attention)):
             np.testing.assert_array_equal(x, y)
         np.testing.assert_array_equal(np.take_along_axis(a.log_probs, a.top_ids, axis=1), a.top_log_probs)
+
+
+def runner_of(bundle_dir: Path, variant: str, *, shortlist: bool) -> Runner:
+    bundle = load_bundle(bundle_dir)
+    d = bundle.manifest.dimensions
+    shape = DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size)
+    return Runner(*bundle.graph_paths(variant), shape, RunnerConfig(provider="cpu", threads=1), shortlist=shortlist)
+
+
+def two_steps(runner: Runner, *, device: bool, vocab_ids: np.ndarray | None = None) -> list:
+    encoded = runner.encode(sources())
+    state = dict(alignments=True, vocab_ids=vocab_ids)
+    if device:
+        decoder = DeviceDecoder(runner.decoder, encoded, runner.shape, **state, device_id=0, device="cpu")
+    else:
+        decoder = HostDecoder(runner.decoder, encoded, runner.shape, **state)
+    return [decoder.step(tokens, 4) for tokens in (np.full(3, 2), np.array([5, 6, 7]))]
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+@pytest.mark.parametrize("device", [False, True])
+def test_the_shortlist_graph_given_all_ids_steps_as_the_exported_one(
+    tiny_bundle: Path, variant: str, device: bool
+) -> None:
+    exported = two_steps(runner_of(tiny_bundle, variant, shortlist=False), device=device)
+    edited = runner_of(tiny_bundle, variant, shortlist=True)
+    assert "vocab_ids" in {i.name for i in edited.decoder.get_inputs()}
+    for a, b in zip(exported, two_steps(edited, device=device), strict=True):
+        for x, y in ((a.log_probs, b.log_probs), (a.top_ids, b.top_ids), (a.top_log_probs, b.top_log_probs)):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+@pytest.mark.parametrize("device", [False, True])
+def test_a_shortlist_scores_its_pieces_only(tiny_bundle: Path, variant: str, device: bool) -> None:
+    ids = np.array([3, 5, 17, 40, 41, 90, 120])
+    full = two_steps(runner_of(tiny_bundle, variant, shortlist=False), device=device)
+    short = two_steps(runner_of(tiny_bundle, variant, shortlist=True), device=device, vocab_ids=ids)
+    for a, b in zip(full, short, strict=True):
+        outside = np.setdiff1d(np.arange(a.log_probs.shape[1]), ids)
+        assert b.log_probs.shape == a.log_probs.shape and np.all(b.log_probs[:, outside] == -np.inf)
+        renormalised = a.log_probs[:, ids] - np.log(np.exp(a.log_probs[:, ids]).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose(b.log_probs[:, ids], renormalised, atol=1e-5)
+        np.testing.assert_array_equal(b.top_ids, ids[np.argsort(-b.log_probs[:, ids], axis=1, kind="stable")[:, :4]])
+        np.testing.assert_array_equal(np.take_along_axis(b.log_probs, b.top_ids, axis=1), b.top_log_probs)
+
+
+def test_a_shortlist_needs_the_graph_input(runner: Runner) -> None:
+    with pytest.raises(RunnerError, match="shortlist=True"):
+        runner.start(runner.encode(sources()), alignments=False, vocab_ids=np.array([3, 5]))

@@ -1,0 +1,214 @@
+"""The vocabulary shortlist: each batch scores only the target pieces its sources make likely.
+
+A bundle may carry a shortlist file (``export.shortlist`` builds it from a parallel corpus): for
+each source piece its ``k`` likeliest target pieces, and the ``frequent`` most frequent target
+pieces. A batch's shortlist is the union of its source pieces' rows, the frequent pieces and the
+pieces the batch must be able to write (EOS, the target language's tokens, glossary terms). The
+decoder then computes the output projection, LogSoftmax and TopK over those M pieces only, the
+largest part of a step on a large vocabulary (what Marian's lexical shortlist and CTranslate2's
+vocabulary map do).
+
+The decoder graph takes the shortlist as an input, ``vocab_ids`` (M,) int64: ``with_vocab_ids``
+adds it to an exported graph when the engine loads it, so that bundles need no second graph.
+With all V ids the graph runs its original projection (an If node), so one session serves both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # onnx is needed only to edit a graph, at load time
+    import onnx
+
+VOCAB_IDS = "vocab_ids"
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """``table`` (V_source, k): each source piece's likeliest target pieces, best first, -1 where it
+    has fewer; ``frequent`` (F,): the most frequent target pieces."""
+
+    table: np.ndarray
+    frequent: np.ndarray
+
+    @classmethod
+    def load(cls, path: Path) -> Shortlist:
+        with np.load(path) as data:
+            return cls(data["table"].astype(np.int64), data["frequent"].astype(np.int64))
+
+    def save(self, path: Path) -> None:
+        dtype = np.int32 if max(self.table.max(initial=0), self.frequent.max(initial=0)) >= 2**15 else np.int16
+        with path.open("wb") as f:  # np.savez would add ".npz" to a name without it
+            np.savez_compressed(f, table=self.table.astype(dtype), frequent=self.frequent.astype(dtype))
+
+    @property
+    def k(self) -> int:
+        return self.table.shape[1]
+
+    def cut(self, k: int, frequent: int) -> Shortlist:
+        """The same shortlist with each source piece's ``k`` best and the ``frequent`` most frequent."""
+        return Shortlist(self.table[:, :k], self.frequent[:frequent])
+
+    def for_batch(self, sources: Sequence[Sequence[int]], extra: Iterable[int]) -> np.ndarray:
+        """(M,) int64 sorted target ids: the shortlist of a batch of source id sequences, with ``extra``."""
+        source_ids = np.fromiter((i for s in sources for i in s), dtype=np.int64)
+        rows = self.table[source_ids[source_ids < len(self.table)]].ravel()
+        ids = np.concatenate([rows[rows >= 0], self.frequent, np.fromiter(extra, dtype=np.int64)])
+        return np.unique(ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# The decoder graph with a ``vocab_ids`` input
+# ---------------------------------------------------------------------------------------------
+
+HEAD_OUTPUTS = ("log_probs", "top_log_probs", "top_ids")
+
+
+def with_vocab_ids(path: Path) -> bytes | None:
+    """The decoder-step graph at ``path``, serialized, with the input ``vocab_ids`` (M,) int64;
+    None if it has that input already.
+
+    Its outputs stay the same, over the M pieces: ``log_probs`` (N, M), ``top_log_probs`` and
+    ``top_ids`` (N, C), the latter vocabulary ids. Given all V ids (``np.arange(V)``) it runs the
+    original projection, LogSoftmax and TopK; given fewer, it gathers the projection's columns (and
+    each V-sized constant after it: bias, banned tokens, int8 scales) for those ids first.
+    """
+    import onnx
+
+    model = onnx.load(str(path))
+    if VOCAB_IDS in {i.name for i in model.graph.input}:
+        return None
+    add_vocab_ids(model)
+    return model.SerializeToString()
+
+
+def add_vocab_ids(model: onnx.ModelProto) -> None:
+    """``with_vocab_ids``'s edit, in place: the nodes computing only the head outputs (the output
+    projection, with int8 its activation's quantization, LogSoftmax, TopK) move into an If node,
+    whose full branch is them as they are and whose shortlist branch scores ``vocab_ids`` only."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    vocab = _vocab_size(graph)
+    others = [o.name for o in graph.output if o.name not in HEAD_OUTPUTS]
+    nodes = list(graph.node)
+    in_head = _needed(nodes, HEAD_OUTPUTS) - _needed(nodes, others)
+    head = [n for i, n in enumerate(nodes) if i in in_head]
+    projection = [n for i, n in enumerate(nodes) if i in in_head & _needed(nodes, ["log_probs"])]
+    kept = [n for i, n in enumerate(nodes) if i not in in_head]
+    size, is_full, all_ids = "/vocab_ids/size", "/vocab_ids/is_full", "/vocab_ids/V"
+    graph.initializer.append(onnx.numpy_helper.from_array(np.array(vocab, dtype=np.int64), all_ids))
+    branches = {
+        "then_branch": _branch("full", head, HEAD_OUTPUTS),
+        "else_branch": _shortlist_branch(graph, projection, vocab),
+    }
+    switch = [
+        helper.make_node("Size", [VOCAB_IDS], [size]),
+        helper.make_node("Equal", [size, all_ids], [is_full]),
+        helper.make_node("If", [is_full], list(HEAD_OUTPUTS), name="/vocab_ids/If", **branches),
+    ]
+    del graph.node[:]
+    graph.node.extend(kept + switch)
+    graph.input.append(helper.make_tensor_value_info(VOCAB_IDS, TensorProto.INT64, ["M"]))
+    log_probs = next(o for o in graph.output if o.name == "log_probs")
+    log_probs.type.tensor_type.shape.dim[1].dim_param = "M"  # (N, M): V when the ids are all of them
+
+
+def _vocab_size(graph: onnx.GraphProto) -> int:
+    log_probs = next(o for o in graph.output if o.name == "log_probs")
+    return log_probs.type.tensor_type.shape.dim[1].dim_value  # (N, V)
+
+
+def _needed(nodes: list[onnx.NodeProto], names: Iterable[str]) -> set[int]:
+    """The indices of the nodes that ``names`` are computed from."""
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
+    seen: set[int] = set()
+    stack = [producer[n] for n in names if n in producer]
+    while stack:
+        i = stack.pop()
+        if i not in seen:
+            seen.add(i)
+            stack.extend(producer[name] for name in nodes[i].input if name in producer)
+    return seen
+
+
+def _branch(prefix: str, nodes: list[onnx.NodeProto], outputs: Sequence[str]) -> onnx.GraphProto:
+    """A subgraph of copies of ``nodes``, each tensor they make renamed under ``prefix`` (a name
+    must not be defined twice in a model), returning ``outputs``."""
+    from onnx import TensorProto, helper
+
+    made = {out for n in nodes for out in n.output if out}
+    copies = []
+    for number, node in enumerate(nodes):
+        copy = type(node)()
+        copy.CopyFrom(node)
+        copy.input[:] = [f"{prefix}/{i}" if i in made else i for i in node.input]
+        copy.output[:] = [f"{prefix}/{o}" if o else o for o in node.output]
+        copy.name = f"{prefix}/{number}/{node.name}"  # node names must be unique too, and may be empty
+        copies.append(copy)
+    types = {"top_ids": TensorProto.INT64}
+    values = [helper.make_tensor_value_info(f"{prefix}/{o}", types.get(o, TensorProto.FLOAT), None) for o in outputs]
+    return helper.make_graph(copies, prefix, [], values)
+
+
+def _shortlist_branch(graph: onnx.GraphProto, projection: list[onnx.NodeProto], vocab: int) -> onnx.GraphProto:
+    """The projection and LogSoftmax with each V-sized constant gathered at ``vocab_ids``, then
+    TopK over the M columns and the positions it picks mapped back to vocabulary ids."""
+    from onnx import helper
+
+    initializers = {i.name: i for i in graph.initializer}
+    gathered: dict[str, str] = {}
+    gathers: list[onnx.NodeProto] = []
+    for node in projection:
+        for name in node.input:
+            if name in initializers and name not in gathered and initializers[name].dims[-1:] == [vocab]:
+                gathered[name] = f"{name}/gathered"
+                gathers += _gather_columns(graph, initializers[name], gathered[name])
+    edited = []
+    for node in projection:
+        copy = type(node)()
+        copy.CopyFrom(node)
+        copy.input[:] = [gathered.get(i, i) for i in node.input]
+        edited.append(copy)
+    top = [
+        helper.make_node("TopK", ["log_probs", "candidates"], ["top_log_probs", "position"], axis=-1),
+        helper.make_node("Gather", [VOCAB_IDS, "position"], ["top_ids"], axis=0),
+    ]
+    return _branch("short", gathers + edited + top, HEAD_OUTPUTS)
+
+
+def _gather_columns(graph: onnx.GraphProto, weight: onnx.TensorProto, out: str) -> list[onnx.NodeProto]:
+    """Nodes computing ``weight[..., vocab_ids]`` into ``out``. A (D, V) matrix is gathered by rows
+    from its (V, D) transpose, which is contiguous: the target embedding when the model ties it to
+    the projection, else a copy added to the graph."""
+    from onnx import helper
+
+    if len(weight.dims) == 1:
+        return [helper.make_node("Gather", [weight.name, VOCAB_IDS], [out], axis=0)]
+    rows = _transpose_initializer(graph, weight)
+    return [
+        helper.make_node("Gather", [rows, VOCAB_IDS], [f"{out}/rows"], axis=0),  # (M, D)
+        helper.make_node("Transpose", [f"{out}/rows"], [out], perm=[1, 0]),  # (D, M)
+    ]
+
+
+def _transpose_initializer(graph: onnx.GraphProto, weight: onnx.TensorProto) -> str:
+    """The name of an initializer holding ``weight``'s transpose: an existing one (a tied
+    embedding) or a new one."""
+    from onnx import numpy_helper
+
+    transposed = np.ascontiguousarray(numpy_helper.to_array(weight).T)
+    for init in graph.initializer:
+        if tuple(init.dims) == transposed.shape:
+            array = numpy_helper.to_array(init)
+            if array.dtype == transposed.dtype and np.array_equal(array, transposed):
+                return init.name
+    name = f"{weight.name}/rows"
+    graph.initializer.append(numpy_helper.from_array(transposed, name))
+    return name
