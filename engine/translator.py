@@ -48,7 +48,7 @@ from engine.api import (
 )
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
-from engine.constraints import SentenceConstraints
+from engine.constraints import GUIDES, Guide, SentenceConstraints
 from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step
 from engine.glossary import Glossary
@@ -122,9 +122,14 @@ class _Sentence:
     terms: list[_SentenceTerm] = field(default_factory=list)  # the glossary terms it says
 
     @property
-    def constraints(self) -> SentenceConstraints:
+    def constrained(self) -> bool:
+        return any(t.pieces for t in self.terms)
+
+    def constraints(self, guide: Guide | None) -> SentenceConstraints:
+        """Its glossary terms as constraints, begun where ``guide`` says (None: anywhere)."""
         spelled = [t for t in self.terms if t.pieces]
-        return SentenceConstraints([t.pieces for t in spelled], [t.source_ids for t in spelled])
+        sources = [t.source_ids for t in spelled] if guide is not None else None
+        return SentenceConstraints([t.pieces for t in spelled], sources, guide)
 
 
 @dataclass(frozen=True)
@@ -312,19 +317,37 @@ class Translator:
         task: Task,
         shortlist: Shortlist | None,
     ) -> None:
-        """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time;
-        those with glossary terms in sub-batches of their own."""
-        plain = self._sub_batches([s for s in sentences if not any(t.pieces for t in s.terms)])
-        constrained = self._sub_batches([s for s in sentences if any(t.pieces for t in s.terms)])
-        batches = plain + constrained
+        """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time.
+        Those with glossary terms go in sub-batches of their own, under each guide of
+        ``engine.constraints.GUIDES`` in turn until their translation meets their constraints."""
+        plain = self._sub_batches([s for s in sentences if not s.constrained])
+        pending = [s for s in sentences if s.constrained]
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
-        searches = [search] * len(plain) + [wide] * len(constrained)
-        n = len(batches)
+        jobs = [(batch, search, None) for batch in plain]
+        for guide in GUIDES:
+            jobs += [(batch, wide, guide) for batch in self._sub_batches(pending)]
+            if not jobs:
+                break
+            self._run(jobs, max_length, pair, stats, task, shortlist)
+            pending, jobs = [s for s in pending if s.hypotheses and s.hypotheses[0].missing], []
+
+    def _run(
+        self,
+        jobs: list[tuple[list[_Sentence], SearchOptions, Guide | None]],
+        max_length: int | None,
+        pair: _Pair,
+        stats: BatchStats,
+        task: Task,
+        shortlist: Shortlist | None,
+    ) -> None:
+        """Decode each (sub-batch, search, guide), ``streams`` at a time."""
+        n = len(jobs)
+        batches, searches, guides = [j[0] for j in jobs], [j[1] for j in jobs], [j[2] for j in jobs]
         shared = [max_length] * n, [pair] * n, [task] * n, [shortlist] * n
         timings = (
-            self.pool.map(self._decode_batch, batches, searches, *shared)
+            self.pool.map(self._decode_batch, batches, searches, guides, *shared)
             if self.pool
-            else map(self._decode_batch, batches, searches, *shared)
+            else map(self._decode_batch, batches, searches, guides, *shared)
         )
         for batch, (padded_tokens, encode_seconds, decode_seconds) in zip(batches, timings, strict=True):
             stats.encode_seconds += encode_seconds
@@ -335,6 +358,7 @@ class Translator:
         self,
         batch: list[_Sentence],
         search: SearchOptions,
+        guide: Guide | None,
         max_length: int | None,
         pair: _Pair,
         task: Task,
@@ -350,8 +374,8 @@ class Translator:
             turns.next()
             encoded = self.runner.encode(src)
             encoded_at = time.perf_counter()
-            constraints = [s.constraints for s in batch]
-            guided = any(c.sources != [None] * len(c) for c in constraints)  # by the decoder's attention
+            constraints = [s.constraints(guide) for s in batch]
+            guided = guide is not None and any(s.constrained for s in batch)  # by the decoder's attention
             vocab_ids = None
             if shortlist is not None:
                 terms = [p for s in batch for t in s.terms for p in t.pieces or ()]
