@@ -23,6 +23,17 @@
    ratios to CTranslate2 at the same precision and to transformers; the worker's peak RSS; the
    share of sentences that ended before the cap; the share of translations identical to
    transformers'. The result file is ``--out`` (default ``benchmarks/results/marian.json``).
+
+``--memory`` measures the service's arrangement instead: ``S`` engine processes (``S`` the largest
+of ``--streams``, ``service.engine_process.EngineHost``, ``--threads // S`` threads each), every
+batch sent to the least busy one by ``S`` client threads, with the weights shared
+(``engine.shared_weights``, a cache under ``--workdir``) and without, against CTranslate2 with
+``inter_threads=S`` in its worker, at each precision of ``--systems``. All start and warm up
+before any timing, then run ``--rounds`` alternating rounds. The resident memory (RSS) and its
+proportional share (PSS, pages shared between processes counted once in all) of every process
+are read from /proc/PID/smaps_rollup every ``--sample-every-s``; reported are the peaks of their
+sums over each system's processes, and the time as sentences/s. The result file is ``--out``
+(default ``benchmarks/results/shared_weights.json``).
 """
 
 from __future__ import annotations
@@ -30,6 +41,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.common import (
@@ -41,11 +57,22 @@ from benchmarks.common import (
     markdown_table,
     read_lines,
     require_paths,
+    settings_record,
     start_run,
     streams_markdown,
+    streams_title,
     write_report,
 )
-from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, ct2_baseline, run_workers
+from benchmarks.systems import (
+    MULTI_STREAM,
+    SYSTEMS,
+    WARMUP_SENTENCES,
+    Schedule,
+    Worker,
+    ct2_baseline,
+    length_sorted_batches,
+    run_workers,
+)
 
 MARIAN_SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
 REFERENCE = "transformers"
@@ -170,6 +197,195 @@ def measure_streams(streams: int, n: int, args: argparse.Namespace, reference: d
     return setting, reference
 
 
+# -- --memory: the service's engine processes, weights shared and not, against CTranslate2 -------
+
+MB = 1e6
+
+
+def smaps_rollup(pid: int) -> dict[str, float]:
+    """A process's Rss and Pss (MB) from /proc/PID/smaps_rollup; empty once it has exited."""
+    try:
+        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]
+    except OSError:
+        return {}
+    fields = {name: value.split() for name, _, value in (line.partition(":") for line in lines)}
+    return {name: int(fields[name][0]) * 1024 / MB for name in ("Rss", "Pss")}
+
+
+@dataclass
+class MemoryPeaks:
+    """The peaks of a system's processes' RSS and PSS, each summed over the processes at one sample."""
+
+    pids: list[int]
+    rss_mb: float = 0.0
+    pss_mb: float = 0.0
+    last: dict[str, float] = field(default_factory=dict)
+
+    def sample(self) -> None:
+        readings = [smaps_rollup(pid) for pid in self.pids]
+        self.last = {name: sum(r.get(name, 0.0) for r in readings) for name in ("Rss", "Pss")}
+        self.rss_mb, self.pss_mb = max(self.rss_mb, self.last["Rss"]), max(self.pss_mb, self.last["Pss"])
+
+
+class Sampler:
+    """Samples every system's ``MemoryPeaks`` every ``every_s`` in a thread of its own."""
+
+    def __init__(self, peaks: list[MemoryPeaks], every_s: float) -> None:
+        self.peaks, self.every_s = peaks, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="smaps-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            for peaks in self.peaks:
+                peaks.sample()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class EngineProcesses:
+    """The service's arrangement of one model: ``streams`` engine processes, each batch of
+    ``--batch-size`` length-sorted texts sent to the least busy one, ``streams`` at once."""
+
+    def __init__(self, variant: str, streams: int, weights_cache: Path | None, args: argparse.Namespace) -> None:
+        from engine.api import TranslationOptions
+        from engine.translator import TranslatorConfig
+        from service.engine_process import EngineHost
+
+        self.streams = streams
+        self.host = EngineHost(streams=streams, threads=max(1, args.threads // streams), weights_cache=weights_cache)
+        config = TranslatorConfig(model_dir=args.workdir / "bundle", provider="cpu", variant=variant,
+                                  max_batch_sentences=args.batch_size)  # fmt: skip
+        began = time.perf_counter()
+        self.engine = self.host.load(config)
+        self.load_s = time.perf_counter() - began
+        # As systems.load_ours: no repetition guard, which the other systems do not have.
+        self.options = TranslationOptions(beam_size=args.beam, length_penalty=1.0, max_length=args.max_new_tokens,
+                                          max_consecutive_repeats=0)  # fmt: skip
+        self.batch_size = args.batch_size
+
+    @property
+    def pids(self) -> list[int]:
+        return [pid for pid in self.host.pids if pid is not None]
+
+    def run(self, texts: list[str]) -> dict:
+        batches = length_sorted_batches([self.engine.count_tokens(t) for t in texts], self.batch_size)
+        began = time.perf_counter()
+        with ThreadPoolExecutor(self.streams) as pool:
+            done = list(pool.map(lambda batch: self.engine.translate_batch([texts[i] for i in batch], self.options),
+                                 batches))  # fmt: skip
+        seconds = time.perf_counter() - began
+        translations = [""] * len(texts)
+        for batch, result in zip(batches, done, strict=True):
+            for i, r in zip(batch, result.results, strict=True):
+                translations[i] = r.text
+        return {"seconds": seconds, "translations": translations}
+
+    def close(self) -> None:
+        self.host.close()
+
+
+class Ct2Worker:
+    """CTranslate2 in its benchmark worker (``benchmarks.systems``), ``inter_threads=streams``; it
+    translates the first sentences of ``args.src``, which are the texts given."""
+
+    def __init__(self, name: str, streams: int, args: argparse.Namespace) -> None:
+        self.worker, self.beam = worker(name, streams, args), args.beam
+        self.pids = [self.worker.proc.pid]
+        self.load_s = float("nan")  # its warm-up is timed with its loading
+        self.worker.receive()  # ready
+
+    def run(self, texts: list[str]) -> dict:
+        result = self.worker.run(self.beam, len(texts))
+        return {"seconds": result["seconds"], "translations": result["translations"]}
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+MEMORY_SYSTEMS = {"fp32": ("ours-fp32", "ct2-float32"), "int8": ("ours-int8", "ct2-int8")}
+SHARED, UNSHARED = "shared weights", "a copy per process"
+
+
+def memory_systems(variant: str, streams: int, args: argparse.Namespace, stack: ExitStack) -> dict:
+    """Our engine processes with and without shared weights, and CTranslate2, of one precision;
+    each closed by ``stack``."""
+    ours, ct2 = MEMORY_SYSTEMS[variant]
+    cache = args.workdir / "weights"
+    systems = {
+        f"{ours}, {SHARED}": EngineProcesses(variant, streams, cache, args),
+        f"{ours}, {UNSHARED}": EngineProcesses(variant, streams, None, args),
+        f"{ct2}, inter_threads={streams}": Ct2Worker(ct2, streams, args),
+    }
+    for system in systems.values():
+        stack.callback(system.close)
+    return systems
+
+
+def measure_memory(variant: str, texts: list[str], args: argparse.Namespace) -> dict:
+    """Time every system of ``variant`` over ``--rounds`` rotated rounds, sampling its memory throughout."""
+    streams = max(args.streams)
+    with ExitStack() as stack:
+        systems = memory_systems(variant, streams, args, stack)
+        peaks = {name: MemoryPeaks(system.pids) for name, system in systems.items()}
+        for system in systems.values():
+            system.run(texts[:WARMUP_SENTENCES])
+        sampler = Sampler(list(peaks.values()), args.sample_every_s)
+        stack.callback(sampler.close)
+        names, runs = list(systems), {name: [] for name in systems}
+        for round_ in range(args.rounds):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                runs[name].append(systems[name].run(texts))
+        for value in peaks.values():
+            value.sample()
+        return {name: memory_result(systems[name], runs[name], peaks[name], len(texts)) for name in names}
+
+
+def memory_result(system: EngineProcesses | Ct2Worker, runs: list[dict], peaks: MemoryPeaks, n: int) -> dict:
+    seconds = statistics.median(r["seconds"] for r in runs)
+    return {
+        "processes": len(peaks.pids),
+        "load_s": system.load_s,
+        "seconds_all": [r["seconds"] for r in runs],
+        "sentences_per_s": n / seconds,
+        "peak_rss_mb": peaks.rss_mb,
+        "peak_pss_mb": peaks.pss_mb,
+        "after_rss_mb": peaks.last["Rss"],
+        "after_pss_mb": peaks.last["Pss"],
+        "translations": runs[0]["translations"],
+    }
+
+
+def memory_table(results: dict[str, dict]) -> str:
+    header = ["system", "processes", "sent/s", "× CT2", "peak RSS MB", "peak PSS MB", "RSS / PSS after, MB"]
+    base = next(r for name, r in results.items() if name.startswith("ct2"))
+    rows = [[name, r["processes"], f"{r['sentences_per_s']:.2f}",
+             f"{r['sentences_per_s'] / base['sentences_per_s']:.2f}",
+             f"{r['peak_rss_mb']:.0f}", f"{r['peak_pss_mb']:.0f}", f"{r['after_rss_mb']:.0f} / {r['after_pss_mb']:.0f}"]
+            for name, r in results.items()]  # fmt: skip
+    return markdown_table(header, rows)
+
+
+def memory_report(texts: list[str], args: argparse.Namespace) -> dict:
+    variants = [v for v, (ours, ct2) in MEMORY_SYSTEMS.items() if ours in args.systems or ct2 in args.systems]
+    settings, sections = [], []
+    for variant in variants:
+        results = measure_memory(variant, texts, args)
+        shared, unshared = (results[f"{MEMORY_SYSTEMS[variant][0]}, {kind}"] for kind in (SHARED, UNSHARED))
+        identical = sum(a == b for a, b in zip(shared["translations"], unshared["translations"], strict=True))
+        settings.append(
+            {"variant": variant, "results": results, "shared_identical_to_unshared": identical / len(texts)}
+        )
+        sections.append(
+            f"### {variant}, {streams_title(max(args.streams), args.threads)}\n\n{memory_table(results)}\n\n"
+            f"Translations with shared weights identical to those without: {identical} of {len(texts)}."
+        )
+    return {"settings": settings_record(args), "variants": settings, "markdown": "\n\n".join(sections)}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=["opus-mt", "tiny"], default="opus-mt")
@@ -186,8 +402,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--slow-rounds", type=int, default=1, help=f"rounds for {REFERENCE}")
     parser.add_argument("--workdir", type=Path, default=RUNS / "marian", help="checkpoint, conversions, logs")
     parser.add_argument("--rebuild", action="store_true", help="build the checkpoint and conversions again")
-    parser.add_argument("--out", type=Path, default=RESULTS / "marian.json", help="the result file")
+    parser.add_argument("--memory", action="store_true", help="the service's engine processes' memory (see above)")
+    parser.add_argument("--sample-every-s", type=float, default=0.2, help="--memory: seconds between samples")
+    parser.add_argument("--out", type=Path, help="the result file (default: results/marian.json, with --memory "
+                        "results/shared_weights.json)")  # fmt: skip
     args = parser.parse_args(argv)
+    args.out = args.out or RESULTS / ("shared_weights.json" if args.memory else "marian.json")
     require_paths(parser, [args.src, args.corpus / "train.en", args.corpus / "train.de"])
     return args
 
@@ -197,6 +417,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(start.argv)
     texts = read_lines(args.src, args.limit)
     prepare(args, texts)
+    if args.memory:
+        write_report(start, args.out, memory_report(texts, args))
+        return
     settings, reference = [], None
     for streams in args.streams:
         setting, reference = measure_streams(streams, len(texts), args, reference)

@@ -35,11 +35,13 @@ import threading
 from concurrent.futures import Future
 from dataclasses import replace
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from engine.api import ModelInfo, TranslatedBatch, TranslationOptions
 from engine.bundle import load_bundle
 from engine.scheduler import Cancellation
+from engine.shared_weights import share_weights
 from engine.tokenizer import Tokenizer
 from engine.translator import Translator, TranslatorConfig
 from service.memory import resident_bytes
@@ -56,15 +58,19 @@ class EngineCrashed(Exception):
 
 
 class EngineHost:
-    """``streams`` engine processes, each with ``threads`` onnxruntime threads for each model."""
+    """``streams`` engine processes, each with ``threads`` onnxruntime threads for each model.
 
-    def __init__(self, *, streams: int = 1, threads: int = 0, nice: int = 0) -> None:
+    ``weights_cache``: a directory for the models' optimized graphs (``engine.shared_weights``),
+    from which the processes map one copy of each model's weights between them; None: each
+    process holds a copy of its own."""
+
+    def __init__(self, *, streams: int = 1, threads: int = 0, nice: int = 0, weights_cache: Path | None = None) -> None:
         self.threads = threads
         self._keys = itertools.count()
         self._children: list[_Child] = []
         try:
             for _ in range(streams):
-                self._children.append(_Child(nice))
+                self._children.append(_Child(nice, weights_cache))
         except BaseException:
             self.close()
             raise
@@ -144,8 +150,8 @@ class _Child:
     """One engine process, the pipe to it and the thread that reads its answers; restarted, with
     its models, as soon as it dies."""
 
-    def __init__(self, nice: int) -> None:
-        self.nice = nice
+    def __init__(self, nice: int, weights_cache: Path | None) -> None:
+        self.nice, self.weights_cache = nice, weights_cache
         self.models: dict[str, TranslatorConfig] = {}  # what a replacement must load
         self._ids = itertools.count()
         self._pending: dict[int, Future[Any]] = {}
@@ -224,7 +230,9 @@ class _Child:
     def _start(self) -> None:
         """Start a child and load this child's models into it; raises what loading raised."""
         self._conn, child_end = _CONTEXT.Pipe()
-        self._process = _CONTEXT.Process(target=_serve, args=(self.nice, child_end), name="mt-engine", daemon=True)
+        self._process = _CONTEXT.Process(
+            target=_serve, args=(self.nice, self.weights_cache, child_end), name="mt-engine", daemon=True
+        )
         self._process.start()
         child_end.close()
         for key, config in self.models.items():
@@ -245,9 +253,10 @@ class _Child:
         self._conn.close()
 
 
-def _serve(nice: int, conn: Connection) -> None:
+def _serve(nice: int, weights_cache: Path | None, conn: Connection) -> None:
     """The child: load and unload models as the pipe says, and run each batch in a thread of its
     own (its translator's scheduler interleaves them step by step), until told to stop."""
+    share_weights(weights_cache)
     # Below the HTTP process's priority: when cores are scarce, taking requests in first keeps
     # batches full, and the engine works through them on what CPU is left.
     os.nice(nice)

@@ -63,6 +63,11 @@ class Settings(BaseSettings):
         True, description="Run the engine in a child process, off the HTTP process's GIL (restarted if it dies)."
     )
     engine_nice: int = Field(10, ge=0, le=19, description="Niceness added to the engine process (HTTP goes first).")
+    shared_weights: bool = Field(
+        True,
+        description="Engine processes map one copy of each model's weights between them (CPU): onnxruntime's "
+        "optimized graph, prepacked weights included, cached once per machine in `MT_DATA_DIR`/weights.",
+    )
     max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
     max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")
     max_wait_ms: float = Field(
@@ -196,6 +201,11 @@ class Settings(BaseSettings):
         if self.preload.strip().lower() == "all":
             return None
         return frozenset(n.strip() for n in self.preload.split(",") if n.strip() and n.strip().lower() != "none")
+
+    @property
+    def weights_cache(self) -> Path | None:
+        """Where the engine processes cache the optimized graphs they share; None: not shared."""
+        return self.data_dir / "weights" if self.shared_weights else None
 
     @property
     def api_key_set(self) -> frozenset[str]:

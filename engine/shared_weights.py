@@ -1,0 +1,141 @@
+"""One copy of a model's weights per machine, not one per process: graphs loaded from a cache of
+onnxruntime's own optimized copy of them, whose weights every process maps from one file.
+
+Where a process's copies come from: onnxruntime parses weights embedded in a graph into its heap;
+weights kept as external data it maps from their file (pages of the page cache, shared by every
+process mapping them), but at load MLAS packs each MatMul's constant operand into a layout of its
+own (prepacking), and the graph optimizations fold and fuse constants into new ones, all in
+private memory. Two engine processes (two streams) held two copies of nearly every weight.
+
+``optimized_graph`` has onnxruntime optimize a graph once per machine and save it with every
+initializer, the prepacked ones too (``session.save_external_prepacked_constant_initializers``),
+in one external data file under the cache directory. A session of that saved graph maps the file
+and uses the prepacked weights where they lie: every process holds the same pages, and PSS charges
+each its share. The saved graph is loaded without optimizing it again (it is the optimized graph).
+
+The cache key covers what the saved file depends on: the graph (its bytes, and the size and
+modification time of each weight file beside it), the optimization level, the onnxruntime version,
+and the CPU (prepacked layouts are those of the kernels MLAS picks for its instruction set). An
+entry is written into a staging directory and renamed into place, under a lock, so that engine
+processes starting together build it once and never read half of it.
+
+The process-wide switch (``share_weights``) is set by the service's engine processes; without it,
+graphs load as they are (benchmarks/RESULTS.md, section 16, measures both).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import platform
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnxruntime as ort
+
+from engine.bundle import sha256_file
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock; the rename alone keeps an entry whole
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+_directory: Path | None = None
+
+
+def share_weights(directory: Path | None) -> None:
+    """Load this process's CPU graphs through the cache in ``directory`` from now on; None: as they are."""
+    global _directory
+    _directory = directory
+
+
+def cache_directory() -> Path | None:
+    return _directory
+
+
+def session_model(path: Path, model: str | bytes, options: ort.SessionOptions) -> str | bytes:
+    """What a CPU session of ``model`` (the graph file ``path``, or that graph edited, serialized)
+    loads: ``model`` itself, or with sharing on its cached optimized copy, and then ``options`` are
+    set not to optimize it again. A cache that cannot be written costs the sharing, not the model."""
+    if _directory is None:
+        return model
+    try:
+        cached = optimized_graph(
+            path, model if isinstance(model, bytes) else None, options.graph_optimization_level, _directory
+        )
+    except Exception as e:  # onnxruntime's own exception types, or the file system's
+        log.warning("%s: weights not shared, the cache in %s failed: %s", path, _directory, e)
+        return model
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return str(cached)
+
+
+def optimized_graph(source: Path, graph: bytes | None, level: ort.GraphOptimizationLevel, directory: Path) -> Path:
+    """The cached optimized copy of the graph at ``source`` (or of ``graph``, that graph edited),
+    built first if this machine has none."""
+    key = cache_key(source, graph, level)
+    target = directory / key / source.name
+    if target.is_file():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    with _exclusive(directory / f"{key}.lock"):
+        if not target.is_file():
+            _build(source, graph, level, target)
+    return target
+
+
+def cache_key(source: Path, graph: bytes | None, level: ort.GraphOptimizationLevel) -> str:
+    digest = hashlib.sha256(graph if graph is not None else sha256_file(source).encode())
+    for weights in sorted(source.parent.glob("*.data")):
+        stat = weights.stat()
+        digest.update(f"{weights.name} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    digest.update(f"{level} {ort.__version__} {machine()}".encode())
+    return digest.hexdigest()[:32]
+
+
+def machine() -> str:
+    """The CPU's model and instruction set extensions (the first CPU's ``model name`` and ``flags``
+    in /proc/cpuinfo; elsewhere what ``platform`` says)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    found: dict[str, str] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        found.setdefault(name.strip(), value.strip())
+    return f"{found.get('model name', platform.processor())} {found.get('flags', '')}"
+
+
+def _build(source: Path, graph: bytes | None, level: ort.GraphOptimizationLevel, target: Path) -> None:
+    staging = target.parent.with_name(f".{target.parent.name}.{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = level
+        options.log_severity_level = 3  # it warns that the saved graph suits this machine only: it is keyed by it
+        options.optimized_model_filepath = str(staging / target.name)
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name", target.name + ".data"
+        )
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        options.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
+        ort.InferenceSession(graph if graph is not None else str(source), options, providers=["CPUExecutionProvider"])
+        staging.rename(target.parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("%s: optimized graph with prepacked weights cached in %s", source, target.parent)
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    with lock.open("a") as file:
+        if fcntl is not None:
+            fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
+        yield

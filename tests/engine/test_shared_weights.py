@@ -1,0 +1,148 @@
+"""Engine processes share a model's weights (engine.shared_weights): measured in /proc, two
+processes loading one graph through the cache hold one copy of its weights, which without the cache
+each holds a private copy of; translations are the same either way."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import re
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine import shared_weights
+from engine.runner import RunnerConfig, load_session, session_options
+from engine.translator import Translator, TranslatorConfig
+
+ROWS, COLUMNS = 1024, 4096  # a 16 MB weight: far above the noise of a process's heap
+WEIGHT_MB = ROWS * COLUMNS * 4 / 2**20
+MAPPING = re.compile(r"^[0-9a-f]+-[0-9a-f]+ ")  # the first line of a mapping in /proc/PID/smaps
+INPUT = np.linspace(-1, 1, 8 * ROWS, dtype=np.float32).reshape(8, ROWS)
+
+
+@pytest.fixture(scope="module")
+def matmul_graph(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """x (N, ROWS) @ W: a constant operand that MLAS prepacks at load, embedded in the graph as the
+    shipped bundles' weights are."""
+    weight = np.random.default_rng(0).standard_normal((ROWS, COLUMNS), dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", ROWS])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", COLUMNS])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    path = tmp_path_factory.mktemp("matmul") / "matmul.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+def memory_mb(pid: int | str = "self") -> dict[str, float]:
+    """smaps_rollup's fields in MB."""
+    lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]
+    return {name: int(value.split()[0]) / 1024 for name, _, value in (line.partition(":") for line in lines)}
+
+
+def mapped_mb(directory: Path) -> dict[str, float]:
+    """Resident and shared MB of this process's mappings of the files under ``directory``."""
+    found = {"Rss": 0.0, "Shared_Clean": 0.0, "Shared_Dirty": 0.0}
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if MAPPING.match(line):
+            inside = str(directory) in line
+        elif inside and (name := line.partition(":")[0]) in found:
+            found[name] += int(line.split()[1]) / 1024
+    return found
+
+
+def load_and_hold(graph: str, cache: str | None, conn: Connection) -> None:
+    """A child: load the graph as the runner does, run it, report its memory, hold it until told."""
+    shared_weights.share_weights(Path(cache) if cache else None)
+    before = memory_mb()
+    session = load_session(Path(graph), "cpu", RunnerConfig(provider="cpu", threads=1))
+    output = session.run(None, {"x": INPUT})[0]
+    after = memory_mb()
+    conn.send((output, after["Anonymous"] - before["Anonymous"], mapped_mb(Path(cache)) if cache else None))
+    conn.recv()
+
+
+def two_processes(graph: Path, cache: Path | None) -> tuple[list[tuple], float]:
+    """Each process's report, and their PSS together while both hold the graph."""
+    context = multiprocessing.get_context("spawn")
+    children, reports = [], []
+    try:
+        for _ in range(2):  # one after the other: the second finds the first's copy
+            parent, child = context.Pipe()
+            process = context.Process(target=load_and_hold, args=(str(graph), cache and str(cache), child))
+            process.start()
+            children.append((process, parent))
+            reports.append(parent.recv())
+        return reports, sum(memory_mb(process.pid)["Pss"] for process, _ in children)
+    finally:
+        for process, parent in children:
+            parent.send(None)
+            process.join(timeout=30)
+
+
+def test_two_processes_hold_one_copy_of_the_weights(matmul_graph: Path, tmp_path: Path) -> None:
+    (own, own_2), own_pss = two_processes(matmul_graph, None)
+    # Built here, as the service's first engine process would: building holds a session of its own.
+    level = session_options(1, spin=False).graph_optimization_level
+    shared_weights.optimized_graph(matmul_graph, None, level, tmp_path / "cache")
+    (first, second), shared_pss = two_processes(matmul_graph, tmp_path / "cache")
+    # Without the cache, each process's private memory grows by the weights (MLAS's packed copy);
+    # with it, neither's does: the packed weights are the cache file's pages.
+    assert own[1] > 0.9 * WEIGHT_MB and own_2[1] > 0.9 * WEIGHT_MB
+    assert first[1] < 0.25 * WEIGHT_MB and second[1] < 0.25 * WEIGHT_MB
+    # The second process maps the pages the first one reads: resident once, for both.
+    assert second[2]["Rss"] > 0.9 * WEIGHT_MB
+    assert second[2]["Shared_Clean"] + second[2]["Shared_Dirty"] > 0.9 * WEIGHT_MB  # dirty: just written
+    assert shared_pss < own_pss - 0.75 * WEIGHT_MB  # one copy for two processes, not two
+    for report in (own_2, first, second):
+        np.testing.assert_array_equal(report[0], own[0])
+
+
+def test_the_cache_is_built_once_and_keyed_by_the_graph(matmul_graph: Path, tmp_path: Path) -> None:
+    level = session_options(1, spin=False).graph_optimization_level
+    path = shared_weights.optimized_graph(matmul_graph, None, level, tmp_path)
+    built = path.stat().st_mtime_ns
+    assert shared_weights.optimized_graph(matmul_graph, None, level, tmp_path) == path
+    assert path.stat().st_mtime_ns == built
+    edited = onnx.load(str(matmul_graph))
+    edited.graph.node[0].name = "renamed"
+    assert shared_weights.optimized_graph(matmul_graph, edited.SerializeToString(), level, tmp_path) != path
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(
+        [path.parent.name, shared_weights.cache_key(matmul_graph, edited.SerializeToString(), level)]
+    )
+
+
+def test_an_unwritable_cache_loads_the_graph_unshared(
+    matmul_graph: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setattr(shared_weights, "_directory", blocked / "cache")
+    with caplog.at_level(logging.WARNING, logger="engine.shared_weights"):
+        session = load_session(matmul_graph, "cpu", RunnerConfig(provider="cpu", threads=1))
+    assert "weights not shared" in caplog.text
+    np.testing.assert_allclose(session.run(None, {"x": INPUT})[0], INPUT @ numpy_helper.to_array(
+        onnx.load(str(matmul_graph)).graph.initializer[0]), rtol=1e-4, atol=1e-3)  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_translations_are_the_same_with_shared_weights(
+    tiny_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    texts = ["A man runs in the park.", "The red dog plays with a ball under a tree.", "A girl."]
+    config = TranslatorConfig(model_dir=tiny_bundle, provider="cpu", threads=1, variant=variant)
+    own = Translator(config).translate_batch(texts).results
+    monkeypatch.setattr(shared_weights, "_directory", tmp_path)
+    shared = Translator(config).translate_batch(texts).results
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2, "the encoder and the decoder, cached"
+    assert [r.text for r in shared] == [r.text for r in own]
+    assert [r.hypotheses[0].score for r in shared] == [r.hypotheses[0].score for r in own]
