@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request, Response
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+from starlette.types import Receive, Scope, Send
 
 from engine import languages
-from engine.glossary import Glossary
 from service.errors import InternalError, InvalidGlossary, NotFound, UnsupportedLanguage
 from service.glossaries import GlossaryStore, InvalidEntries, checked, parse_entries
 from service.glossary_schemas import (
@@ -37,7 +39,20 @@ from service.schemas import BEARER_AUTH, GlossaryEntry, InlineGlossary, json_bod
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-router = APIRouter(tags=["glossaries"])
+
+class _SharedPathRoute(APIRoute):
+    """A route whose 405 names every method of its path: a glossary's path has several routes, and
+    Starlette's 405 names only the methods of the first."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.methods and scope["method"] not in self.methods:
+            routes = router.routes  # every route of a glossary's paths is this module's
+            methods = {m for r in routes if isinstance(r, APIRoute) and r.path == self.path for m in r.methods}
+            raise HTTPException(405, headers={"Allow": ", ".join(sorted(methods))})
+        await super().handle(scope, receive, send)
+
+
+router = APIRouter(tags=["glossaries"], route_class=_SharedPathRoute)
 
 # The 404 of a route that names a glossary.
 NOT_FOUND = "No such glossary"
@@ -86,7 +101,8 @@ async def stored_glossary(request: Request, key: str | None, glossary_id: str) -
         if found is None:
             return None
         info, terms = found
-        return JobGlossary(Glossary(tuple(terms)), info.source_lang, info.target_lang)
+        # Checked again: a glossary stored before duplicates were judged as they match may have two.
+        return JobGlossary(checked(terms), info.source_lang, info.target_lang)
 
     return await stored(load)
 
