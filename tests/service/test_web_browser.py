@@ -515,7 +515,8 @@ def test_the_shipped_model_and_the_screenshot(open_page: OpenPage, tmp_path: Pat
         expect(note).to_contain_text("Serve an OPUS-MT or NLLB model")
         [model] = httpx.get(f"{shipped.url}/v1/models", timeout=10).json()["models"]
         assert model["card"]["trained_on"] in note.inner_text()
-        assert f"model mt-en-de: trained on {model['card']['trained_on']}" in shipped.log()
+        # The whole log: the page's requests, logged at info, push the start-up lines out of its end.
+        assert f"model mt-en-de: trained on {model['card']['trained_on']}" in shipped.log(chars=1 << 20)
         page.page.get_by_text("fährt", exact=True).hover()
         expect(page.page.locator(".word.source.linked")).not_to_have_count(0)
         path = Path(os.environ.get("WEB_UI_SCREENSHOT", tmp_path / "web-ui.png"))

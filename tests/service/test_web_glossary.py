@@ -171,7 +171,7 @@ def test_a_glossary_typed_by_keyboard(service: ServiceProcess, open_page: OpenPa
     assert [(e["source"], e["target"]) for e in detail["entries"]] == [("Dog", "Dackel"), ("park", "garten")]
 
 
-def test_lines_that_are_not_terms_get_a_message_and_no_request(service: ServiceProcess, open_page: OpenPage) -> None:
+def test_entries_that_make_no_glossary_get_a_message(service: ServiceProcess, open_page: OpenPage) -> None:
     page = open_page(service.url)
     page.choose("en", "de")
     open_manager(page)
@@ -187,6 +187,12 @@ def test_lines_that_are_not_terms_get_a_message_and_no_request(service: ServiceP
     )
     expect(page.page.get_by_label("Terms", exact=True)).to_be_focused()
     assert not [r for r in page.requests if r.method == "POST" and r.url.endswith("/v1/glossaries")]
+    # Entries the service refuses: its reason.
+    page.page.get_by_label("Terms", exact=True).fill("dog\tdackel\nDog\tköter\n")
+    create_button.click()
+    expect(page.page.locator("#glossary-message")).to_contain_text("The glossary was not created: ")
+    expect(page.page.locator("#glossary-message")).to_contain_text("duplicate source term")
+    expect(page.page.get_by_label("Name", exact=True)).to_have_value("Broken")  # kept, to be corrected
     assert glossaries(service) == []
     # Detect language: a glossary is for one pair, so none is made or chosen.
     page.page.get_by_label("From").select_option("auto")
