@@ -2,6 +2,7 @@
 
     python -m benchmarks.engine [--streams 1 2] [--systems ...] [--beams 1 4] [--rounds 3] [--out FILE]
         [--baseline-bundle DIR --systems ours-int8 baseline-int8 ...]
+    python -m benchmarks.engine --shortlist   # with and without the vocabulary shortlist
 
 1. The checkpoint is converted to CTranslate2 (float32 and int8, ``benchmarks/ct2_convert.py``);
    the bundle must be the export of that same checkpoint.
@@ -20,6 +21,11 @@
    the share of translations identical to the PyTorch reference, plus, for float32 systems, the
    share identical up to numerical ties (``benchmarks/agreement.py``). One table per stream count;
    the result file is ``--out`` (default ``benchmarks/results/engine.json``).
+5. ``--shortlist``: our engine with and without the bundle's vocabulary shortlist, against
+   CTranslate2 with and without its vocabulary map (``vmap.txt``, written from the same shortlist:
+   each source piece's target pieces, and the frequent ones as its always-included entry); the
+   ``*-shortlist`` systems are compared with the ``*-vmap`` ones. Result file
+   ``benchmarks/results/engine-shortlist.json``.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from benchmarks.common import (
 from benchmarks.ct2_convert import convert
 from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, ct2_baseline, run_workers
 from engine.bundle import load_bundle
+from engine.shortlist import Shortlist
 from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint, model_from_checkpoint
 from model.decoding import DecodingOptions
@@ -54,7 +61,9 @@ from model.evaluate import score_translations
 REFERENCE = "torch-cache"
 SLOW = ("torch-nocache",)
 ENGINE_SYSTEMS = [name for name, (family, _) in SYSTEMS.items() if family != "transformers"]
-DEFAULT_SYSTEMS = [name for name in ENGINE_SYSTEMS if not name.startswith("baseline-")]
+WITH_SHORTLIST = ("-shortlist", "-vmap")
+DEFAULT_SYSTEMS = [n for n in ENGINE_SYSTEMS if not n.startswith("baseline-") and not n.endswith(WITH_SHORTLIST)]
+SHORTLIST_SYSTEMS = [n for n in ENGINE_SYSTEMS if n.startswith(("ours-", "ct2-"))]
 
 
 def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
@@ -141,10 +150,31 @@ def prepare(args: argparse.Namespace, texts: list[str]) -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     args.max_length = load_checkpoint(args.checkpoint)["model_config"]["max_positions"]
     for quantization in ("float32", "int8"):
-        convert(args.checkpoint, args.workdir / f"ct2-{quantization}", quantization=quantization, force=True)
+        converted = convert(
+            args.checkpoint, args.workdir / f"ct2-{quantization}", quantization=quantization, force=True
+        )
+        if any(name.endswith("-vmap") for name in args.systems):
+            write_vmap(args.bundle, converted / "vmap.txt")
     if args.limit:  # workers read the source file themselves: give them exactly these sentences
         args.src = args.workdir / "source.txt"
         args.src.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+
+
+def write_vmap(bundle_dir: Path, path: Path) -> None:
+    """CTranslate2's vocabulary map of the bundle's shortlist: a line per source piece, tab, its
+    target pieces; the line of the empty source key holds the pieces every batch gets."""
+    bundle = load_bundle(bundle_dir, check_graphs=False)
+    if bundle.manifest.shortlist is None:
+        raise SystemExit(f"{bundle_dir}: no shortlist (python -m export.shortlist)")
+    shortlist = Shortlist.load(bundle.path / bundle.manifest.shortlist.file)
+    tokenizer = Tokenizer.from_bundle(bundle)
+    lines = ["\t" + " ".join(tokenizer.target_pieces(shortlist.frequent.tolist()))]
+    for source, row in enumerate(shortlist.table):
+        targets = tokenizer.target_pieces(row[row >= 0].tolist())
+        (piece,) = tokenizer.source_pieces([source])
+        if targets and piece:
+            lines.append(f"{piece}\t{' '.join(targets)}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def measure_streams(streams: int, texts: list[str], refs: list[str], args: argparse.Namespace) -> dict:
@@ -189,8 +219,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--slow-rounds", type=int, default=1, help=f"rounds for {', '.join(SLOW)}")
     parser.add_argument("--slow-limit", type=int, default=0, help=f"sentences for {', '.join(SLOW)} (0 = all)")
     parser.add_argument("--workdir", type=Path, default=RUNS / "engine", help="converted models and worker logs")
-    parser.add_argument("--out", type=Path, default=RESULTS / "engine.json", help="the result file")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the result file (default: results/engine.json, with --shortlist engine-shortlist.json)",
+    )
+    parser.add_argument(
+        "--shortlist", action="store_true", help=f"the systems {' '.join(SHORTLIST_SYSTEMS)} (section 5)"
+    )
     args = parser.parse_args(argv)
+    if args.shortlist:
+        args.systems = SHORTLIST_SYSTEMS
+    args.out = args.out or RESULTS / ("engine-shortlist.json" if args.shortlist else "engine.json")
     needed = [args.checkpoint, args.src, args.ref]
     if any(SYSTEMS[name][0] in ("ours", "ct2") for name in args.systems):
         needed.append(args.bundle)

@@ -36,6 +36,11 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     "baseline-int8": ("ours", "int8"),
     "ct2-float32": ("ct2", "float32"),
     "ct2-int8": ("ct2", "int8"),
+    # the vocabulary shortlist on (ours: the bundle's; CTranslate2: its vocabulary map of the same pieces)
+    "ours-fp32-shortlist": ("ours", "fp32"),
+    "ours-int8-shortlist": ("ours", "int8"),
+    "ct2-float32-vmap": ("ct2", "float32"),
+    "ct2-int8-vmap": ("ct2", "int8"),
     "torch-cache": ("torch", "float32"),
     "torch-nocache": ("torch", "float32"),
     "transformers": ("transformers", "float32"),
@@ -45,8 +50,10 @@ WARMUP_SENTENCES = 8
 
 
 def ct2_baseline(name: str) -> str:
-    """The CTranslate2 system a system is compared with: the one of its precision."""
-    return "ct2-int8" if SYSTEMS[name][1] == "int8" else "ct2-float32"
+    """The CTranslate2 system a system is compared with: the one of its precision, with the
+    vocabulary map for a system with the shortlist."""
+    base = "ct2-int8" if SYSTEMS[name][1] == "int8" else "ct2-float32"
+    return f"{base}-vmap" if name.endswith(("-shortlist", "-vmap")) else base
 
 
 @dataclass
@@ -65,7 +72,7 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def load_ours(args: argparse.Namespace, variant: str) -> Translate:
+def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False) -> Translate:
     from engine import TranslationOptions, Translator, TranslatorConfig
 
     translator = Translator(
@@ -83,7 +90,7 @@ def load_ours(args: argparse.Namespace, variant: str) -> Translate:
     def translate(texts: list[str], beam: int) -> Output:
         # The same decoding rules as the other systems: no repetition guard, which they do not have.
         options = TranslationOptions(
-            beam_size=beam, length_penalty=1.0, max_length=max_length, max_consecutive_repeats=0
+            beam_size=beam, length_penalty=1.0, max_length=max_length, max_consecutive_repeats=0, shortlist=shortlist
         )
         results = translator.translate_batch(texts, options).results
         return Output([r.text for r in results], [r.output_tokens for r in results])
@@ -91,7 +98,7 @@ def load_ours(args: argparse.Namespace, variant: str) -> Translate:
     return translate
 
 
-def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
+def load_ct2(args: argparse.Namespace, model_dir: Path, *, vmap: bool = False) -> Translate:
     """CTranslate2 as its users run it: pieces in, batches of ``batch_size`` length-sorted
     sentences. The pieces are those of the bundle's tokenizer (the same sentencepiece models and
     vocabulary), with EOS unless the converted model appends it itself. ``streams`` is its
@@ -104,7 +111,8 @@ def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
     every sentence has that cap. Otherwise our engine caps each sentence at a * source + b tokens;
     CTranslate2 has one cap per call, so each batch gets the cap of its longest source (batches are
     length-sorted, so that is close to every sentence's own). Without it, the few sentences on which
-    a model loops run on to its position limit.
+    a model loops run on to its position limit. ``vmap``: with the vocabulary map (``vmap.txt`` in
+    ``model_dir``).
     """
     import ctranslate2
 
@@ -133,6 +141,7 @@ def load_ct2(args: argparse.Namespace, model_dir: Path) -> Translate:
                 min_decoding_length=0,
                 max_decoding_length=cap(max(len(ids[i]) for i in batch)),
                 return_end_token=True,
+                use_vmap=vmap,
                 asynchronous=True,
             )
             for batch in batches
@@ -211,9 +220,9 @@ def load_transformers(args: argparse.Namespace) -> Translate:
 def load_system(name: str, args: argparse.Namespace) -> Translate:
     family, precision = SYSTEMS[name]
     if family == "ours":
-        return load_ours(args, precision)
+        return load_ours(args, precision, shortlist=name.endswith("-shortlist"))
     if family == "ct2":
-        return load_ct2(args, args.ct2_dir)
+        return load_ct2(args, args.ct2_dir, vmap=name.endswith("-vmap"))
     if family == "transformers":
         return load_transformers(args)
     return load_torch(args, cache=name == "torch-cache")
