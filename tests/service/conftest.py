@@ -18,6 +18,7 @@ def start_service(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -
 
     def start(**settings: str | int | float) -> ServiceProcess:
         log_path = tmp_path_factory.mktemp("service") / "service.log"
+        settings.setdefault("data_dir", str(log_path.parent / "data"))  # glossaries: never in the checkout
         server = ServiceProcess(tiny_bundle, log_path, **settings)
         started.append(server)
         return server

@@ -38,6 +38,8 @@ def _refused_for_its_texts(status: int, content: bytes, body: Any) -> bool:
     unserved = status == 400 and error.get("type") == "unsupported_language" and "detected_language" in error
     if "file" in body:  # its type, its content, or a paragraph of it over MT_MAX_CHARS
         return status == 415 or error.get("message", "").startswith(("file: ", "text ")) or unserved
+    if status == 422 and error.get("type") == "invalid_glossary":  # duplicates a schema cannot rule out
+        return True
     if status == 422:
         return error.get("type") == "malformed_markup" and body.get("format") in ("html", "xml")
     if status == 400:

@@ -147,7 +147,15 @@ def test_security_is_declared_only_when_keys_are_configured(en_de_repository: Pa
             "/v1/translate_file",
             "/translate_file",
         }
-        assert secured == answers_401 == {(path, "post") for path in translating}
+        glossaries = {
+            ("/v1/glossaries", "get"),
+            ("/v1/glossaries", "post"),
+            ("/v1/glossaries/{glossary_id}", "get"),
+            ("/v1/glossaries/{glossary_id}", "patch"),
+            ("/v1/glossaries/{glossary_id}", "delete"),
+            ("/v1/glossaries/{glossary_id}/entries", "put"),
+        }
+        assert secured == answers_401 == {(path, "post") for path in translating} | glossaries
         assert doc["components"]["securitySchemes"]["APIKey"]["scheme"] == "bearer"
     else:
         assert secured == answers_401 == set()
