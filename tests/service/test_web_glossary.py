@@ -334,6 +334,39 @@ def test_the_source_terms_are_marked_under_the_text_itself(service: ServiceProce
     assert outer and mark and outer["y"] <= mark["y"] and mark["y"] + mark["height"] <= outer["y"] + outer["height"]
 
 
+def test_a_file_is_translated_with_the_glossary_chosen(
+    service: ServiceProcess, open_page: OpenPage, tmp_path: Path
+) -> None:
+    glossary = create(service, "Animals", "en", "de", {"dog": "dackel"})
+    page = open_page(service.url)
+    page.choose("en", "de")
+    page.page.get_by_label("Glossary", exact=True).select_option(glossary)
+    page.page.get_by_text("Translate a file").click()
+    note = tmp_path / "note.txt"
+    note.write_text(f"{TEXT}\nA cat sits on the car.\n", encoding="utf-8")
+    page.page.get_by_label("File", exact=True).set_input_files(note)
+    page.page.get_by_role("button", name="Translate the file").click()
+    with page.page.expect_download() as download:
+        page.page.get_by_role("link", name="Download note.txt in German").click()
+    expected = httpx.post(
+        f"{service.url}/v1/translate_file",
+        files={"file": (note.name, note.read_bytes())},
+        data={"source_lang": "en", "target_lang": "de", "glossary": glossary},
+        timeout=60,
+    )
+    expected.raise_for_status()
+    translated = Path(download.value.path()).read_bytes()
+    assert translated == expected.content
+    assert b"dackel" in translated.lower()
+    without = httpx.post(
+        f"{service.url}/v1/translate_file",
+        files={"file": (note.name, note.read_bytes())},
+        data={"source_lang": "en", "target_lang": "de"},
+        timeout=60,
+    )
+    assert b"dackel" not in without.content.lower()  # the glossary's doing
+
+
 def test_glossaries_belong_to_the_api_key(keyed_service: ServiceProcess, open_page: OpenPage) -> None:
     create(keyed_service, "Mine", "en", "de", {"dog": "dackel"}, key=API_KEYS[0])
     create(keyed_service, "Theirs", "en", "de", {"dog": "dackel"}, key=API_KEYS[1])

@@ -355,6 +355,7 @@ async function start() {
   ui.copy.addEventListener("click", copy);
   setUpFileTranslation(settings.filesTranslation ? settings.supportedFilesFormat : [], {
     pair: () => ({ source: ui.source.value, target: ui.target.value }),
+    glossary: () => glossaries.selected(),
     apiKey: () => ui.key.value,
     languageName,
   });
@@ -363,7 +364,7 @@ async function start() {
     scheduleTranslation();
   });
   // Each key has glossaries of its own: listed again once a key is entered.
-  ui.key.addEventListener("change", () => glossaries.refresh());
+  ui.key.addEventListener("change", () => glossaries.refresh().then((changed) => changed && translate()));
   await glossaries.refresh();
   ui.form.dataset.ready = "true"; // for tests and scripts: the controls are filled in
   if (ui.text.value) translate(); // a text the browser kept across a reload

@@ -5,15 +5,17 @@ import { describe, postForm } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 
-// `pair()`: the languages chosen on the page; `apiKey()`: the key typed in, if any.
-export function setUpFileTranslation(formats, { pair, apiKey, languageName }) {
+// `pair()`: the languages chosen on the page; `glossary()`: the id of the glossary chosen there, or
+// null; `apiKey()`: the key typed in, if any.
+export function setUpFileTranslation(formats, { pair, glossary, apiKey, languageName }) {
   const input = $("file-input");
   const status = $("file-status");
   const message = $("file-message");
   let download = null; // the object URL of the last translated file, released for the next
   $("file-translation").hidden = !formats.length;
   input.accept = formats.join(",");
-  $("file-formats").textContent = `${formats.join(", ")}: translated between the languages chosen above.`;
+  $("file-formats").textContent =
+    `${formats.join(", ")}: translated between the languages chosen above, with the glossary chosen there if any.`;
 
   $("file-form").addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -25,6 +27,8 @@ export function setUpFileTranslation(formats, { pair, apiKey, languageName }) {
     form.append("file", file);
     form.append("source_lang", source);
     form.append("target_lang", target);
+    const glossaryId = glossary();
+    if (glossaryId) form.append("glossary", glossaryId);
     status.textContent = `Translating ${file.name}…`;
     try {
       const translated = await postForm("v1/translate_file", form, { apiKey: apiKey() });
