@@ -6,13 +6,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from engine.alignment import Alignment
 from engine.beam_search import SearchOptions
 from engine.bundle import DecodingDefaults, Languages
-from engine.glossary import Glossary
+from engine.glossary import Glossary, Term
 from engine.languages import resolve_pair
 from engine.scheduler import Cancellation
 
@@ -106,6 +107,20 @@ class TermUse:
     @property
     def used(self) -> bool:
         return self.target_span is not None
+
+
+def term_uses(said: Sequence[tuple[Term, tuple[int, int] | None]], translation: str) -> list[TermUse]:
+    """Each term a text says (with where it says it), with where ``translation`` has its target
+    term: looked for after the previous use of the same target, so that a term said twice is
+    found twice."""
+    uses = []
+    searched_from: dict[str, int] = {}
+    for term, span in said:
+        at = translation.find(term.target, searched_from.get(term.target, 0))
+        if at >= 0:
+            searched_from[term.target] = at + len(term.target)
+        uses.append(TermUse(term.source, term.target, span, None if at < 0 else (at, at + len(term.target))))
+    return uses
 
 
 @dataclass

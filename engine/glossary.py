@@ -59,7 +59,7 @@ class Glossary:
             if len(words) > MAX_TERM_WORDS:
                 raise ValueError(f"term {i}: {term.source!r} has more than {MAX_TERM_WORDS} words")
             key = (term.case_sensitive, words)
-            if key in seen:
+            if key in seen and self.placed is None:  # placed, a term may be used in several places
                 raise ValueError(f"term {i}: duplicate source term {term.source!r} (as term {seen[key]})")
             seen[key] = i
             index.setdefault(words[0], []).append((words, i))

@@ -45,6 +45,7 @@ from engine.api import (
     TranslatedBatch,
     TranslationOptions,
     TranslationResult,
+    term_uses,
 )
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
@@ -546,18 +547,10 @@ class _Pair:
 
 
 def _term_uses(parts: list[_Sentence], glossary: Glossary, translation: str, *, markup: bool) -> list[TermUse]:
-    """The glossary terms the sentences ``parts`` say, each found in ``translation`` after the
-    previous use of the same target term. Source places are in the text, not known for markup."""
-    uses = []
-    searched_from: dict[str, int] = {}
-    for part in parts:
-        for t in part.terms:
-            source, target, span = glossary.terms[t.term].source, glossary.terms[t.term].target, t.span
-            at = translation.find(target, searched_from.get(target, 0))
-            if at >= 0:
-                searched_from[target] = at + len(target)
-            uses.append(TermUse(source, target, None if markup else span, None if at < 0 else (at, at + len(target))))
-    return uses
+    """The glossary terms the sentences ``parts`` say, and where ``translation`` uses them. Source
+    places are in the text, not known for markup."""
+    said = [(glossary.terms[t.term], None if markup else t.span) for part in parts for t in part.terms]
+    return term_uses(said, translation)
 
 
 def _added_period(source: str, translation: str) -> bool:

@@ -34,6 +34,7 @@ from engine.api import (
     TextFormat,
     TranslationOptions,
     TranslationResult,
+    term_uses,
 )
 from engine.bundle import BundleError, load_bundle
 from engine.glossary import Glossary, Match
@@ -615,30 +616,16 @@ def _terms(route: Route, glossary: JobGlossary | None) -> Glossary | None:
 
 
 def _placed(terms: Glossary, text: str, matches: list[Match]) -> Glossary | None:
-    """The terms ``text`` says, each at the place it first says it (a fraction of its length), for
-    the second model of a pivot; None when it says none."""
-    places: dict[int, float] = {}
-    for match in matches:
-        places.setdefault(match.term, match.start / len(text))
-    if not places:
+    """The terms ``text`` says, each at each place it says it (a fraction of its length), for the
+    second model of a pivot; None when it says none."""
+    if not matches:
         return None
-    return Glossary(tuple(terms.terms[term] for term in places), placed=tuple(places.values()))
+    return Glossary(tuple(terms.terms[m.term] for m in matches), placed=tuple(m.start / len(text) for m in matches))
 
 
 def _said_terms(terms: Glossary, matches: list[Match], result: TranslationResult, *, markup: bool) -> list[TermUse]:
-    """The terms a text says (``matches``), each with where the translation of its pivot text has
-    its target term: looked for after the previous use of the same target, as the engine looks for
-    the terms of the text it translates."""
-    uses = []
-    searched_from: dict[str, int] = {}
-    for match in matches:
-        term = terms.terms[match.term]
-        at = result.text.find(term.target, searched_from.get(term.target, 0))
-        if at >= 0:
-            searched_from[term.target] = at + len(term.target)
-        span = None if at < 0 else (at, at + len(term.target))
-        uses.append(TermUse(term.source, term.target, None if markup else (match.start, match.end), span))
-    return uses
+    """The terms a text says (``matches``), with where the translation of its pivot text has them."""
+    return term_uses([(terms.terms[m.term], None if markup else (m.start, m.end)) for m in matches], result.text)
 
 
 def _unchanged(text: str) -> TranslationResult:
