@@ -32,8 +32,9 @@ batch sent to the least busy one by ``S`` client threads, with the weights share
 before any timing, then run ``--rounds`` alternating rounds. The resident memory (RSS) and its
 proportional share (PSS, pages shared between processes counted once in all) of every process
 are read from /proc/PID/smaps_rollup every ``--sample-every-s``; reported are the peaks of their
-sums over each system's processes, and the time as sentences/s. The result file is ``--out``
-(default ``benchmarks/results/shared_weights.json``).
+sums over each system's processes, and the speed as sentences per second of wall time and per
+second of the processes' CPU time (which other jobs on the machine disturb far less). The result
+file is ``--out`` (default ``benchmarks/results/shared_weights.json``).
 """
 
 from __future__ import annotations
@@ -212,6 +213,14 @@ def smaps_rollup(pid: int) -> dict[str, float]:
     return {name: int(fields[name][0]) * 1024 / MB for name in ("Rss", "Pss")}
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of the processes so far: a measure of work that other jobs on the
+    machine disturb far less than wall time."""
+    import psutil
+
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
+
+
 @dataclass
 class MemoryPeaks:
     """The peaks of a system's processes' RSS and PSS, each summed over the processes at one sample."""
@@ -273,16 +282,16 @@ class EngineProcesses:
 
     def run(self, texts: list[str]) -> dict:
         batches = length_sorted_batches([self.engine.count_tokens(t) for t in texts], self.batch_size)
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), cpu_seconds(self.pids)
         with ThreadPoolExecutor(self.streams) as pool:
             done = list(pool.map(lambda batch: self.engine.translate_batch([texts[i] for i in batch], self.options),
                                  batches))  # fmt: skip
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, cpu_seconds(self.pids) - cpu
         translations = [""] * len(texts)
         for batch, result in zip(batches, done, strict=True):
             for i, r in zip(batch, result.results, strict=True):
                 translations[i] = r.text
-        return {"seconds": seconds, "translations": translations}
+        return {"seconds": seconds, "cpu_seconds": cpu, "translations": translations}
 
     def close(self) -> None:
         self.host.close()
@@ -299,8 +308,10 @@ class Ct2Worker:
         self.worker.receive()  # ready
 
     def run(self, texts: list[str]) -> dict:
+        cpu = cpu_seconds(self.pids)
         result = self.worker.run(self.beam, len(texts))
-        return {"seconds": result["seconds"], "translations": result["translations"]}
+        cpu = cpu_seconds(self.pids) - cpu
+        return {"seconds": result["seconds"], "cpu_seconds": cpu, "translations": result["translations"]}
 
     def close(self) -> None:
         self.worker.close()
@@ -351,6 +362,8 @@ def memory_result(system: EngineProcesses | Ct2Worker, runs: list[dict], peaks: 
         "load_s": system.load_s,
         "seconds_all": [r["seconds"] for r in runs],
         "sentences_per_s": n / seconds,
+        "cpu_seconds_all": [r["cpu_seconds"] for r in runs],
+        "sentences_per_cpu_s": n / statistics.median(r["cpu_seconds"] for r in runs),
         "peak_rss_mb": peaks.rss_mb,
         "peak_pss_mb": peaks.pss_mb,
         "after_rss_mb": peaks.last["Rss"],
@@ -360,10 +373,12 @@ def memory_result(system: EngineProcesses | Ct2Worker, runs: list[dict], peaks: 
 
 
 def memory_table(results: dict[str, dict]) -> str:
-    header = ["system", "processes", "sent/s", "× CT2", "peak RSS MB", "peak PSS MB", "RSS / PSS after, MB"]
+    header = ["system", "processes", "sent/s", "× CT2", "sent/CPU s", "× CT2", "peak RSS MB", "peak PSS MB",
+              "RSS / PSS after, MB"]  # fmt: skip
     base = next(r for name, r in results.items() if name.startswith("ct2"))
     rows = [[name, r["processes"], f"{r['sentences_per_s']:.2f}",
-             f"{r['sentences_per_s'] / base['sentences_per_s']:.2f}",
+             f"{r['sentences_per_s'] / base['sentences_per_s']:.2f}", f"{r['sentences_per_cpu_s']:.2f}",
+             f"{r['sentences_per_cpu_s'] / base['sentences_per_cpu_s']:.2f}",
              f"{r['peak_rss_mb']:.0f}", f"{r['peak_pss_mb']:.0f}", f"{r['after_rss_mb']:.0f} / {r['after_pss_mb']:.0f}"]
             for name, r in results.items()]  # fmt: skip
     return markdown_table(header, rows)
