@@ -108,25 +108,18 @@ def open_page(browser: Browser) -> Iterator[OpenPage]:
 
 
 @pytest.fixture(scope="module")
-def service(
-    start_service: StartService, model_repository: Path, tmp_path_factory: pytest.TempPathFactory
-) -> ServiceProcess:
+def service(start_service: StartService, model_repository: Path) -> ServiceProcess:
     """en->de, de->en, fr->en (so fr->de through a pivot), a model that fails to load (it->en), and
-    language identification among languages some of which no model translates from. (The page lists
-    glossaries: every service here keeps its data in a temporary directory.)"""
+    language identification among languages some of which no model translates from."""
     return start_service(
-        model_dir="",
-        models_dir=model_repository,
-        detect_languages="en,de,fr,it,es",
-        max_chars=MAX_CHARS,
-        data_dir=tmp_path_factory.mktemp("data"),
+        model_dir="", models_dir=model_repository, detect_languages="en,de,fr,it,es", max_chars=MAX_CHARS
     )
 
 
 @pytest.fixture(scope="module")
-def keyed_service(start_service: StartService, tmp_path_factory: pytest.TempPathFactory) -> ServiceProcess:
+def keyed_service(start_service: StartService) -> ServiceProcess:
     """API keys required, reached under a path prefix."""
-    return start_service(api_keys=API_KEYS[0], root_path=PREFIX, data_dir=tmp_path_factory.mktemp("keyed_data"))
+    return start_service(api_keys=API_KEYS[0], root_path=PREFIX)
 
 
 def api_translation(server: ServiceProcess, *, key: str | None = None, **body: Any) -> dict[str, Any]:
@@ -502,7 +495,7 @@ def test_the_shipped_model_and_the_screenshot(open_page: OpenPage, tmp_path: Pat
     """The README's screenshot: the shipped en->de model, a word hovered; what the model is good for,
     from its card, on the page and in the start-up log."""
     text = "A man in a blue shirt is riding a bicycle down the street. Two dogs are playing in the snow."
-    bundle = REPO / "models" / "en-de" / "bundle"
+    bundle = REPO / "models" / "en-de" / "bundle"  # its data (the page lists glossaries) not in the checkout
     with ServiceProcess(bundle, tmp_path / "service.log", log_level="info", data_dir=tmp_path / "data") as shipped:
         page = open_page(shipped.url)
         page.choose("en", "de")

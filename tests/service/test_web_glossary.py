@@ -28,18 +28,14 @@ TEXT = "A dog runs in the park."
 
 
 @pytest.fixture(scope="module")
-def service(
-    start_service: StartService, model_repository: Path, tmp_path_factory: pytest.TempPathFactory
-) -> ServiceProcess:
-    """en->de, de->en and fr->en, its glossaries in a directory of its own."""
-    return start_service(
-        model_dir="", models_dir=model_repository, max_chars=MAX_CHARS, data_dir=tmp_path_factory.mktemp("data")
-    )
+def service(start_service: StartService, model_repository: Path) -> ServiceProcess:
+    """en->de, de->en and fr->en, its glossaries in a directory of its own (start_service's)."""
+    return start_service(model_dir="", models_dir=model_repository, max_chars=MAX_CHARS)
 
 
 @pytest.fixture(scope="module")
-def keyed_service(start_service: StartService, tmp_path_factory: pytest.TempPathFactory) -> ServiceProcess:
-    return start_service(api_keys=",".join(API_KEYS), data_dir=tmp_path_factory.mktemp("keyed_data"))
+def keyed_service(start_service: StartService) -> ServiceProcess:
+    return start_service(api_keys=",".join(API_KEYS))
 
 
 def headers(key: str | None) -> dict[str, str]:
