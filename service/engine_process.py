@@ -96,8 +96,9 @@ class EngineHost:
         return HostedEngine(self, key, config, info)
 
     def resident_bytes(self) -> int:
-        """Resident memory of all children together."""
-        return sum(resident_bytes(pid) for pid in self.pids if pid is not None)
+        """Resident memory of all children together: their PSS, in which the pages they share (the
+        weights, with ``weights_cache``) count once, not once per child; RSS where /proc has no PSS."""
+        return sum(_proportional_bytes(pid) for pid in self.pids if pid is not None)
 
     def translate(
         self, key: str, texts: list[str], options: TranslationOptions | None, cancellation: Cancellation | None = None
@@ -314,6 +315,16 @@ def _administer(translators: dict[str, Translator], request: list[Any]) -> Any:
             translators.pop(key).close()
             return None
     raise ValueError(f"unknown engine request {request[0]!r}")
+
+
+def _proportional_bytes(pid: int) -> int:
+    """A process's proportional set size (each page it shares with N processes counted 1/N)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            pss = next(line for line in f if line.startswith("Pss:"))
+    except (OSError, StopIteration):  # not Linux (or older than 4.14), or the process is gone
+        return resident_bytes(pid)
+    return int(pss.split()[1]) * 1024
 
 
 def _picklable(error: Exception) -> Exception:

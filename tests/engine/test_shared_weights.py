@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from engine import shared_weights
 from engine.runner import RunnerConfig, load_session, session_options
 from engine.translator import Translator, TranslatorConfig
+from service.engine_process import EngineHost
 
 ROWS, COLUMNS = 1024, 4096  # a 16 MB weight: far above the noise of a process's heap
 WEIGHT_MB = ROWS * COLUMNS * 4 / 2**20
@@ -146,3 +147,17 @@ def test_translations_are_the_same_with_shared_weights(
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2, "the encoder and the decoder, cached"
     assert [r.text for r in shared] == [r.text for r in own]
     assert [r.hypotheses[0].score for r in shared] == [r.hypotheses[0].score for r in own]
+
+
+def test_the_service_engine_processes_share_through_the_cache(tiny_bundle: Path, tmp_path: Path) -> None:
+    texts = ["A man runs in the park.", "The red dog plays with a ball under a tree."]
+    config = TranslatorConfig(model_dir=tiny_bundle, provider="cpu")
+    results = []
+    for weights_cache in (None, tmp_path):
+        host = EngineHost(streams=2, threads=1, weights_cache=weights_cache)
+        try:
+            results.append(host.load(config).translate_batch(texts).results)
+        finally:
+            host.close()
+    assert results[0] == results[1]
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2, "the encoder and the decoder, cached"
