@@ -53,11 +53,12 @@ class Guide:
 
     slack: int = 0  # source positions either side of them that count
     in_order: bool = True  # not once its attention has gone past them
+    anywhere: bool = False  # wherever it attends
 
 
 # From the strictest guide to none: a sentence whose translation misses a constraint under one is
 # decoded again under the next. Stricter guides place terms better; looser ones place more of them.
-GUIDES: tuple[Guide | None, ...] = (Guide(), Guide(in_order=False), Guide(slack=1, in_order=False), None)
+GUIDES = (Guide(), Guide(in_order=False), Guide(slack=1, in_order=False), Guide(anywhere=True))
 
 
 class SentenceConstraints:
@@ -85,6 +86,13 @@ class SentenceConstraints:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def met_by(self, tokens: Sequence[int]) -> bool:
+        """Whether ``tokens`` meet every constraint, as the search would judge them."""
+        progress = Progress()
+        for token in tokens:
+            progress = self.advance(progress, token)
+        return not self.missing(progress)
+
     def missing(self, progress: Progress) -> int:
         """Constraints not met."""
         return len(self.tokens) - progress.met.bit_count()
@@ -106,7 +114,7 @@ class SentenceConstraints:
         """Whether a hypothesis attending most to ``peak``, having attended at most as far as
         ``frontier`` before, is at constraint c's source words."""
         span, guide = self.sources[c], self.guide
-        if span is None or peak is None:
+        if span is None or peak is None or guide.anywhere:
             return True
         start, end = span[0] - guide.slack, span[1] + guide.slack
         return start <= peak < end and (not guide.in_order or frontier < end)

@@ -122,15 +122,16 @@ class _Sentence:
     hypotheses: list[beam_search.Hypothesis] = field(default_factory=list)
     terms: list[_SentenceTerm] = field(default_factory=list)  # the glossary terms it says
 
-    @property
-    def constrained(self) -> bool:
-        return any(t.pieces for t in self.terms)
-
-    def constraints(self, guide: Guide | None) -> SentenceConstraints:
-        """Its glossary terms as constraints, begun where ``guide`` says (None: anywhere)."""
+    def constraints(self, guide: Guide) -> SentenceConstraints:
+        """Its glossary terms as constraints, begun where ``guide`` says."""
         spelled = [t for t in self.terms if t.pieces]
-        sources = [t.source_ids for t in spelled] if guide is not None else None
-        return SentenceConstraints([t.pieces for t in spelled], sources, guide)
+        return SentenceConstraints([t.pieces for t in spelled], [t.source_ids for t in spelled], guide)
+
+    def misses_terms(self) -> bool:
+        """Whether its best translation misses a glossary term it can use."""
+        if not self.hypotheses or not any(t.pieces for t in self.terms):
+            return False
+        return not self.constraints(Guide()).met_by(self.hypotheses[0].tokens)
 
 
 @dataclass(frozen=True)
@@ -319,18 +320,20 @@ class Translator:
         shortlist: Shortlist | None,
     ) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time.
-        Those with glossary terms go in sub-batches of their own, under each guide of
-        ``engine.constraints.GUIDES`` in turn until their translation meets their constraints."""
-        plain = self._sub_batches([s for s in sentences if not s.constrained])
-        pending = [s for s in sentences if s.constrained]
+        A sentence with glossary terms whose translation does not use them all is decoded again,
+        under each guide of ``engine.constraints.GUIDES`` in turn until it does, in sub-batches of
+        such sentences: a term the model uses by itself costs nothing."""
+        self._run(
+            [(batch, search, None) for batch in self._sub_batches(sentences)], max_length, pair, stats, task, shortlist
+        )
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
-        jobs = [(batch, search, None) for batch in plain]
         for guide in GUIDES:
-            jobs += [(batch, wide, guide) for batch in self._sub_batches(pending)]
-            if not jobs:
+            pending = [s for s in sentences if s.misses_terms()]
+            if not pending:
                 break
-            self._run(jobs, max_length, pair, stats, task, shortlist)
-            pending, jobs = [s for s in pending if s.hypotheses and s.hypotheses[0].missing], []
+            self._run(
+                [(batch, wide, guide) for batch in self._sub_batches(pending)], max_length, pair, stats, task, shortlist
+            )
 
     def _run(
         self,
@@ -365,9 +368,10 @@ class Translator:
         task: Task,
         shortlist: Shortlist | None,
     ) -> tuple[int, float, float]:
-        """Encode and search one sub-batch, over ``shortlist``'s pieces for it if given (with what
-        it must be able to write: EOS, the target language's tokens, its glossary terms); returns
-        its padded source tokens, encode and decode seconds."""
+        """Encode and search one sub-batch with its glossary terms placed as ``guide`` says (None:
+        without them), over ``shortlist``'s pieces for it if given (with what it must be able to
+        write: EOS, the target language's tokens, those terms); returns its padded source tokens,
+        encode and decode seconds."""
         specials = self.manifest.special_tokens
         src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
         start = time.perf_counter()
@@ -375,11 +379,11 @@ class Translator:
             turns.next()
             encoded = self.runner.encode(src)
             encoded_at = time.perf_counter()
-            constraints = [s.constraints(guide) for s in batch]
-            guided = guide is not None and any(s.constrained for s in batch)  # by the decoder's attention
+            constraints = [s.constraints(guide) for s in batch] if guide is not None else None
+            guided = guide is not None and not guide.anywhere  # by the decoder's attention
             vocab_ids = None
             if shortlist is not None:
-                terms = [p for s in batch for t in s.terms for p in t.pieces or ()]
+                terms = [p for s in batch for t in s.terms for p in t.pieces or ()] if guide is not None else []
                 vocab_ids = shortlist.for_batch([s.ids for s in batch], [specials.eos, *pair.target_prefix, *terms])
             alignments = search.return_alignments or guided
             decoder = _TurnTaking(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), turns)

@@ -150,4 +150,13 @@ def test_guides_from_strict_to_loose() -> None:
     assert SentenceConstraints([(D,)], [(2, 3)], Guide(in_order=False)).wanted(Progress(frontier=4), peak=2) == [D]
     near = SentenceConstraints([(D,)], [(2, 3)], Guide(slack=1, in_order=False))
     assert (near.wanted(Progress(), peak=3), near.wanted(Progress(), peak=0)) == ([D], [])
-    assert GUIDES[0] == Guide() and GUIDES[-1] is None  # the last resort: anywhere
+    assert GUIDES[0] == Guide() and GUIDES[-1].anywhere  # the last resort
+    anywhere = SentenceConstraints([(D,)], [(2, 3)], Guide(anywhere=True))
+    assert anywhere.wanted(Progress(frontier=4), peak=0) == [D]
+
+
+def test_tokens_meet_the_constraints_as_the_search_judges_them() -> None:
+    s = SentenceConstraints([(A, B), (A, B), (C,)])
+    assert s.met_by([A, B, D, C, A, B])
+    assert not s.met_by([A, B, C])  # A B is needed twice
+    assert not s.met_by([A, D, B, C, A, B])
