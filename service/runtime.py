@@ -225,7 +225,9 @@ class Runtime:
         if self.factory is not None or not s.engine_process:
             return InProcessLoader(self.factory) if self.factory else InProcessLoader()
         config = self._pool_config().translator
-        return EngineHost(streams=config.streams, threads=config.threads_per_stream, nice=s.engine_nice)
+        return EngineHost(
+            streams=config.streams, threads=config.threads_per_stream, nice=s.engine_nice, weights_cache=s.weights_cache
+        )
 
     async def close(self) -> None:
         if self.pool is not None:

@@ -101,8 +101,8 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         Path("data"),
-        description="Directory the service keeps its data in (the glossaries of the DeepL API, in SQLite); relative "
-        "to the working directory; made on first use.",
+        description="Directory the service keeps its data in (glossaries, in SQLite; with MT_SHARED_WEIGHTS, the "
+        "models' optimized graphs); relative to the working directory; made on first use.",
     )
     file_expiry_s: float = Field(
         1800,
