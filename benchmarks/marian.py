@@ -24,6 +24,10 @@
    share of sentences that ended before the cap; the share of translations identical to
    transformers'. The result file is ``--out`` (default ``benchmarks/results/marian.json``).
 
+With ``SHORTLIST_SYSTEMS`` among ``--systems``, the bundle gets a vocabulary shortlist built from
+``--corpus`` (``export.shortlist``, k 100, frequent 1000) and CTranslate2 a vocabulary map of it;
+``--memory`` then adds ours with shared weights and the shortlist, and CTranslate2 with the map.
+
 ``--memory`` measures the service's arrangement instead: ``S`` engine processes (``S`` the largest
 of ``--streams``, ``service.engine_process.EngineHost``, ``--threads // S`` threads each), every
 batch sent to the least busy one by ``S`` client threads, with the weights shared
@@ -64,6 +68,7 @@ from benchmarks.common import (
     streams_title,
     write_report,
 )
+from benchmarks.engine import write_vmap
 from benchmarks.systems import (
     MULTI_STREAM,
     SYSTEMS,
@@ -74,8 +79,13 @@ from benchmarks.systems import (
     length_sorted_batches,
     run_workers,
 )
+from engine.bundle import load_bundle
+from export.shortlist import main as build_shortlist
 
 MARIAN_SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
+# with the vocabulary shortlist: ours with the bundle's, CTranslate2 with a vocabulary map of it
+SHORTLIST_SYSTEMS = ["ours-fp32-shortlist", "ours-int8-shortlist", "ct2-float32-vmap", "ct2-int8-vmap"]
+SHORTLIST_K, SHORTLIST_FREQUENT = 100, 1000  # en-de's choice on Multi30K val (RESULTS.md section 16)
 REFERENCE = "transformers"
 OPUS_MT_VOCAB = 58100  # OPUS-MT en-de's vocabulary without <pad>
 
@@ -124,8 +134,21 @@ def prepare(args: argparse.Namespace, texts: list[str]) -> None:
         build(args.size, args.corpus, hf_dir)
     if not all((args.workdir / name).is_dir() for name in ("bundle", "ct2-float32", "ct2-int8")):
         convert_all(hf_dir, args.workdir)
+    if set(args.systems) & set(SHORTLIST_SYSTEMS):
+        add_shortlist(args)
     args.src = args.workdir / "source.txt"
     args.src.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+
+
+def add_shortlist(args: argparse.Namespace) -> None:
+    """The bundle's shortlist from the corpus (unless it has one), and CTranslate2's vocabulary map of it."""
+    bundle = args.workdir / "bundle"
+    if load_bundle(bundle, check_graphs=False).manifest.shortlist is None:
+        corpus = [str(args.corpus / "train.en"), str(args.corpus / "train.de")]
+        build_shortlist(["--bundle", str(bundle), "--source", corpus[0], "--target", corpus[1],
+                         "--k", str(SHORTLIST_K), "--frequent", str(SHORTLIST_FREQUENT)])  # fmt: skip
+    for precision in ("float32", "int8"):
+        write_vmap(bundle, args.workdir / f"ct2-{precision}" / "vmap.txt")
 
 
 def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
@@ -164,7 +187,7 @@ def table(results: dict[str, dict]) -> str:
               "= transformers"]  # fmt: skip
     rows = []
     reference = results.get(REFERENCE)
-    for name in MARIAN_SYSTEMS:
+    for name in [*MARIAN_SYSTEMS, *SHORTLIST_SYSTEMS]:
         if (r := results.get(name)) is None:
             continue
         base = results.get(ct2_baseline(name)) if SYSTEMS[name][0] != "transformers" else None
@@ -259,7 +282,15 @@ class EngineProcesses:
     """The service's arrangement of one model: ``streams`` engine processes, each batch of
     ``--batch-size`` length-sorted texts sent to the least busy one, ``streams`` at once."""
 
-    def __init__(self, variant: str, streams: int, weights_cache: Path | None, args: argparse.Namespace) -> None:
+    def __init__(
+        self,
+        variant: str,
+        streams: int,
+        weights_cache: Path | None,
+        args: argparse.Namespace,
+        *,
+        shortlist: bool = False,
+    ) -> None:
         from engine.api import TranslationOptions
         from engine.translator import TranslatorConfig
         from service.engine_process import EngineHost
@@ -273,7 +304,7 @@ class EngineProcesses:
         self.load_s = time.perf_counter() - began
         # As systems.load_ours: no repetition guard, which the other systems do not have.
         self.options = TranslationOptions(beam_size=args.beam, length_penalty=1.0, max_length=args.max_new_tokens,
-                                          max_consecutive_repeats=0)  # fmt: skip
+                                          max_consecutive_repeats=0, shortlist=shortlist)  # fmt: skip
         self.batch_size = args.batch_size
 
     @property
@@ -331,6 +362,9 @@ def memory_systems(variant: str, streams: int, args: argparse.Namespace, stack: 
         f"{ours}, {UNSHARED}": EngineProcesses(variant, streams, None, args),
         f"{ct2}, inter_threads={streams}": Ct2Worker(ct2, streams, args),
     }
+    if set(args.systems) & set(SHORTLIST_SYSTEMS):
+        systems[f"{ours}, {SHARED}, shortlist"] = EngineProcesses(variant, streams, cache, args, shortlist=True)
+        systems[f"{ct2}, inter_threads={streams}, vmap"] = Ct2Worker(f"{ct2}-vmap", streams, args)
     for system in systems.values():
         stack.callback(system.close)
     return systems
@@ -407,7 +441,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--corpus", type=Path, default=DATA_DIR, help="train.en and train.de for the tokenizers")
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--limit", type=int, default=256, help="the first N test sentences")
-    parser.add_argument("--systems", nargs="+", choices=MARIAN_SYSTEMS, default=MARIAN_SYSTEMS)
+    parser.add_argument("--systems", nargs="+", choices=[*MARIAN_SYSTEMS, *SHORTLIST_SYSTEMS], default=MARIAN_SYSTEMS)
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 2], help="one table each")

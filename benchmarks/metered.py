@@ -53,8 +53,8 @@ class MeteredRunner:
         self.meter.source_tokens += int((src_ids != self.pad_id).sum())
         return self.meter.timed("encoder", self.runner.encode, src_ids)
 
-    def start(self, encoded: Encoded, *, alignments: bool) -> MeteredDecoder:
-        return MeteredDecoder(self.runner.start(encoded, alignments=alignments), self.meter)
+    def start(self, encoded: Encoded, *, alignments: bool, vocab_ids: np.ndarray | None = None) -> MeteredDecoder:
+        return MeteredDecoder(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), self.meter)
 
 
 class MeteredDecoder:
