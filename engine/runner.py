@@ -37,7 +37,7 @@ import onnxruntime as ort
 from engine.bundle import per_layer
 from engine.decoder import Step
 from engine.shared_weights import session_model
-from engine.shortlist import VOCAB_IDS, with_vocab_ids
+from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, with_vocab_ids
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,8 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         providers = [(CUDA, {"device_id": str(config.device_id)}), CPU]
     try:
         options = session_options(config.threads, spin=config.spin)
+        if graph is not None:  # its external weights are those of the graph it was edited from
+            options.add_session_config_entry(EXTERNAL_FOLDER, str(path.parent))
         model = graph if graph is not None else str(path)
         if provider == "cpu":  # MLAS's prepacked weights; CUDA keeps its own copy in device memory
             model = session_model(path, model, options)

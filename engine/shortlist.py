@@ -68,6 +68,9 @@ class Shortlist:
 
 HEAD_OUTPUTS = ("log_probs", "top_log_probs", "top_ids")
 
+# The session option naming the directory of a graph's external weights when it is loaded from bytes.
+EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
+
 
 def with_vocab_ids(path: Path) -> bytes | None:
     """The decoder-step graph at ``path``, serialized, with the input ``vocab_ids`` (M,) int64;
@@ -80,14 +83,16 @@ def with_vocab_ids(path: Path) -> bytes | None:
     """
     import onnx
 
-    model = onnx.load(str(path))
+    # External weights stay in their files: the edited graph refers to them (a session of it is
+    # told where they are, ``EXTERNAL_FOLDER``), rather than holding a copy of each in this process.
+    model = onnx.load(str(path), load_external_data=False)
     if VOCAB_IDS in {i.name for i in model.graph.input}:
         return None
-    add_vocab_ids(model)
+    add_vocab_ids(model, str(path.parent))
     return model.SerializeToString()
 
 
-def add_vocab_ids(model: onnx.ModelProto) -> None:
+def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
     """``with_vocab_ids``'s edit, in place: the nodes computing only the head outputs (the output
     projection, with int8 its activation's quantization, LogSoftmax, TopK) move into an If node,
     whose full branch is them as they are and whose shortlist branch scores ``vocab_ids`` only."""
@@ -106,7 +111,7 @@ def add_vocab_ids(model: onnx.ModelProto) -> None:
     graph.initializer.append(onnx.numpy_helper.from_array(np.array(vocab, dtype=np.int64), all_ids))
     branches = {
         "then_branch": _branch("full", head, HEAD_OUTPUTS),
-        "else_branch": _shortlist_branch(graph, projection, vocab),
+        "else_branch": _shortlist_branch(graph, projection, vocab, base_dir),
     }
     switch = [
         helper.make_node("Size", [VOCAB_IDS], [size]),
@@ -157,7 +162,9 @@ def _branch(prefix: str, nodes: list[onnx.NodeProto], outputs: Sequence[str]) ->
     return helper.make_graph(copies, prefix, [], values)
 
 
-def _shortlist_branch(graph: onnx.GraphProto, projection: list[onnx.NodeProto], vocab: int) -> onnx.GraphProto:
+def _shortlist_branch(
+    graph: onnx.GraphProto, projection: list[onnx.NodeProto], vocab: int, base_dir: str
+) -> onnx.GraphProto:
     """The projection and LogSoftmax with each V-sized constant gathered at ``vocab_ids``, then
     TopK over the M columns and the positions it picks mapped back to vocabulary ids."""
     from onnx import helper
@@ -169,7 +176,7 @@ def _shortlist_branch(graph: onnx.GraphProto, projection: list[onnx.NodeProto], 
         for name in node.input:
             if name in initializers and name not in gathered and initializers[name].dims[-1:] == [vocab]:
                 gathered[name] = f"{name}/gathered"
-                gathers += _gather_columns(graph, initializers[name], gathered[name])
+                gathers += _gather_columns(graph, initializers[name], gathered[name], base_dir)
     edited = []
     for node in projection:
         copy = type(node)()
@@ -183,7 +190,7 @@ def _shortlist_branch(graph: onnx.GraphProto, projection: list[onnx.NodeProto], 
     return _branch("short", gathers + edited + top, HEAD_OUTPUTS)
 
 
-def _gather_columns(graph: onnx.GraphProto, weight: onnx.TensorProto, out: str) -> list[onnx.NodeProto]:
+def _gather_columns(graph: onnx.GraphProto, weight: onnx.TensorProto, out: str, base_dir: str) -> list[onnx.NodeProto]:
     """Nodes computing ``weight[..., vocab_ids]`` into ``out``. A (D, V) matrix is gathered by rows
     from its (V, D) transpose, which is contiguous: the target embedding when the model ties it to
     the projection, else a copy added to the graph."""
@@ -191,22 +198,22 @@ def _gather_columns(graph: onnx.GraphProto, weight: onnx.TensorProto, out: str) 
 
     if len(weight.dims) == 1:
         return [helper.make_node("Gather", [weight.name, VOCAB_IDS], [out], axis=0)]
-    rows = _transpose_initializer(graph, weight)
+    rows = _transpose_initializer(graph, weight, base_dir)
     return [
         helper.make_node("Gather", [rows, VOCAB_IDS], [f"{out}/rows"], axis=0),  # (M, D)
         helper.make_node("Transpose", [f"{out}/rows"], [out], perm=[1, 0]),  # (D, M)
     ]
 
 
-def _transpose_initializer(graph: onnx.GraphProto, weight: onnx.TensorProto) -> str:
+def _transpose_initializer(graph: onnx.GraphProto, weight: onnx.TensorProto, base_dir: str) -> str:
     """The name of an initializer holding ``weight``'s transpose: an existing one (a tied
-    embedding) or a new one."""
+    embedding) or a new one. ``base_dir``: where external weights are."""
     from onnx import numpy_helper
 
-    transposed = np.ascontiguousarray(numpy_helper.to_array(weight).T)
+    transposed = np.ascontiguousarray(numpy_helper.to_array(weight, base_dir).T)
     for init in graph.initializer:
         if tuple(init.dims) == transposed.shape:
-            array = numpy_helper.to_array(init)
+            array = numpy_helper.to_array(init, base_dir)
             if array.dtype == transposed.dtype and np.array_equal(array, transposed):
                 return init.name
     name = f"{weight.name}/rows"
