@@ -128,11 +128,11 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         providers = [(CUDA, {"device_id": str(config.device_id)}), CPU]
     try:
         options = session_options(config.threads, spin=config.spin)
-        if graph is not None:  # its external weights are those of the graph it was edited from
-            options.add_session_config_entry(EXTERNAL_FOLDER, str(path.parent))
         model = graph if graph is not None else str(path)
         if provider == "cpu":  # MLAS's prepacked weights; CUDA keeps its own copy in device memory
             model = session_model(path, model, options)
+        if isinstance(model, bytes):  # the edited graph: its external weights are those of the graph at path
+            options.add_session_config_entry(EXTERNAL_FOLDER, str(path.parent))
         return ort.InferenceSession(model, options, providers=providers)
     except Exception as e:  # onnxruntime raises its own, unexported exception types
         raise RunnerError(f"{path}: onnxruntime cannot load the graph: {e}") from e

@@ -37,6 +37,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from engine.bundle import sha256_file
+from engine.shortlist import EXTERNAL_FOLDER
 
 try:
     import fcntl
@@ -126,6 +127,8 @@ def _build(source: Path, graph: bytes | None, level: ort.GraphOptimizationLevel,
         )
         options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         options.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
+        if graph is not None:  # an edited graph's external weights are those of the graph at ``source``
+            options.add_session_config_entry(EXTERNAL_FOLDER, str(source.parent))
         ort.InferenceSession(graph if graph is not None else str(source), options, providers=["CPUExecutionProvider"])
         staging.rename(target.parent)
     finally:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
-from engine import TranslationOptions, Translator, TranslatorConfig
-from engine.bundle import load_bundle
-from engine.shortlist import Shortlist
+from engine import TranslationOptions, Translator, TranslatorConfig, shared_weights
+from engine.bundle import MANIFEST, load_bundle
+from engine.shortlist import Shortlist, with_vocab_ids
 from export.shortlist import Trial, build, choose, write
 
 EOS = 3
@@ -68,3 +71,48 @@ def test_a_shortlist_with_the_translations_pieces_translates_as_the_full_vocabul
     short = translator.translate_batch(texts, TranslationOptions(**greedy)).results  # on by default here
     assert [r.text for r in short] == full
     assert len(pieces) < 150  # it did leave pieces out
+
+
+@pytest.fixture(scope="module")
+def external_shortlisted_bundle(shortlisted_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shortlisted bundle with its decoders' weights in files of their own, as imported
+    models have them."""
+    out = tmp_path_factory.mktemp("external") / "bundle"
+    shutil.copytree(shortlisted_bundle, out)
+    manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    for graph in out.glob("decoder*.onnx"):
+        data = f"{graph.name}.data"
+        onnx.save(onnx.load(str(graph)), str(graph), save_as_external_data=True, location=data)
+        for name in (graph.name, data):
+            manifest["files"][name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_external_weights_stay_external_through_the_edit(
+    external_shortlisted_bundle: Path,
+    shortlisted_bundle: Path,
+    tiny_corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shared: bool,
+) -> None:
+    """The decoder edited to take the shortlist refers to the weight files rather than holding the
+    weights; loaded from its bytes, or through the shared-weights cache, it translates as the same
+    graph with embedded weights."""
+    assert with_vocab_ids(external_shortlisted_bundle / "decoder.onnx") is not None
+    assert len(with_vocab_ids(external_shortlisted_bundle / "decoder.onnx")) < 0.2 * sum(
+        p.stat().st_size for p in external_shortlisted_bundle.glob("decoder.onnx*")
+    )
+    if shared:
+        monkeypatch.setattr(shared_weights, "_directory", tmp_path)
+    texts = (tiny_corpus / "val.en").read_text().splitlines()[:8]
+    results = []
+    for bundle in (external_shortlisted_bundle, shortlisted_bundle):
+        translator = Translator(TranslatorConfig(model_dir=bundle, provider="cpu", threads=1))
+        for shortlist in (False, True):
+            results.append(
+                [r.text for r in translator.translate_batch(texts, TranslationOptions(shortlist=shortlist)).results]
+            )
+    assert results[:2] == results[2:]
