@@ -158,7 +158,7 @@ class Runner:
         self.shape = shape
         self.provider = resolve_provider(config.provider)
         self.encoder = load_session(encoder, self.provider, config)
-        self.decoder = load_session(decoder, self.provider, config, _shortlist_graph(decoder) if shortlist else None)
+        self.decoder = load_session(decoder, self.provider, config, with_vocab_ids(decoder) if shortlist else None)
         if self.provider == "cuda" and CUDA not in self.decoder.get_providers():
             # onnxruntime-gpu on a machine without a usable GPU falls back to CPU on its own.
             if config.provider == "cuda":
@@ -182,16 +182,6 @@ class Runner:
         if self.provider == "cuda":
             return DeviceDecoder(self.decoder, encoded, self.shape, **state, device="cuda", device_id=self.device_id)
         return HostDecoder(self.decoder, encoded, self.shape, **state)
-
-
-def _shortlist_graph(decoder: Path) -> bytes | None:
-    """The decoder graph edited to take ``vocab_ids``; None if it needs no edit, or if the ``onnx``
-    package that edits it is missing (a serving install without it runs without shortlists)."""
-    try:
-        return with_vocab_ids(decoder)
-    except ImportError:
-        log.warning("%s: the onnx package is not installed; the vocabulary shortlist is off", decoder)
-        return None
 
 
 @dataclass(frozen=True)

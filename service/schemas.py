@@ -256,6 +256,12 @@ class TranslateRequest(BaseModel):
     )
     return_scores: bool = False
     return_alignments: bool = False
+    shortlist: bool | None = Field(
+        None,
+        description="Score only the target pieces the texts make likely (the model's vocabulary shortlist, where "
+        "it has one): faster; omitted = the model's default, on only where it kept BLEU within 0.2 of the full "
+        "vocabulary.",
+    )
     glossary: Annotated[str, Field(min_length=1, max_length=64)] | InlineGlossary | None = Field(
         None,
         description="Terms the translation must use wherever a text says their source: the id of a glossary "
@@ -284,6 +290,7 @@ class TranslateRequest(BaseModel):
                 max_consecutive_repeats=self.max_consecutive_repeats,
                 return_alignments=self.return_alignments,
                 format=self.format,
+                shortlist=self.shortlist,
             )
         except ValueError as e:  # the engine's checks across fields (num_hypotheses <= beam_size)
             raise InvalidRequest(str(e)) from None
