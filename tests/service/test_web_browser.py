@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from live_server import API_KEYS, ServiceProcess, StartService
-from playwright.sync_api import Browser, BrowserContext, Locator, Request, Route, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Download, Locator, Request, Route, expect, sync_playwright
 from repo_root import REPO
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -392,20 +392,15 @@ def test_a_file_is_translated(service: ServiceProcess, open_page: OpenPage, tmp_
     page.page.get_by_text("Translate a file").click()
     upload = page.page.get_by_label("File", exact=True)
     expect(upload).to_have_attribute("accept", ",".join(formats))
-    note = tmp_path / "note.txt"
-    note.write_text(f"{TEXT}\nA cat sits on the car.\n", encoding="utf-8")
-    upload.set_input_files(note)
-    page.page.get_by_role("button", name="Translate the file").click()
-    with page.page.expect_download() as download:
-        page.page.get_by_role("link", name="Download note.txt in German").click()
+    note, download = translate_note(page, tmp_path)
     expected = httpx.post(
         f"{service.url}/v1/translate_file",
         files={"file": (note.name, note.read_bytes())},
         data={"source_lang": "en", "target_lang": "de"},
         timeout=60,
     )
-    assert download.value.suggested_filename == note.name
-    assert Path(download.value.path()).read_bytes() == expected.content
+    assert download.suggested_filename == note.name
+    assert Path(download.path()).read_bytes() == expected.content
 
     slides = tmp_path / "slides.pdf"
     slides.write_bytes(b"%PDF-1.4")
@@ -456,11 +451,38 @@ def test_labels_and_contrast(service: ServiceProcess, open_page: OpenPage) -> No
     page.choose("en", "de")
     page.translate(TEXT)
     page.page.locator(".word.target").nth(1).hover()
-    unlabelled = page.page.locator("select, textarea, input, output, button, canvas").evaluate_all(
+    assert unlabelled(page, "select, textarea, input, output, button, canvas") == []
+    assert_readable(
+        page,
+        [
+            "h1", "label", ".hint", "#char-count", "a", "output", "#translate",
+            "#alternative-list button", ".word", ".word.linked", ".word.active", "#message",
+        ],
+    )  # fmt: skip
+
+
+def translate_note(page: WebPage, tmp_path: Path) -> tuple[Path, Download]:
+    """Translate a two-line text file into German on the page (its file section open), and
+    download the translation."""
+    note = tmp_path / "note.txt"
+    note.write_text(f"{TEXT}\nA cat sits on the car.\n", encoding="utf-8")
+    page.page.get_by_label("File", exact=True).set_input_files(note)
+    page.page.get_by_role("button", name="Translate the file").click()
+    with page.page.expect_download() as download:
+        page.page.get_by_role("link", name="Download note.txt in German").click()
+    return note, download.value
+
+
+def unlabelled(page: WebPage, selector: str) -> list[str]:
+    """The controls matching ``selector`` that have no label, aria-label(ledby) or text."""
+    return page.page.locator(selector).evaluate_all(
         """controls => controls.filter((c) => !(c.labels?.length || c.getAttribute("aria-label")
              || c.getAttribute("aria-labelledby") || c.textContent.trim())).map((c) => c.outerHTML)"""
     )
-    assert unlabelled == []
+
+
+def assert_readable(page: WebPage, selectors: list[str]) -> None:
+    """The first element of each selector has WCAG AA contrast (4.5) against its first opaque background."""
     colours = page.page.evaluate(
         """selectors => selectors.map((selector) => {
              const element = document.querySelector(selector);
@@ -470,11 +492,8 @@ def test_labels_and_contrast(service: ServiceProcess, open_page: OpenPage) -> No
              }
              return [selector, getComputedStyle(element).color, getComputedStyle(background).backgroundColor];
            })""",
-        [
-            "h1", "label", ".hint", "#char-count", "a", "output", "#translate",
-            "#alternative-list button", ".word", ".word.linked", ".word.active", "#message",
-        ],
-    )  # fmt: skip
+        selectors,
+    )
     low = [(s, fg, bg, round(contrast(fg, bg), 2)) for s, fg, bg in colours if contrast(fg, bg) < 4.5]
     assert low == [], low
 

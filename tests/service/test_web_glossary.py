@@ -18,7 +18,7 @@ import pytest
 import test_web_browser as web
 from live_server import API_KEYS, ServiceProcess, StartService
 from playwright.sync_api import Route, expect
-from test_web_browser import MAX_CHARS, OpenPage, WebPage, api_translation, contrast
+from test_web_browser import MAX_CHARS, OpenPage, WebPage, api_translation, assert_readable, translate_note, unlabelled
 
 # The browser and its pages, as test_web_browser.py opens them.
 browser = web.browser
@@ -338,12 +338,7 @@ def test_a_file_is_translated_with_the_glossary_chosen(
     page.choose("en", "de")
     page.page.get_by_label("Glossary", exact=True).select_option(glossary)
     page.page.get_by_text("Translate a file").click()
-    note = tmp_path / "note.txt"
-    note.write_text(f"{TEXT}\nA cat sits on the car.\n", encoding="utf-8")
-    page.page.get_by_label("File", exact=True).set_input_files(note)
-    page.page.get_by_role("button", name="Translate the file").click()
-    with page.page.expect_download() as download:
-        page.page.get_by_role("link", name="Download note.txt in German").click()
+    note, download = translate_note(page, tmp_path)
     expected = httpx.post(
         f"{service.url}/v1/translate_file",
         files={"file": (note.name, note.read_bytes())},
@@ -351,7 +346,7 @@ def test_a_file_is_translated_with_the_glossary_chosen(
         timeout=60,
     )
     expected.raise_for_status()
-    translated = Path(download.value.path()).read_bytes()
+    translated = Path(download.path()).read_bytes()
     assert translated == expected.content
     assert b"dackel" in translated.lower()
     without = httpx.post(
@@ -385,23 +380,9 @@ def test_the_glossary_controls_are_labelled_and_legible(service: ServiceProcess,
     open_manager(page)
     page.translate(TEXT)
     expect(page.output.locator("mark")).not_to_have_count(0)
-    unlabelled = page.page.locator(
-        "#glossary-row select, #glossary-manager input, #glossary-manager textarea, #glossary-manager button"
-    ).evaluate_all(
-        """controls => controls.filter((c) => !(c.labels?.length || c.getAttribute("aria-label")
-             || c.getAttribute("aria-labelledby") || c.textContent.trim())).map((c) => c.outerHTML)"""
-    )
-    assert unlabelled == []
-    colours = page.page.evaluate(
-        """selectors => selectors.map((selector) => {
-             const element = document.querySelector(selector);
-             let background = element;
-             while (getComputedStyle(background).backgroundColor === "rgba(0, 0, 0, 0)") {
-               background = background.parentElement;
-             }
-             return [selector, getComputedStyle(element).color, getComputedStyle(background).backgroundColor];
-           })""",
+    controls = "#glossary-row select, #glossary-manager input, #glossary-manager textarea, #glossary-manager button"
+    assert unlabelled(page, controls) == []
+    assert_readable(
+        page,
         ["#target-text mark", "#glossary-used-list mark", "#glossary-hint", "#glossary-list button", "#source-text"],
     )
-    low = [(s, fg, bg, round(contrast(fg, bg), 2)) for s, fg, bg in colours if contrast(fg, bg) < 4.5]
-    assert low == [], low
