@@ -300,8 +300,8 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
     K = state.options.beam_size
     # Each row's best 2K + spare tokens hold the sentence's best 2K once the rules have banned what they may.
     spare = top_spare(state.rules)
-    use_top = spare is not None and state.constraints is None
-    width = 2 * K + spare if use_top and spare is not None else 1
+    use_top = spare is not None
+    width = 2 * K + spare if spare is not None else 1
     for step in range(int(state.max_lengths.max(initial=0))):
         last_step, full = state.plan(step, use_top)
         # At step 0 the K beams of a sentence are one and the same BOS row: the decoder computes it
@@ -320,11 +320,16 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
             cand = candidates_from_top(top_log_probs, top_ids, state.scores, 2 * K)  # (B, 2K)
         else:
             apply_full(state.rules, log_probs, ctx)
-            if state.constraints is not None:
-                attention = None if out.attention is None else out.attention.reshape(B, K, -1)
-                cand = state.constraints.candidates(log_probs, state.scores, 2 * K, attention)  # (B, 2K)
+            cand = top_candidates(log_probs, state.scores, 2 * K)  # (B, 2K)
+        if state.constraints is not None:  # the plain candidates, dealt out with those of the constraints
+            if use_top:  # the constraints' pieces need not be among a row's best
+                apply_full(state.rules, log_probs, ctx)
+                rank = top_log_probs.argmax(axis=2)[..., None]  # the first maximum: the best rank
+                best = np.take_along_axis(top_ids, rank, axis=2)[..., 0]  # (B, K)
             else:
-                cand = top_candidates(log_probs, state.scores, 2 * K)  # (B, 2K)
+                best = log_probs.argmax(axis=2)  # (B, K)
+            attention = None if out.attention is None else out.attention.reshape(B, K, -1)
+            cand = state.constraints.candidates(log_probs, state.scores, cand, best, attention)  # (B, 2K)
         is_eos = cand.tokens == state.eos_id
 
         # 1) An EOS among the first K candidates finishes a hypothesis (Python work only per event), and

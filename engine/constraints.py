@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.candidates import Candidates, top_candidates
+from engine.candidates import Candidates
 from engine.rules import NEG_INF
 
 
@@ -147,14 +147,17 @@ class ConstraintTracker:
         self._chosen: list[list[Progress]] = []  # per live sentence: the progress of each candidate
 
     def candidates(
-        self, log_probs: np.ndarray, beam_scores: np.ndarray, count: int, attention: np.ndarray | None
+        self,
+        log_probs: np.ndarray,
+        beam_scores: np.ndarray,
+        plain: Candidates,
+        best: np.ndarray,
+        attention: np.ndarray | None,
     ) -> Candidates:
-        """log_probs (B, K, V) after the rules, beam_scores (B, K), attention (B, K, S) or None ->
-        (B, count) candidates in the order of dynamic beam allocation; -inf scores where a sentence
-        has fewer."""
-        B = len(log_probs)
-        plain = top_candidates(log_probs, beam_scores, count)
-        best = log_probs.argmax(axis=2)  # (B, K)
+        """log_probs (B, K, V) after the rules, beam_scores (B, K), the plain search's candidates
+        (B, count), each row's best token (B, K), attention (B, K, S) or None -> (B, count)
+        candidates in the order of dynamic beam allocation; -inf scores where a sentence has fewer."""
+        B, count = plain.scores.shape
         peaks = attention.argmax(axis=2) if attention is not None else None  # (B, K)
         scores = np.full((B, count), NEG_INF, dtype=np.float32)
         beams = np.zeros((B, count), dtype=np.int64)
