@@ -86,7 +86,7 @@ class Hypothesis:
     attention: np.ndarray | None = None  # (length, S): cross-attention when each token (EOS included) was chosen
     # False when the hypothesis reached its length cap without EOS (forced_eos="off")
     eos: bool = True
-    missing: int = 0  # constraints it does not meet (it reached its length cap first)
+    missing: int = 0  # constraints it does not meet: a fallback, ranked after those that meet them all
 
     @property
     def length(self) -> int:

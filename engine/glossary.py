@@ -47,7 +47,8 @@ class Glossary:
 
     terms: tuple[Term, ...]
     placed: tuple[float, ...] | None = None
-    _index: dict[str, list[tuple[tuple[str, ...], int]]] = field(init=False, repr=False, compare=False, hash=False)
+    _index: dict[str, list[tuple[tuple[str, ...], int]]] = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[str, list[tuple[tuple[str, ...], int]]] = {}
@@ -66,8 +67,19 @@ class Glossary:
         for candidates in index.values():
             candidates.sort(key=lambda c: -len(c[0]))  # the longest first
         object.__setattr__(self, "_index", index)
+        # Once: the cache and the batcher hash a request's options for every text, and a glossary's
+        # thousands of terms would be hashed again each time.
+        object.__setattr__(self, "_hash", hash((self.terms, self.placed)))
         if self.placed is not None and len(self.placed) != len(self.terms):
             raise ValueError(f"{len(self.placed)} places for {len(self.terms)} terms")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Glossary], tuple[tuple[Term, ...], tuple[float, ...] | None]]:
+        # Rebuilt where it is unpickled (an engine process): its index, and its hash with that
+        # process's string hashing.
+        return Glossary, (self.terms, self.placed)
 
     @classmethod
     def of(cls, pairs: dict[str, str] | list[tuple[str, str]], *, case_sensitive: bool = False) -> Glossary:

@@ -9,8 +9,9 @@ and translates a list of texts in one call:
    and ``max_batch_tokens`` (padded source tokens), so padding stays small;
 3. per sub-batch: the encoder once, then beam search (``engine.beam_search``) over decoder steps
    with the KV cache; a sentence that says a term of the request's glossary (``engine.glossary``)
-   must use its target term (``engine.constraints``), in sub-batches of such sentences only, so that
-   the others are translated as without the glossary. ``streams`` sub-batches decode at once,
+   and whose translation does not use its target term is decoded again with the term as a
+   constraint (``engine.constraints``), in sub-batches of such sentences: the others are translated
+   as without the glossary. ``streams`` sub-batches decode at once,
    each on its share of the threads (see ``TranslatorConfig.streams``);
    calls made at the same time (from several threads) share the streams one encoder pass or
    decoder step at a time, the least served call first (``engine.scheduler``), and a call whose
@@ -223,16 +224,17 @@ class Translator:
         sentences = [
             self._sentence(i, s.text, s.truncated, pair) for i, seg in enumerate(segmented) for s in seg.segments
         ]
-        if options.glossary is not None:
-            self._find_terms(options.glossary, segmented, sentences, pair)
-        # prefix and EOS alone: nothing to say
-        spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
-        decode_search = replace(search, return_alignments=True) if documents else search
-        self._decode(spoken, decode_search, options.max_length, pair, stats, task, self._shortlist(options))
         by_unit: list[list[_Sentence]] = [[] for _ in units]
         for s in sentences:
             by_unit[s.text_index].append(s)
         translated = list(zip(segmented, by_unit, strict=True))
+        if options.glossary is not None:
+            for text, unit in zip(units, translated, strict=True):
+                self._find_terms(options.glossary, text, *unit, pair)
+        # prefix and EOS alone: nothing to say
+        spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
+        decode_search = replace(search, return_alignments=True) if documents else search
+        self._decode(spoken, decode_search, options.max_length, pair, stats, task, self._shortlist(options))
         glossary = options.glossary
         if documents is None:
             results = [self._result([unit], search, pair, glossary=glossary) for unit in translated]
@@ -245,35 +247,30 @@ class Translator:
         return TranslatedBatch(results, stats)
 
     def _find_terms(
-        self, glossary: Glossary, segmented: list[SegmentedText], sentences: list[_Sentence], pair: _Pair
+        self, glossary: Glossary, text: str, seg: SegmentedText, sentences: list[_Sentence], pair: _Pair
     ) -> None:
-        """Give each sentence the glossary terms it must use: those it says or, for a glossary of
-        ``placed`` terms, those placed in it."""
+        """Give each sentence of ``text`` (``seg``'s segments) the glossary terms it must use: those
+        it says or, for a glossary of ``placed`` terms, those placed in it."""
         pieces: dict[int, list[int] | None] = {}
-        by_unit: list[list[_Sentence]] = [[] for _ in segmented]
-        for s in sentences:
-            by_unit[s.text_index].append(s)
-        for seg, unit in zip(segmented, by_unit, strict=True):
-            spoken = [
-                (start, segment.text, s)
-                for start, segment, s in zip(seg.starts(), seg.segments, unit, strict=True)
-                if s.verbatim is None
-            ]
-            if not spoken:
-                continue
-            if glossary.placed is not None:
-                length = sum(len(s.text) for s in seg.segments) + sum(map(len, seg.separators))
-                for term, place in enumerate(glossary.placed):
-                    there = [s for start, _, s in spoken if start <= place * length] or [spoken[0][2]]
-                    there[-1].terms.append(_SentenceTerm(term, None, None, self._term_pieces(glossary, term, pieces)))
-                continue
-            for start, text, s in spoken:
-                for m in glossary.find(text):
-                    # The source pieces before the term and up to its end: where the encoder has it.
-                    ids = (self.tokenizer.count(text[: m.start]), self.tokenizer.count(text[: m.end]))
-                    at = (len(pair.source_prefix) + ids[0], len(pair.source_prefix) + max(ids[1], ids[0] + 1))
-                    span = (start + m.start, start + m.end)
-                    s.terms.append(_SentenceTerm(m.term, span, at, self._term_pieces(glossary, m.term, pieces)))
+        spoken = [
+            (start, segment.text, s)
+            for start, segment, s in zip(seg.starts(), seg.segments, sentences, strict=True)
+            if s.verbatim is None
+        ]
+        if not spoken:
+            return
+        if glossary.placed is not None:
+            for term, place in enumerate(glossary.placed):
+                there = [s for start, _, s in spoken if start <= place * len(text)] or [spoken[0][2]]
+                there[-1].terms.append(_SentenceTerm(term, None, None, self._term_pieces(glossary, term, pieces)))
+            return
+        for start, segment_text, s in spoken:
+            for m in glossary.find(segment_text):
+                # The source pieces before the term and up to its end: where the encoder has it.
+                ids = (self.tokenizer.count(segment_text[: m.start]), self.tokenizer.count(segment_text[: m.end]))
+                at = (len(pair.source_prefix) + ids[0], len(pair.source_prefix) + max(ids[1], ids[0] + 1))
+                span = (start + m.start, start + m.end)
+                s.terms.append(_SentenceTerm(m.term, span, at, self._term_pieces(glossary, m.term, pieces)))
 
     def _shortlist(self, options: TranslationOptions) -> Shortlist | None:
         """The shortlist a request's batches use: the model's, unless the request or the model's default says no."""
