@@ -57,6 +57,9 @@ class RunnerConfig:
     # search runs in Python, and spinning workers would take the cores it needs.
     spin: bool = False
     device_id: int = 0
+    # CPU graphs load through a cache of their optimized copies here, whose weights every process
+    # maps (engine.shared_weights); None: each process holds its own
+    weights_cache: Path | None = None
 
     def __post_init__(self) -> None:
         if self.provider not in ("auto", "cpu", "cuda"):
@@ -129,8 +132,8 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
     try:
         options = session_options(config.threads, spin=config.spin)
         model = graph if graph is not None else str(path)
-        if provider == "cpu":  # MLAS's prepacked weights; CUDA keeps its own copy in device memory
-            model = session_model(path, model, options)
+        if provider == "cpu" and config.weights_cache is not None:  # CUDA keeps its copy in device memory
+            model = session_model(path, model, options, config.weights_cache)
         if isinstance(model, bytes):  # the edited graph: its external weights are those of the graph at path
             options.add_session_config_entry(EXTERNAL_FOLDER, str(path.parent))
         return ort.InferenceSession(model, options, providers=providers)

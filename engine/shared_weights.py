@@ -19,8 +19,9 @@ and the CPU (prepacked layouts are those of the kernels MLAS picks for its instr
 entry is written into a staging directory and renamed into place, under a lock, so that engine
 processes starting together build it once and never read half of it.
 
-The process-wide switch (``share_weights``) is set by the service's engine processes; without it,
-graphs load as they are (benchmarks/RESULTS.md, section 16, measures both).
+The cache directory is ``RunnerConfig.weights_cache`` (``TranslatorConfig.weights_cache``), which
+the service's engine processes set; without it, graphs load as they are (benchmarks/RESULTS.md,
+section 18, measures both).
 """
 
 from __future__ import annotations
@@ -46,31 +47,17 @@ except ImportError:  # Windows: no lock; the rename alone keeps an entry whole
 
 log = logging.getLogger(__name__)
 
-_directory: Path | None = None
 
-
-def share_weights(directory: Path | None) -> None:
-    """Load this process's CPU graphs through the cache in ``directory`` from now on; None: as they are."""
-    global _directory
-    _directory = directory
-
-
-def cache_directory() -> Path | None:
-    return _directory
-
-
-def session_model(path: Path, model: str | bytes, options: ort.SessionOptions) -> str | bytes:
+def session_model(path: Path, model: str | bytes, options: ort.SessionOptions, directory: Path) -> str | bytes:
     """What a CPU session of ``model`` (the graph file ``path``, or that graph edited, serialized)
-    loads: ``model`` itself, or with sharing on its cached optimized copy, and then ``options`` are
-    set not to optimize it again. A cache that cannot be written costs the sharing, not the model."""
-    if _directory is None:
-        return model
+    loads: its optimized copy cached in ``directory``, and then ``options`` are set not to optimize
+    it again. A cache that cannot be written costs the sharing, not the model: ``model`` itself."""
     try:
         cached = optimized_graph(
-            path, model if isinstance(model, bytes) else None, options.graph_optimization_level, _directory
+            path, model if isinstance(model, bytes) else None, options.graph_optimization_level, directory
         )
     except Exception as e:  # onnxruntime's own exception types, or the file system's
-        log.warning("%s: weights not shared, the cache in %s failed: %s", path, _directory, e)
+        log.warning("%s: weights not shared, the cache in %s failed: %s", path, directory, e)
         return model
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return str(cached)

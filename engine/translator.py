@@ -87,6 +87,7 @@ class TranslatorConfig:
     max_batch_sentences: int = 64
     max_batch_tokens: int = 4096  # padded source tokens per sub-batch
     warmup: bool = True
+    weights_cache: Path | None = None  # engine.shared_weights: one copy of the weights per machine
 
     def __post_init__(self) -> None:
         if self.max_batch_sentences < 1 or self.max_batch_tokens < 1:
@@ -160,7 +161,9 @@ class Translator:
         self.runner = Runner(
             *graphs,
             DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size),
-            RunnerConfig(provider=config.provider, threads=config.threads_per_stream),
+            RunnerConfig(
+                provider=config.provider, threads=config.threads_per_stream, weights_cache=config.weights_cache
+            ),
             shortlist=self.shortlist is not None,
         )
         check_graph(self.runner.encoder, "encoder", manifest, where=str(graphs[0]))

@@ -41,7 +41,6 @@ from typing import Any
 from engine.api import ModelInfo, TranslatedBatch, TranslationOptions
 from engine.bundle import load_bundle
 from engine.scheduler import Cancellation
-from engine.shared_weights import share_weights
 from engine.tokenizer import Tokenizer
 from engine.translator import Translator, TranslatorConfig
 from service.memory import resident_bytes
@@ -65,12 +64,12 @@ class EngineHost:
     process holds a copy of its own."""
 
     def __init__(self, *, streams: int = 1, threads: int = 0, nice: int = 0, weights_cache: Path | None = None) -> None:
-        self.threads = threads
+        self.threads, self.weights_cache = threads, weights_cache
         self._keys = itertools.count()
         self._children: list[_Child] = []
         try:
             for _ in range(streams):
-                self._children.append(_Child(nice, weights_cache))
+                self._children.append(_Child(nice))
         except BaseException:
             self.close()
             raise
@@ -83,7 +82,7 @@ class EngineHost:
         """Load ``config``'s bundle into every child; raises what loading raised (and then no
         child keeps it)."""
         key = str(next(self._keys))
-        config = replace(config, streams=1, threads=self.threads)
+        config = replace(config, streams=1, threads=self.threads, weights_cache=self.weights_cache)
         loaded: list[_Child] = []
         try:
             for child in self._children:
@@ -151,8 +150,8 @@ class _Child:
     """One engine process, the pipe to it and the thread that reads its answers; restarted, with
     its models, as soon as it dies."""
 
-    def __init__(self, nice: int, weights_cache: Path | None) -> None:
-        self.nice, self.weights_cache = nice, weights_cache
+    def __init__(self, nice: int) -> None:
+        self.nice = nice
         self.models: dict[str, TranslatorConfig] = {}  # what a replacement must load
         self._ids = itertools.count()
         self._pending: dict[int, Future[Any]] = {}
@@ -231,9 +230,7 @@ class _Child:
     def _start(self) -> None:
         """Start a child and load this child's models into it; raises what loading raised."""
         self._conn, child_end = _CONTEXT.Pipe()
-        self._process = _CONTEXT.Process(
-            target=_serve, args=(self.nice, self.weights_cache, child_end), name="mt-engine", daemon=True
-        )
+        self._process = _CONTEXT.Process(target=_serve, args=(self.nice, child_end), name="mt-engine", daemon=True)
         self._process.start()
         child_end.close()
         for key, config in self.models.items():
@@ -254,10 +251,9 @@ class _Child:
         self._conn.close()
 
 
-def _serve(nice: int, weights_cache: Path | None, conn: Connection) -> None:
+def _serve(nice: int, conn: Connection) -> None:
     """The child: load and unload models as the pipe says, and run each batch in a thread of its
     own (its translator's scheduler interleaves them step by step), until told to stop."""
-    share_weights(weights_cache)
     # Below the HTTP process's priority: when cores are scarce, taking requests in first keeps
     # batches full, and the engine works through them on what CPU is left.
     os.nice(nice)

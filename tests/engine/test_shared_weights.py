@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import re
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -63,9 +64,9 @@ def mapped_mb(directory: Path) -> dict[str, float]:
 
 def load_and_hold(graph: str, cache: str | None, conn: Connection) -> None:
     """A child: load the graph as the runner does, run it, report its memory, hold it until told."""
-    shared_weights.share_weights(Path(cache) if cache else None)
     before = memory_mb()
-    session = load_session(Path(graph), "cpu", RunnerConfig(provider="cpu", threads=1))
+    config = RunnerConfig(provider="cpu", threads=1, weights_cache=Path(cache) if cache else None)
+    session = load_session(Path(graph), "cpu", config)
     output = session.run(None, {"x": INPUT})[0]
     after = memory_mb()
     conn.send((output, after["Anonymous"] - before["Anonymous"], mapped_mb(Path(cache)) if cache else None))
@@ -123,27 +124,25 @@ def test_the_cache_is_built_once_and_keyed_by_the_graph(matmul_graph: Path, tmp_
 
 
 def test_an_unwritable_cache_loads_the_graph_unshared(
-    matmul_graph: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    matmul_graph: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
-    monkeypatch.setattr(shared_weights, "_directory", blocked / "cache")
     with caplog.at_level(logging.WARNING, logger="engine.shared_weights"):
-        session = load_session(matmul_graph, "cpu", RunnerConfig(provider="cpu", threads=1))
+        session = load_session(
+            matmul_graph, "cpu", RunnerConfig(provider="cpu", threads=1, weights_cache=blocked / "cache")
+        )
     assert "weights not shared" in caplog.text
     np.testing.assert_allclose(session.run(None, {"x": INPUT})[0], INPUT @ numpy_helper.to_array(
         onnx.load(str(matmul_graph)).graph.initializer[0]), rtol=1e-4, atol=1e-3)  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", ["fp32", "int8"])
-def test_translations_are_the_same_with_shared_weights(
-    tiny_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str
-) -> None:
+def test_translations_are_the_same_with_shared_weights(tiny_bundle: Path, tmp_path: Path, variant: str) -> None:
     texts = ["A man runs in the park.", "The red dog plays with a ball under a tree.", "A girl."]
     config = TranslatorConfig(model_dir=tiny_bundle, provider="cpu", threads=1, variant=variant)
     own = Translator(config).translate_batch(texts).results
-    monkeypatch.setattr(shared_weights, "_directory", tmp_path)
-    shared = Translator(config).translate_batch(texts).results
+    shared = Translator(replace(config, weights_cache=tmp_path)).translate_batch(texts).results
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2, "the encoder and the decoder, cached"
     assert [r.text for r in shared] == [r.text for r in own]
     assert [r.hypotheses[0].score for r in shared] == [r.hypotheses[0].score for r in own]

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import pytest
 
-from engine import TranslationOptions, Translator, TranslatorConfig, shared_weights
+from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.bundle import MANIFEST, load_bundle
 from engine.shortlist import Shortlist, with_vocab_ids
 from export.shortlist import Trial, build, choose, write
@@ -95,7 +95,6 @@ def test_external_weights_stay_external_through_the_edit(
     shortlisted_bundle: Path,
     tiny_corpus: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     shared: bool,
 ) -> None:
     """The decoder edited to take the shortlist refers to the weight files rather than holding the
@@ -105,12 +104,13 @@ def test_external_weights_stay_external_through_the_edit(
     assert len(with_vocab_ids(external_shortlisted_bundle / "decoder.onnx")) < 0.2 * sum(
         p.stat().st_size for p in external_shortlisted_bundle.glob("decoder.onnx*")
     )
-    if shared:
-        monkeypatch.setattr(shared_weights, "_directory", tmp_path)
     texts = (tiny_corpus / "val.en").read_text().splitlines()[:8]
     results = []
     for bundle in (external_shortlisted_bundle, shortlisted_bundle):
-        translator = Translator(TranslatorConfig(model_dir=bundle, provider="cpu", threads=1))
+        config = TranslatorConfig(
+            model_dir=bundle, provider="cpu", threads=1, weights_cache=tmp_path if shared else None
+        )
+        translator = Translator(config)
         for shortlist in (False, True):
             results.append(
                 [r.text for r in translator.translate_batch(texts, TranslationOptions(shortlist=shortlist)).results]
