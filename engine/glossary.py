@@ -25,6 +25,12 @@ class Term:
     target: str
     case_sensitive: bool = False
 
+    @property
+    def key(self) -> tuple[bool, tuple[str, ...]]:
+        """What a source term is compared by: its words, case-folded unless case-sensitive."""
+        words = _WORD.findall(self.source)
+        return self.case_sensitive, tuple(words if self.case_sensitive else (w.casefold() for w in words))
+
 
 @dataclass(frozen=True)
 class Match:
@@ -56,10 +62,10 @@ class Glossary:
         for i, term in enumerate(self.terms):
             if not term.source.strip() or not term.target.strip():
                 raise ValueError(f"term {i}: empty source or target term")
-            words = _key_words(term.source, term.case_sensitive)
+            key = term.key
+            _, words = key
             if len(words) > MAX_TERM_WORDS:
                 raise ValueError(f"term {i}: {term.source!r} has more than {MAX_TERM_WORDS} words")
-            key = (term.case_sensitive, words)
             if key in seen and self.placed is None:  # placed, a term may be used in several places
                 raise ValueError(f"term {i}: duplicate source term {term.source!r} (as term {seen[key]})")
             seen[key] = i
@@ -117,8 +123,3 @@ class Glossary:
                     best = (term, n)
                     break  # the rest under this key are no longer
         return best
-
-
-def _key_words(text: str, case_sensitive: bool) -> tuple[str, ...]:
-    words = _WORD.findall(text)
-    return tuple(words if case_sensitive else (w.casefold() for w in words))

@@ -133,17 +133,9 @@ def merged(current: Sequence[Term], changes: Sequence[Term], remove: Sequence[st
     then with ``changes``: one replaces the entry with its source term as the engine compares them
     (the same words, case-folded unless case-sensitive), or is added after the others."""
     removed = {source.strip() for source in remove}
-    # One glossary of the changes per kind of term: an entry is replaced where the change of its
-    # kind matches the whole of its source, which is the engine's comparison.
-    by_kind = {kind: Glossary(tuple(t for t in changes if t.case_sensitive == kind)) for kind in (False, True)}
-    kept = [t for t in current if t.source not in removed and not _says_only(by_kind[t.case_sensitive], t.source)]
+    replaced = {t.key for t in changes}
+    kept = [t for t in current if t.source not in removed and t.key not in replaced]
     return [*kept, *changes]
-
-
-def _says_only(glossary: Glossary, text: str) -> bool:
-    """Whether ``text`` is one of the glossary's source terms and nothing else."""
-    found = glossary.find(text)
-    return len(found) == 1 and (found[0].start, found[0].end) == (len(text) - len(text.lstrip()), len(text.rstrip()))
 
 
 def to_tsv(terms: Sequence[Term]) -> str:
