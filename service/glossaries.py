@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import sqlite3
+import time
 import unicodedata
 import uuid
 from collections.abc import Iterator, Sequence
@@ -251,17 +252,34 @@ class GlossaryStore:
         with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as db:
             db.execute("PRAGMA foreign_keys = ON")
             if not self._ready:
-                db.execute("PRAGMA journal_mode = WAL")
-                db.executescript(_SCHEMA)
-                _migrate(db)
+                _use_write_ahead_log(db)
+                _create_or_migrate(db)
                 self._ready = True
             yield db
 
 
-def _migrate(db: sqlite3.Connection) -> None:
-    """Bring a database made by an earlier version up to the schema, in a write transaction: two
-    processes that open it at once do not both alter it."""
+def _use_write_ahead_log(db: sqlite3.Connection) -> None:
+    """Switch the database to WAL, waiting for other connections as long as the busy timeout.
+    The switch needs the database to itself, and SQLite answers "locked" at once rather than call
+    its busy handler when another connection holds a lock (as when several open a database at
+    once), so the wait is ours."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
+def _create_or_migrate(db: sqlite3.Connection) -> None:
+    """Make the schema, or bring a database made by an earlier version up to it, in one write
+    transaction: connections that open the database at once do not both alter it."""
     db.execute("BEGIN IMMEDIATE")
+    for statement in filter(str.strip, _SCHEMA.split(";")):
+        db.execute(statement)
     columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
     if "case_sensitive" not in columns:
         db.execute("ALTER TABLE entries ADD COLUMN case_sensitive INTEGER NOT NULL DEFAULT 0")

@@ -226,3 +226,18 @@ def test_a_database_without_case_sensitive_entries_is_migrated(tmp_path: Path) -
         assert list(pool.map(lambda s: s.entries("me", "old"), stores)) == [[Term("dog", "Hund")]] * 4
     created = stores[0].create("me", "new", "en", "de", [Term("Cat", "Katze", True)])
     assert GlossaryStore(tmp_path).entries("me", created.glossary_id) == [Term("Cat", "Katze", True)]
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_stores_opening_one_database_at_once_all_get_it(tmp_path: Path, existing: bool) -> None:
+    """The first connection switches the database to WAL, which needs it to itself; SQLite answers
+    "locked" to the others at once, so the store must wait rather than fail (rare per round)."""
+    for round_ in range(40):
+        directory = tmp_path / str(round_)
+        if existing:  # made by another process, not yet in WAL
+            directory.mkdir()
+            sqlite3.connect(directory / DATABASE_NAME).close()
+        stores = [GlossaryStore(directory) for _ in range(8)]
+        with ThreadPoolExecutor(8) as pool:
+            made = list(pool.map(lambda s: s.create("me", "g", "en", "de", [Term("dog", "Hund")]), stores))
+        assert len(GlossaryStore(directory).list("me")) == len({m.glossary_id for m in made}) == 8
