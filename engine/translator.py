@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine import beam_search
+from engine import beam_search, forced_decoding
 from engine.alignment import Alignment, build_alignment, concat_alignments, word_links
 from engine.api import (
     BatchStats,
@@ -53,10 +53,12 @@ from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundl
 from engine.constraints import GUIDES, Guide, SentenceConstraints
 from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step
+from engine.forced_decoding import Forced
 from engine.glossary import Glossary
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
+from engine.replacement import Replacement, replaced, translated_by
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
 from engine.segmenter import SegmentedText, segment
@@ -123,6 +125,7 @@ class _Sentence:
     verbatim: str | None = None  # the segment itself when it has nothing to translate
     hypotheses: list[beam_search.Hypothesis] = field(default_factory=list)
     terms: list[_SentenceTerm] = field(default_factory=list)  # the glossary terms it says
+    forced: list[Forced] = field(default_factory=list)  # its translations with those terms put in
 
     def constraints(self, guide: Guide) -> SentenceConstraints:
         """Its glossary terms as constraints, begun where ``guide`` says."""
@@ -134,6 +137,17 @@ class _Sentence:
         if not self.hypotheses or not any(t.pieces for t in self.terms):
             return False
         return not self.constraints(Guide()).met_by(self.hypotheses[0].tokens)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A sub-batch to decode: searched (under ``guide``'s constraints, if one is given), or its
+    sentences' ``forced`` translations scored."""
+
+    sentences: list[_Sentence]
+    search: SearchOptions
+    guide: Guide | None = None
+    forced: bool = False
 
 
 @dataclass(frozen=True)
@@ -320,58 +334,83 @@ class Translator:
         shortlist: Shortlist | None,
     ) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time.
-        A sentence with glossary terms whose translation does not use them all is decoded again,
-        under each guide of ``engine.constraints.GUIDES`` in turn until it does, in sub-batches of
-        such sentences: a term the model uses by itself costs nothing."""
-        self._run(
-            [(batch, search, None) for batch in self._sub_batches(sentences)], max_length, pair, stats, task, shortlist
-        )
+        A sentence with glossary terms whose translation does not use them all gets them put in
+        place of the words it translated them with (``engine.replacement``), scored by the model;
+        failing that, it is decoded again under each guide of ``engine.constraints.GUIDES`` in turn
+        until it uses them, in sub-batches of such sentences: a term the model uses by itself
+        costs nothing."""
+        jobs = [_Job(batch, search) for batch in self._sub_batches(sentences)]
+        self._run(jobs, max_length, pair, stats, task, shortlist)
+        mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, pair)]
+        jobs = [_Job(batch, search, forced=True) for batch in self._sub_batches(mended)]
+        self._run(jobs, max_length, pair, stats, task, shortlist)
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
         for guide in GUIDES:
             pending = [s for s in sentences if s.misses_terms()]
             if not pending:
                 break
-            self._run(
-                [(batch, wide, guide) for batch in self._sub_batches(pending)], max_length, pair, stats, task, shortlist
-            )
+            jobs = [_Job(batch, wide, guide) for batch in self._sub_batches(pending)]
+            self._run(jobs, max_length, pair, stats, task, shortlist)
+
+    def _put_terms_in(self, sentence: _Sentence, pair: _Pair) -> bool:
+        """Give ``sentence`` its hypotheses with its glossary terms put in place of the words they
+        translate to, to be scored (``_Sentence.forced``); False if its best cannot have them."""
+        prefix = len(pair.target_prefix)
+        forced: list[Forced] = []
+        for hypothesis in sentence.hypotheses:
+            attention, source_ids, target_ids = self._alignment_inputs(sentence, hypothesis, pair)
+            source_pieces = self.tokenizer.source_pieces(source_ids)
+            target_pieces = self.tokenizer.target_pieces(target_ids)
+            changes = []
+            for term in sentence.terms:
+                if term.pieces is None:
+                    continue
+                run = None
+                if term.source_ids is not None:
+                    span = (term.source_ids[0] - len(pair.source_prefix), term.source_ids[1] - len(pair.source_prefix))
+                    run = translated_by(attention, source_pieces, target_pieces, span)
+                if run is None:
+                    break
+                changes.append(Replacement(*run, tuple(term.pieces)))
+            else:
+                tokens = replaced(target_ids, changes)
+                if tokens is not None and sentence.constraints(Guide()).met_by(tokens):
+                    mended = Forced((*hypothesis.tokens[:prefix], *tokens), hypothesis.eos)
+                    if mended not in forced:
+                        forced.append(mended)
+                    continue
+            if not forced:  # the best one cannot have them
+                return False
+        sentence.forced = forced
+        return True
 
     def _run(
         self,
-        jobs: list[tuple[list[_Sentence], SearchOptions, Guide | None]],
+        jobs: list[_Job],
         max_length: int | None,
         pair: _Pair,
         stats: BatchStats,
         task: Task,
         shortlist: Shortlist | None,
     ) -> None:
-        """Decode each (sub-batch, search, guide), ``streams`` at a time."""
-        n = len(jobs)
-        batches, searches, guides = [j[0] for j in jobs], [j[1] for j in jobs], [j[2] for j in jobs]
-        shared = [max_length] * n, [pair] * n, [task] * n, [shortlist] * n
+        """Decode every job, ``streams`` at a time."""
+        shared = [max_length] * len(jobs), [pair] * len(jobs), [task] * len(jobs), [shortlist] * len(jobs)
         timings = (
-            self.pool.map(self._decode_batch, batches, searches, guides, *shared)
-            if self.pool
-            else map(self._decode_batch, batches, searches, guides, *shared)
+            self.pool.map(self._decode_batch, jobs, *shared) if self.pool else map(self._decode_batch, jobs, *shared)
         )
-        for batch, (padded_tokens, encode_seconds, decode_seconds) in zip(batches, timings, strict=True):
+        for job, (padded_tokens, encode_seconds, decode_seconds) in zip(jobs, timings, strict=True):
             stats.encode_seconds += encode_seconds
             stats.decode_seconds += decode_seconds
-            stats.sub_batches.append((len(batch), padded_tokens))
+            stats.sub_batches.append((len(job.sentences), padded_tokens))
 
     def _decode_batch(
-        self,
-        batch: list[_Sentence],
-        search: SearchOptions,
-        guide: Guide | None,
-        max_length: int | None,
-        pair: _Pair,
-        task: Task,
-        shortlist: Shortlist | None,
+        self, job: _Job, max_length: int | None, pair: _Pair, task: Task, shortlist: Shortlist | None
     ) -> tuple[int, float, float]:
-        """Encode and search one sub-batch with its glossary terms placed as ``guide`` says (None:
-        without them), over ``shortlist``'s pieces for it if given (with what it must be able to
-        write: EOS, the target language's tokens, those terms); returns its padded source tokens,
-        encode and decode seconds."""
+        """Encode and search one sub-batch (or score its ``forced`` translations) with its glossary
+        terms placed as the job's guide says (None: without them), over ``shortlist``'s pieces for
+        it if given (with what it must be able to write: EOS, the target language's tokens, those
+        terms); returns its padded source tokens, encode and decode seconds."""
+        batch, search, guide = job.sentences, job.search, job.guide
         specials = self.manifest.special_tokens
         src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
         start = time.perf_counter()
@@ -379,25 +418,38 @@ class Translator:
             turns.next()
             encoded = self.runner.encode(src)
             encoded_at = time.perf_counter()
-            constraints = [s.constraints(guide) for s in batch] if guide is not None else None
-            guided = guide is not None and not guide.anywhere  # by the decoder's attention
             vocab_ids = None
             if shortlist is not None:
-                terms = [p for s in batch for t in s.terms for p in t.pieces or ()] if guide is not None else []
-                vocab_ids = shortlist.for_batch([s.ids for s in batch], [specials.eos, *pair.target_prefix, *terms])
-            alignments = search.return_alignments or guided
+                must = [p for s in batch for f in s.forced for p in f.tokens] if job.forced else []
+                if guide is not None:
+                    must = [p for s in batch for t in s.terms for p in t.pieces or ()]
+                vocab_ids = shortlist.for_batch([s.ids for s in batch], [specials.eos, *pair.target_prefix, *must])
+            if guide is None and any(t.pieces for s in batch for t in s.terms):
+                search = replace(search, return_alignments=True)  # which words a term may replace
+            # the decoder's attention also places constraints
+            alignments = search.return_alignments or job.forced or (guide is not None and not guide.anywhere)
             decoder = _TurnTaking(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), turns)
-            max_lengths = [self._max_length(len(s.ids), max_length) for s in batch]
-            results = beam_search.search(
-                decoder,
-                max_lengths,
-                search,
-                bos_id=specials.bos,
-                eos_id=specials.eos,
-                forced_eos=self.manifest.decoding.forced_eos,
-                prefixes=[pair.target_prefix] * len(batch),
-                constraints=constraints,
-            )
+            if job.forced:
+                results = forced_decoding.score(
+                    decoder,
+                    [s.forced for s in batch],
+                    bos_id=specials.bos,
+                    eos_id=specials.eos,
+                    prefix_length=len(pair.target_prefix),
+                    length_penalty=search.length_penalty,
+                )
+                results = beam_search.finalize(results, search.num_hypotheses)
+            else:
+                results = beam_search.search(
+                    decoder,
+                    [self._max_length(len(s.ids), max_length) for s in batch],
+                    search,
+                    bos_id=specials.bos,
+                    eos_id=specials.eos,
+                    forced_eos=self.manifest.decoding.forced_eos,
+                    prefixes=[pair.target_prefix] * len(batch),
+                    constraints=[s.constraints(guide) for s in batch] if guide is not None else None,
+                )
         for s, hyps in zip(batch, results, strict=True):
             s.hypotheses = hyps
         return src.size, encoded_at - start, time.perf_counter() - encoded_at

@@ -102,3 +102,19 @@ def test_placed_terms_are_used_whatever_the_text_says(translator: Translator) ->
     first, second = result.text.split(". ", 1)
     assert "Köter" in first and "Grünanlage" in second
     assert all(u.used and u.source_span is None for u in result.terms)
+
+
+def test_a_missing_term_takes_the_place_of_the_words_that_translate_it(translator: Translator) -> None:
+    """The rest of the translation stays the model's own; the score is the model's for the new words."""
+    text = "A woman and a dog run in the park."
+    plain = translate(translator, [text], return_alignments=True)[0]
+    result = translate(
+        translator, [text], glossary=Glossary.of({"woman": "Dame", "dog": "Köter"}), return_alignments=True
+    )[0]
+    assert "Frau" in plain.text and "Hund" in plain.text
+    assert result.text == plain.text.replace("Frau", "Dame").replace("Hund", "Köter")
+    assert result.hypotheses[0].score < plain.hypotheses[0].score  # unusual words, and not forced at 0
+    links = {
+        (result.alignment.source_words[s], result.alignment.target_words[t]) for s, t in result.alignment.word_alignment
+    }
+    assert {("woman", "Dame"), ("dog", "Köter")} <= links

@@ -1,0 +1,71 @@
+"""Glossary terms put in place of the words a translation says them with.
+
+A sentence's translation that misses a glossary term is first mended where it stands: the target
+words the decoder translated the term's source words with give way to the term's pieces ("Ein Hund
+rennt im Park." with dog -> Köter: "Ein Köter rennt im Park."), and the rest stays as the model
+wrote it. Constrained search (``engine.constraints``) places the term and writes the rest anew, and
+a small model led off its path by a word it finds unlikely writes the rest worse (benchmarks/
+RESULTS.md, section 17); it remains for the sentences whose words cannot be found here.
+
+The words come from the hypothesis's cross-attention (``engine.alignment``'s word matrix): for each
+source word of the term, the target word that attends to it most. That is the peak of the source
+word's column, not of the target words' rows: an article attends to its noun's source word as much
+as the noun does ("Eine" and "Frau" both to "woman"), but the noun attends to it more. The words
+must be one run; the term takes their place but for their closing punctuation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.alignment import subword_matrix, word_groups, word_matrix
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Target pieces [start, end) to be the term's ``pieces``."""
+
+    start: int
+    end: int
+    pieces: tuple[int, ...]
+
+
+def translated_by(
+    attention: np.ndarray, source_pieces: Sequence[str], target_pieces: Sequence[str], span: tuple[int, int]
+) -> tuple[int, int] | None:
+    """The target pieces [start, end) that translate the source words of source pieces [span),
+    from ``attention`` (>= T, >= S) over the pieces; None when they are not one run of words."""
+    source_groups, target_groups = word_groups(source_pieces), word_groups(target_pieces)
+    if not source_groups or not target_groups:
+        return None
+    weights = subword_matrix(attention, len(source_pieces), len(target_pieces))
+    words = word_matrix(weights, source_groups, target_groups)  # (Tw, Sw)
+    said = [w for w, group in enumerate(source_groups) if span[0] <= group[-1] and group[0] < span[1]]
+    chosen = sorted({int(words[:, w].argmax()) for w in said})
+    if not chosen or chosen[-1] - chosen[0] + 1 != len(chosen):
+        return None
+    start, end = target_groups[chosen[0]][0], target_groups[chosen[-1]][-1] + 1
+    while end > start and not _has_word_characters(target_pieces[end - 1]):
+        end -= 1
+    if end == start or not _has_word_characters(target_pieces[start]):
+        return None
+    return start, end
+
+
+def replaced(tokens: Sequence[int], replacements: Sequence[Replacement]) -> list[int] | None:
+    """``tokens`` with each replacement made; None if two of them overlap."""
+    out = list(tokens)
+    edge = len(out)
+    for r in sorted(replacements, key=lambda r: r.start, reverse=True):
+        if r.end > edge:
+            return None
+        out[r.start : r.end] = r.pieces
+        edge = r.start
+    return out
+
+
+def _has_word_characters(piece: str) -> bool:
+    return any(c.isalnum() for c in piece)
