@@ -126,7 +126,7 @@ def term_uses(said: Sequence[tuple[Term, tuple[int, int] | None]], translation: 
 @dataclass
 class TranslationResult:
     text: str
-    hypotheses: list[Hypothesis]  # best first
+    hypotheses: list[Hypothesis]  # best first (mended with glossary terms: in the order the search ranked them)
     alignment: Alignment | None = None  # of the best hypothesis, when asked for
     truncated: bool = False  # a sentence was too long for the model and was translated in pieces
     input_tokens: int = 0  # source pieces read by the encoder, EOS included

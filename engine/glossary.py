@@ -6,8 +6,9 @@ other non-space character is a word of its own, so that "e-mail" matches "e-mail
 "e-mails" nor "email". Matching looks terms up word by word in a dictionary, so it costs the text's
 length times the longest term's words, whatever the number of terms.
 
-The translator turns each match into a constraint of its sentence's search: the target term's
-pieces must appear in the translation (``engine.constraints``).
+The translator makes each match's target term appear in its sentence's translation: in place of
+the words that translate the source term (``engine.replacement``), or as a constraint of the
+sentence's search (``engine.constraints``).
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ and translates a list of texts in one call:
    and ``max_batch_tokens`` (padded source tokens), so padding stays small;
 3. per sub-batch: the encoder once, then beam search (``engine.beam_search``) over decoder steps
    with the KV cache; a sentence that says a term of the request's glossary (``engine.glossary``)
-   and whose translation does not use its target term is decoded again with the term as a
-   constraint (``engine.constraints``), in sub-batches of such sentences: the others are translated
-   as without the glossary. ``streams`` sub-batches decode at once,
+   and whose translation does not use its target term gets it in place of the words that
+   translate it (``engine.replacement``, scored by ``engine.forced_decoding``), or else is decoded
+   again with the term as a constraint (``engine.constraints``), in sub-batches of such sentences:
+   the others are translated as without the glossary. ``streams`` sub-batches decode at once,
    each on its share of the threads (see ``TranslatorConfig.streams``);
    calls made at the same time (from several threads) share the streams one encoder pass or
    decoder step at a time, the least served call first (``engine.scheduler``), and a call whose
@@ -354,7 +355,8 @@ class Translator:
 
     def _put_terms_in(self, sentence: _Sentence, pair: _Pair) -> bool:
         """Give ``sentence`` its hypotheses with its glossary terms put in place of the words they
-        translate to, to be scored (``_Sentence.forced``); False if its best cannot have them."""
+        translate to, to be scored (``_Sentence.forced``); False if its best cannot have them. They
+        keep the search's order, so that the best is the same whatever the number asked for."""
         prefix = len(pair.target_prefix)
         forced: list[Forced] = []
         for hypothesis in sentence.hypotheses:
@@ -438,7 +440,6 @@ class Translator:
                     prefix_length=len(pair.target_prefix),
                     length_penalty=search.length_penalty,
                 )
-                results = beam_search.finalize(results, search.num_hypotheses)
             else:
                 results = beam_search.search(
                     decoder,

@@ -43,7 +43,7 @@ def test_forced_translations_score_as_the_search_scored_them(length_penalty: flo
     )
     assert [len(h) for h in forced] == [len(h) for h in found] == [4, 4, 4]
     assert any(not h.eos for hyps in found for h in hyps)  # the sentence capped at 3 tokens, without EOS
-    for searched, scored in zip((h for hyps in found for h in hyps), (h for hyps in forced for h in hyps)):
+    for searched, scored in zip((h for hyps in found for h in hyps), (h for hyps in forced for h in hyps), strict=True):
         assert (scored.tokens, scored.eos, scored.length) == (searched.tokens, searched.eos, searched.length)
         assert scored.score == pytest.approx(searched.score, abs=1e-4)
         assert scored.normalized_score == pytest.approx(searched.normalized_score, abs=1e-4)

@@ -118,3 +118,16 @@ def test_a_missing_term_takes_the_place_of_the_words_that_translate_it(translato
         (result.alignment.source_words[s], result.alignment.target_words[t]) for s, t in result.alignment.word_alignment
     }
     assert {("woman", "Dame"), ("dog", "Köter")} <= links
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["A half naked man is sleeping on his chair outdoors.", "A person wearing a hat and scarf looks to the right."],
+)
+def test_the_best_translation_does_not_depend_on_the_alternatives_asked_for(translator: Translator, text: str) -> None:
+    """Mended alternatives may score above the mended best; they keep the search's order."""
+    glossary = Glossary.of({"man": "Herr", "hat": "Filzhut"})
+    one = translate(translator, [text], glossary=glossary)[0]
+    assert [u.used for u in one.terms] == [True]
+    for n in (2, 4):
+        assert translate(translator, [text], glossary=glossary, num_hypotheses=n)[0].hypotheses[0] == one.hypotheses[0]
