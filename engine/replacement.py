@@ -33,26 +33,34 @@ class Replacement:
     pieces: tuple[int, ...]
 
 
-def translated_by(
-    attention: np.ndarray, source_pieces: Sequence[str], target_pieces: Sequence[str], span: tuple[int, int]
-) -> tuple[int, int] | None:
-    """The target pieces [start, end) that translate the source words of source pieces [span),
-    from ``attention`` (>= T, >= S) over the pieces; None when they are not one run of words."""
-    source_groups, target_groups = word_groups(source_pieces), word_groups(target_pieces)
-    if not source_groups or not target_groups:
-        return None
-    weights = subword_matrix(attention, len(source_pieces), len(target_pieces))
-    words = word_matrix(weights, source_groups, target_groups)  # (Tw, Sw)
-    said = [w for w, group in enumerate(source_groups) if span[0] <= group[-1] and group[0] < span[1]]
-    chosen = sorted({int(words[:, w].argmax()) for w in said})
-    if not chosen or chosen[-1] - chosen[0] + 1 != len(chosen):
-        return None
-    start, end = target_groups[chosen[0]][0], target_groups[chosen[-1]][-1] + 1
-    while end > start and not _has_word_characters(target_pieces[end - 1]):
-        end -= 1
-    if end == start or not _has_word_characters(target_pieces[start]):
-        return None
-    return start, end
+class WordAttention:
+    """One hypothesis's cross-attention between words: which target words translate which source words."""
+
+    def __init__(self, attention: np.ndarray, source_pieces: Sequence[str], target_pieces: Sequence[str]) -> None:
+        """``attention`` (>= T, >= S) over the target and source pieces."""
+        self.target_pieces = list(target_pieces)
+        self.source_groups, self.target_groups = word_groups(source_pieces), word_groups(target_pieces)
+        weights = subword_matrix(attention, len(source_pieces), len(target_pieces))
+        if self.source_groups and self.target_groups:
+            self.words = word_matrix(weights, self.source_groups, self.target_groups)  # (Tw, Sw)
+        else:
+            self.words = np.zeros((len(self.target_groups), len(self.source_groups)))
+
+    def translated_by(self, span: tuple[int, int]) -> tuple[int, int] | None:
+        """The target pieces [start, end) that translate the source words of source pieces [span);
+        None when they are not one run of words."""
+        said = [w for w, group in enumerate(self.source_groups) if span[0] <= group[-1] and group[0] < span[1]]
+        if not said or not self.target_groups:
+            return None
+        chosen = sorted({int(self.words[:, w].argmax()) for w in said})
+        if chosen[-1] - chosen[0] + 1 != len(chosen):
+            return None
+        start, end = self.target_groups[chosen[0]][0], self.target_groups[chosen[-1]][-1] + 1
+        while end > start and not _has_word_characters(self.target_pieces[end - 1]):
+            end -= 1
+        if end == start or not _has_word_characters(self.target_pieces[start]):
+            return None
+        return start, end
 
 
 def replaced(tokens: Sequence[int], replacements: Sequence[Replacement]) -> list[int] | None:

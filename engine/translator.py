@@ -59,7 +59,7 @@ from engine.glossary import Glossary
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
-from engine.replacement import Replacement, replaced, translated_by
+from engine.replacement import Replacement, WordAttention, replaced
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
 from engine.segmenter import SegmentedText, segment
@@ -361,8 +361,9 @@ class Translator:
         forced: list[Forced] = []
         for hypothesis in sentence.hypotheses:
             attention, source_ids, target_ids = self._alignment_inputs(sentence, hypothesis, pair)
-            source_pieces = self.tokenizer.source_pieces(source_ids)
-            target_pieces = self.tokenizer.target_pieces(target_ids)
+            words = WordAttention(
+                attention, self.tokenizer.source_pieces(source_ids), self.tokenizer.target_pieces(target_ids)
+            )
             changes = []
             for term in sentence.terms:
                 if term.pieces is None:
@@ -370,7 +371,7 @@ class Translator:
                 run = None
                 if term.source_ids is not None:
                     span = (term.source_ids[0] - len(pair.source_prefix), term.source_ids[1] - len(pair.source_prefix))
-                    run = translated_by(attention, source_pieces, target_pieces, span)
+                    run = words.translated_by(span)
                 if run is None:
                     break
                 changes.append(Replacement(*run, tuple(term.pieces)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.replacement import Replacement, replaced, translated_by
+from engine.replacement import Replacement, WordAttention, replaced
 
 SOURCE = ["▁A", "▁wo", "man", "▁runs", "."]  # words: A | woman | runs.
 TARGET = ["▁Eine", "▁Frau", "▁rennt", "."]  # words: Eine | Frau | rennt.
@@ -26,14 +26,14 @@ def test_the_noun_not_its_article_translates_the_word() -> None:
             [0.0, 0.0, 0.0, 0.2, 0.8],  # .
         ]
     )
-    assert translated_by(weights, SOURCE, TARGET, (1, 3)) == (1, 2)
-    assert translated_by(weights, SOURCE, TARGET, (2, 3)) == (1, 2)  # a piece of the word: the word
+    assert WordAttention(weights, SOURCE, TARGET).translated_by((1, 3)) == (1, 2)
+    assert WordAttention(weights, SOURCE, TARGET).translated_by((2, 3)) == (1, 2)  # a piece of the word: the word
 
 
 def test_closing_punctuation_stays() -> None:
     target = ["▁Eine", "▁Frau", "."]  # "Frau." is one word
     weights = attention([[0.5, 0.2, 0.2, 0.1, 0.0], [0.0, 0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.1, 0.1, 0.8]])
-    assert translated_by(weights, SOURCE, target, (1, 3)) == (1, 2)
+    assert WordAttention(weights, SOURCE, target).translated_by((1, 3)) == (1, 2)
 
 
 def test_words_that_are_not_one_run_are_not_replaced() -> None:
@@ -48,13 +48,13 @@ def test_words_that_are_not_one_run_are_not_replaced() -> None:
             [0.0, 0.0, 0.0, 0.2, 0.8],
         ]
     )
-    assert translated_by(weights, SOURCE, target, (1, 4)) is None
-    assert translated_by(weights, SOURCE, target, (0, 3)) == (0, 2)  # "A woman": "Eine Frau"
+    assert WordAttention(weights, SOURCE, target).translated_by((1, 4)) is None
+    assert WordAttention(weights, SOURCE, target).translated_by((0, 3)) == (0, 2)  # "A woman": "Eine Frau"
 
 
 def test_a_word_of_punctuation_alone_is_not_replaced() -> None:
     weights = attention([[0.0, 0.1, 0.1, 0.0, 0.8], [0.0, 0.1, 0.1, 0.0, 0.8]])
-    assert translated_by(weights, SOURCE, ["▁„", "!"], (4, 5)) is None
+    assert WordAttention(weights, SOURCE, ["▁„", "!"]).translated_by((4, 5)) is None
 
 
 def test_replacements_are_made_right_to_left_and_may_not_overlap() -> None:
