@@ -16,13 +16,15 @@ target term in the translation, ``TermUse.used``); cased sacreBLEU and chrF of t
 without the glossary against the references (in brackets: against those the glossary's
 translation is scored on), and with it against the references (unusual: with its words swapped
 in); the median time per sentence with and without the glossary over
-interleaved rounds, on every sentence and on those that say a term.
+interleaved rounds, on every sentence and on those that say a term. Then the heaviest request the
+service's limits allow a glossary (``heaviest_request``), timed with and without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import resource
 import statistics
 import time
 from collections import Counter
@@ -33,6 +35,7 @@ from benchmarks.common import BUNDLE, DATA_DIR, RESULTS, markdown_table, read_li
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.glossary import Glossary
 from model.evaluate import score_translations
+from service.glossaries import MAX_ENTRIES
 
 # English term -> (its unusual German translation, the usual German forms the references use)
 # English term -> (its unusual German translation, the usual German forms of the same number the
@@ -196,6 +199,47 @@ def _plain_usage(plain: list, glossed: list) -> float:
     return used / max(1, said)
 
 
+def heaviest_request(translator: Translator, rounds: int) -> dict:
+    """The heaviest request the service's limits allow a glossary, against the same without it: a
+    glossary of ``MAX_ENTRIES`` terms, 64 texts of 300 characters that say a term every few words,
+    beam 16 with 16 alternatives and alignments. Median seconds, and the process's peak resident
+    memory after the plain runs and after the glossary's (a peak only grows)."""
+    entries = {f"term{i}": f"Begriff{i}" for i in range(MAX_ENTRIES - len(UNUSUAL))}
+    glossary = Glossary.of(entries | {source: target for source, (target, _) in UNUSUAL.items()})
+    words = list(UNUSUAL)
+    sentences = [f"The {words[i % len(words)]} and the {words[(i + 7) % len(words)]}." for i in range(len(words))]
+    texts = [" ".join(sentences[(i + j) % len(sentences)] for j in range(8))[:300] for i in range(64)]
+    options = {"beam_size": 16, "num_hypotheses": 16, "return_alignments": True}
+    seconds: dict[str, list[float]] = {"plain": [], "glossary": []}
+    peak_mb = {}
+    for name, extra in (("plain", {}), ("glossary", {"glossary": glossary})):
+        for _ in range(rounds):
+            start = time.perf_counter()
+            results = translator.translate_batch(texts, TranslationOptions(**options, **extra)).results
+            seconds[name].append(time.perf_counter() - start)
+        peak_mb[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    uses = [u for r in results for u in r.terms]
+    return {
+        "texts": len(texts),
+        "glossary_entries": len(glossary.terms),
+        "terms_said": len(uses),
+        "terms_used": sum(u.used for u in uses),
+        "seconds": {name: statistics.median(values) for name, values in seconds.items()},
+        "peak_rss_mb_after": peak_mb,
+    }
+
+
+def heaviest_table(h: dict) -> str:
+    rows = [
+        [name, f"{h['seconds'][name]:.2f}", f"{h['peak_rss_mb_after'][name]:.0f}"] for name in ("plain", "glossary")
+    ]
+    title = (
+        f"Heaviest request: {h['texts']} texts, a glossary of {h['glossary_entries']:,} entries, "
+        f"{h['terms_used']} of {h['terms_said']} term occurrences used, beam 16, 16 alternatives, alignments"
+    )
+    return f"{title}\n\n" + markdown_table(["run", "seconds (median)", "peak RSS MB after"], rows)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.glossary", description=__doc__)
     parser.add_argument("--split", choices=["val", "test"], default="test", help="Multi30K split (select on val)")
@@ -248,11 +292,13 @@ def main(argv: list[str] | None = None) -> None:
         "chrF plain → glossary",
         "ms/sentence plain → glossary",
     ]
+    heaviest = heaviest_request(translator, args.rounds)
     report = {
         "split": args.split,
         "dictionary_size": len(dictionary),
         "sets": sets,
-        "markdown": markdown_table(header, rows),
+        "heaviest_request": heaviest,
+        "markdown": markdown_table(header, rows) + "\n\n" + heaviest_table(heaviest),
     }
     write_report(start, args.out or RESULTS / f"glossary_{args.split}.json", report)
 
