@@ -15,6 +15,7 @@ from search_helpers import ForceFirstToken
 
 from engine.beam_search import SearchOptions, search
 from engine.bundle import load_bundle
+from engine.forced_decoding import Forced, score
 from engine.runner import DecoderShape, DeviceDecoder, HostDecoder, Runner, RunnerConfig, RunnerError, resolve_provider
 from engine.translator import pad_batch
 
@@ -169,3 +170,24 @@ def test_a_shortlist_scores_its_pieces_only(tiny_bundle: Path, variant: str, dev
 def test_a_shortlist_needs_the_graph_input(runner: Runner) -> None:
     with pytest.raises(RunnerError, match="shortlist=True"):
         runner.start(runner.encode(sources()), alignments=False, vocab_ids=np.array([3, 5]))
+
+
+@pytest.mark.parametrize("device", [False, True])
+def test_forced_translations_score_as_the_search_scored_them_on_both_paths(runner: Runner, device: bool) -> None:
+    """Teacher forcing (engine.forced_decoding) through real decoder states: several translations
+    of one sentence take a row each (the empty cache and the source copied row by row)."""
+    encoded = runner.encode(sources())
+
+    def start() -> HostDecoder | DeviceDecoder:
+        if device:
+            return DeviceDecoder(runner.decoder, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
+        return HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
+
+    options = SearchOptions(beam_size=3, num_hypotheses=3, return_alignments=True)
+    found = search(start(), [9, 4, 7], options, bos_id=2, eos_id=3)
+    given = [[Forced(tuple(h.tokens), h.eos) for h in hyps] for hyps in found]
+    scored = score(start(), given, bos_id=2, eos_id=3, prefix_length=0, length_penalty=options.length_penalty)
+    for searched, forced in zip((h for s in found for h in s), (h for s in scored for h in s), strict=True):
+        assert forced.tokens == searched.tokens
+        assert forced.score == pytest.approx(searched.score, abs=1e-4)
+        np.testing.assert_allclose(forced.attention, searched.attention, atol=1e-5)
