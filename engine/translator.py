@@ -150,6 +150,14 @@ class _Job:
     guide: Guide | None = None
     forced: bool = False
 
+    def pieces(self) -> list[int]:
+        """The target pieces its translations must be able to write besides the model's own."""
+        if self.forced:
+            return [p for s in self.sentences for f in s.forced for p in f.tokens]
+        if self.guide is not None:
+            return [p for s in self.sentences for t in s.terms for p in t.pieces or ()]
+        return []
+
 
 @dataclass(frozen=True)
 class _SentenceTerm:
@@ -354,38 +362,35 @@ class Translator:
             self._run(jobs, max_length, pair, stats, task, shortlist)
 
     def _put_terms_in(self, sentence: _Sentence, pair: _Pair) -> bool:
-        """Give ``sentence`` its hypotheses with its glossary terms put in place of the words they
-        translate to, to be scored (``_Sentence.forced``); False if its best cannot have them. They
-        keep the search's order, so that the best is the same whatever the number asked for."""
-        prefix = len(pair.target_prefix)
-        forced: list[Forced] = []
-        for hypothesis in sentence.hypotheses:
-            attention, source_ids, target_ids = self._alignment_inputs(sentence, hypothesis, pair)
-            words = WordAttention(
-                attention, self.tokenizer.source_pieces(source_ids), self.tokenizer.target_pieces(target_ids)
-            )
-            changes = []
-            for term in sentence.terms:
-                if term.pieces is None:
-                    continue
-                run = None
-                if term.source_ids is not None:
-                    span = (term.source_ids[0] - len(pair.source_prefix), term.source_ids[1] - len(pair.source_prefix))
-                    run = words.translated_by(span)
-                if run is None:
-                    break
-                changes.append(Replacement(*run, tuple(term.pieces)))
-            else:
-                tokens = replaced(target_ids, changes)
-                if tokens is not None and sentence.constraints(Guide()).met_by(tokens):
-                    mended = Forced((*hypothesis.tokens[:prefix], *tokens), hypothesis.eos)
-                    if mended not in forced:
-                        forced.append(mended)
-                    continue
-            if not forced:  # the best one cannot have them
-                return False
-        sentence.forced = forced
+        """Give ``sentence`` its hypotheses with its glossary terms put in place of the words that
+        translate them, to be scored (``_Sentence.forced``); False if its best cannot have them.
+        They keep the search's order, so that the best is the same whatever the number asked for."""
+        mended = [self._mended(sentence, h, pair) for h in sentence.hypotheses]
+        if not mended or mended[0] is None:
+            return False
+        sentence.forced = list(dict.fromkeys(m for m in mended if m is not None))
         return True
+
+    def _mended(self, sentence: _Sentence, hypothesis: beam_search.Hypothesis, pair: _Pair) -> Forced | None:
+        """``hypothesis`` with each glossary term of ``sentence`` in place of the words that
+        translate it (``engine.replacement``); None where a term's words cannot be found."""
+        attention, source_ids, target_ids = self._alignment_inputs(sentence, hypothesis, pair)
+        words = WordAttention(
+            attention, self.tokenizer.source_pieces(source_ids), self.tokenizer.target_pieces(target_ids)
+        )
+        changes = []
+        for term in (t for t in sentence.terms if t.pieces):
+            if term.source_ids is None:  # a placed term: no source words
+                return None
+            start, end = (i - len(pair.source_prefix) for i in term.source_ids)
+            run = words.translated_by((start, end))
+            if run is None:
+                return None
+            changes.append(Replacement(*run, tuple(term.pieces)))
+        tokens = replaced(target_ids, changes)
+        if tokens is None or not sentence.constraints(Guide()).met_by(tokens):
+            return None
+        return Forced((*hypothesis.tokens[: len(pair.target_prefix)], *tokens), hypothesis.eos)
 
     def _run(
         self,
@@ -423,14 +428,12 @@ class Translator:
             encoded_at = time.perf_counter()
             vocab_ids = None
             if shortlist is not None:
-                must = [p for s in batch for f in s.forced for p in f.tokens] if job.forced else []
-                if guide is not None:
-                    must = [p for s in batch for t in s.terms for p in t.pieces or ()]
-                vocab_ids = shortlist.for_batch([s.ids for s in batch], [specials.eos, *pair.target_prefix, *must])
-            if guide is None and any(t.pieces for s in batch for t in s.terms):
-                search = replace(search, return_alignments=True)  # which words a term may replace
+                must = [specials.eos, *pair.target_prefix, *job.pieces()]
+                vocab_ids = shortlist.for_batch([s.ids for s in batch], must)
+            if guide is None and not job.forced and any(t.pieces for s in batch for t in s.terms):
+                search = replace(search, return_alignments=True)  # shows the words a missed term may replace
             # the decoder's attention also places constraints
-            alignments = search.return_alignments or job.forced or (guide is not None and not guide.anywhere)
+            alignments = search.return_alignments or (guide is not None and not guide.anywhere)
             decoder = _TurnTaking(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), turns)
             if job.forced:
                 results = forced_decoding.score(
