@@ -11,6 +11,11 @@ after it, and a failed write leaves nothing. Writers wait for each other (SQLite
 readers do not wait for writers (write-ahead log). A database made before entries had their
 ``case_sensitive`` column gets it on first use (its entries are case-insensitive, as they matched).
 
+A translation naming a glossary gets it built for the engine (``glossary``): checked, indexed, and
+kept (``BuiltGlossaries``) with the revision it was built from, which every write to the
+glossary raises. A request then costs one indexed read of that number while the glossary is
+unchanged, and sees a change made by any process sharing the database at once.
+
 Each glossary belongs to an owner (the routes pass a digest of the API key, or "" when the service
 has no keys): an owner sees only its own. Entries are checked as DeepL checks them (every line a
 source and a target term, neither empty, no control characters) and as the engine will use them
@@ -24,9 +29,11 @@ from __future__ import annotations
 import csv
 import io
 import sqlite3
+import threading
 import time
 import unicodedata
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
@@ -42,6 +49,7 @@ MAX_TERM_CHARS = 1024
 # A glossary's entries are read, matched and sent to the engine with every translation that uses
 # it: 10,000 keep that within milliseconds.
 MAX_ENTRIES = 10_000
+MAX_BUILT_MB = 64  # of the glossaries kept built for translation (BuiltGlossaries)
 EntriesFormat = Literal["tsv", "csv"]
 
 _SCHEMA = """
@@ -52,7 +60,8 @@ CREATE TABLE IF NOT EXISTS glossaries (
     source_lang TEXT NOT NULL,
     target_lang TEXT NOT NULL,
     creation_time TEXT NOT NULL,
-    entry_count INTEGER NOT NULL
+    entry_count INTEGER NOT NULL,
+    revision INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS glossaries_by_owner ON glossaries (owner, creation_time);
 CREATE TABLE IF NOT EXISTS entries (
@@ -144,10 +153,47 @@ def to_tsv(terms: Sequence[Term]) -> str:
     return "".join(f"{t.source}\t{t.target}\n" for t in terms)
 
 
+class BuiltGlossaries:
+    """Glossaries as the engine uses them, each with the revision it was built from; the most
+    recently used are kept, up to ``MAX_BUILT_MB`` of them as ``_size`` estimates. Building one
+    of ``MAX_ENTRIES`` (reading, checking and indexing its entries) takes tens of milliseconds of
+    the HTTP process, which every request naming it would pay (benchmarks/RESULTS.md, section 17)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[int, int, tuple[GlossaryInfo, Glossary]]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, glossary_id: str, revision: int) -> tuple[GlossaryInfo, Glossary] | None:
+        with self._lock:
+            found = self._entries.get(glossary_id)
+            if found is None or found[0] != revision:
+                return None
+            self._entries.move_to_end(glossary_id)
+            return found[2]
+
+    def put(self, glossary_id: str, revision: int, built: tuple[GlossaryInfo, Glossary]) -> None:
+        size = _size(built[1])
+        with self._lock:
+            if glossary_id in self._entries:
+                self._bytes -= self._entries.pop(glossary_id)[1]
+            self._entries[glossary_id] = (revision, size, built)
+            self._bytes += size
+            while self._bytes > MAX_BUILT_MB * 1024 * 1024:
+                self._bytes -= self._entries.popitem(last=False)[1][1]
+
+
+def _size(glossary: Glossary) -> int:
+    """Bytes a built glossary holds, about: its strings, and per term the objects around them
+    and its index entry (measured: 5.6 MB for 10,000 short terms)."""
+    return sum(len(t.source) + len(t.target) for t in glossary.terms) + 520 * len(glossary.terms)
+
+
 class GlossaryStore:
     def __init__(self, directory: Path) -> None:
         self.path = directory / DATABASE_NAME
         self._ready = False
+        self._built = BuiltGlossaries()
 
     def create(
         self, owner: str, name: str, source_lang: str, target_lang: str, entries: Sequence[Term]
@@ -158,7 +204,8 @@ class GlossaryStore:
         glossary = GlossaryInfo(str(uuid.uuid4()), _name(name), source_lang, target_lang, now, len(terms))
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO glossaries VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, creation_time, entry_count)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (glossary.glossary_id, owner, glossary.name, source_lang, target_lang, now, len(terms)),
             )
             _write_entries(db, glossary.glossary_id, terms)
@@ -183,13 +230,18 @@ class GlossaryStore:
                 return None
             if name is not None:
                 info = replace(info, name=_name(name))
-                db.execute("UPDATE glossaries SET name = ? WHERE id = ?", (info.name, glossary_id))
+                db.execute(
+                    "UPDATE glossaries SET name = ?, revision = revision + 1 WHERE id = ?", (info.name, glossary_id)
+                )
             if entries is not None or changes or remove:
                 current = _read_entries(db, glossary_id) if entries is None else entries
                 terms = checked(merged(current, checked(changes).terms if changes else (), remove)).terms
                 db.execute("DELETE FROM entries WHERE glossary_id = ?", (glossary_id,))
                 _write_entries(db, glossary_id, terms)
-                db.execute("UPDATE glossaries SET entry_count = ? WHERE id = ?", (len(terms), glossary_id))
+                db.execute(
+                    "UPDATE glossaries SET entry_count = ?, revision = revision + 1 WHERE id = ?",
+                    (len(terms), glossary_id),
+                )
                 info = replace(info, entry_count=len(terms))
         return info
 
@@ -212,12 +264,37 @@ class GlossaryStore:
 
     def with_entries(self, owner: str, glossary_id: str) -> tuple[GlossaryInfo, list[Term]] | None:
         """The glossary and its entries, read together; None if it does not exist."""
+        found = self._snapshot(owner, glossary_id)
+        return None if found is None else found[:2]
+
+    def glossary(self, owner: str, glossary_id: str) -> tuple[GlossaryInfo, Glossary] | None:
+        """The glossary, as the engine uses it (``checked``); None if it does not exist. Built
+        once per revision: a request costs one indexed read while the glossary is unchanged."""
+        with self._connection() as db:
+            row = db.execute(
+                "SELECT revision FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
+            ).fetchone()
+        if row is None:
+            return None
+        built = self._built.get(glossary_id, row[0])
+        if built is not None:
+            return built
+        found = self._snapshot(owner, glossary_id)
+        if found is None:
+            return None
+        info, terms, revision = found
+        built = (info, checked(terms))
+        self._built.put(glossary_id, revision, built)
+        return built
+
+    def _snapshot(self, owner: str, glossary_id: str) -> tuple[GlossaryInfo, list[Term], int] | None:
         with self._connection() as db:
             db.execute("BEGIN")  # one snapshot: the glossary and its entries together
             info = self._get(db, owner, glossary_id)
             terms = _read_entries(db, glossary_id)
+            revision = db.execute("SELECT revision FROM glossaries WHERE id = ?", (glossary_id,)).fetchone()
             db.execute("COMMIT")
-        return None if info is None else (info, terms)
+        return None if info is None else (info, terms, revision[0])
 
     def delete(self, owner: str, glossary_id: str) -> bool:
         """Delete the glossary and its entries; False if it did not exist."""
@@ -283,6 +360,8 @@ def _create_or_migrate(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
     if "case_sensitive" not in columns:
         db.execute("ALTER TABLE entries ADD COLUMN case_sensitive INTEGER NOT NULL DEFAULT 0")
+    if "revision" not in {row[1] for row in db.execute("PRAGMA table_info(glossaries)")}:
+        db.execute("ALTER TABLE glossaries ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
     db.execute("COMMIT")
 
 

@@ -97,12 +97,12 @@ async def stored_glossary(request: Request, key: str | None, glossary_id: str) -
     store, whose = glossary_store(request), owner(runtime, key)
 
     def load() -> JobGlossary | None:
-        found = store.with_entries(whose, glossary_id)
+        # Checked again by the store: one stored before duplicates were judged as they match may have two.
+        found = store.glossary(whose, glossary_id)
         if found is None:
             return None
-        info, terms = found
-        # Checked again: a glossary stored before duplicates were judged as they match may have two.
-        return JobGlossary(checked(terms), info.source_lang, info.target_lang)
+        info, glossary = found
+        return JobGlossary(glossary, info.source_lang, info.target_lang)
 
     return await stored(load)
 

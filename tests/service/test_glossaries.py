@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.glossary import Term
+from service import glossaries
 from service.glossaries import (
     DATABASE_NAME,
     MAX_ENTRIES,
@@ -224,6 +225,7 @@ def test_a_database_without_case_sensitive_entries_is_migrated(tmp_path: Path) -
     stores = [GlossaryStore(tmp_path) for _ in range(4)]
     with ThreadPoolExecutor(4) as pool:  # opened at once: one of them alters the table
         assert list(pool.map(lambda s: s.entries("me", "old"), stores)) == [[Term("dog", "Hund")]] * 4
+    assert stores[0].glossary("me", "old")[1].terms == (Term("dog", "Hund"),)  # type: ignore[index]  # revisions too
     created = stores[0].create("me", "new", "en", "de", [Term("Cat", "Katze", True)])
     assert GlossaryStore(tmp_path).entries("me", created.glossary_id) == [Term("Cat", "Katze", True)]
 
@@ -241,3 +243,37 @@ def test_stores_opening_one_database_at_once_all_get_it(tmp_path: Path, existing
         with ThreadPoolExecutor(8) as pool:
             made = list(pool.map(lambda s: s.create("me", "g", "en", "de", [Term("dog", "Hund")]), stores))
         assert len(GlossaryStore(directory).list("me")) == len({m.glossary_id for m in made}) == 8
+
+
+def test_a_glossary_is_built_once_per_revision(tmp_path: Path) -> None:
+    """Requests naming an unchanged glossary share one built copy; any change, made by this store
+    or by another one on the same database (another replica), is seen at the next request."""
+    store, replica = GlossaryStore(tmp_path), GlossaryStore(tmp_path)
+    created = store.create("me", "pets", "en", "de", [Term("dog", "Hund"), Term("cat", "Katze")])
+    info, glossary = store.glossary("me", created.glossary_id)  # type: ignore[misc]
+    assert (info, glossary.terms) == (created, (Term("dog", "Hund"), Term("cat", "Katze")))
+    assert store.glossary("me", created.glossary_id)[1] is glossary  # type: ignore[index]
+    assert store.glossary("them", created.glossary_id) is None
+
+    replica.update("me", created.glossary_id, changes=[Term("dog", "Köter")])
+    _, changed = store.glossary("me", created.glossary_id)  # type: ignore[misc]
+    assert changed.terms == (Term("cat", "Katze"), Term("dog", "Köter"))
+    renamed = replica.update("me", created.glossary_id, name="animals")
+    assert store.glossary("me", created.glossary_id)[0] == renamed  # type: ignore[index]
+    replica.delete("me", created.glossary_id)
+    assert store.glossary("me", created.glossary_id) is None
+
+
+def test_built_glossaries_are_bounded_in_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The least recently used go first; a 10,000-entry glossary counts about 5.6 MB."""
+    monkeypatch.setattr(glossaries, "MAX_BUILT_MB", 12)
+    store = GlossaryStore(tmp_path)
+    made = [
+        store.create("me", f"g{g}", "en", "de", [Term(f"term {g} {i}", f"Begriff {i}") for i in range(MAX_ENTRIES)])
+        for g in range(3)
+    ]
+    first = [store.glossary("me", m.glossary_id)[1] for m in made[:2]]  # type: ignore[index]
+    assert store.glossary("me", made[0].glossary_id)[1] is first[0]  # type: ignore[index]  # now the most recent
+    store.glossary("me", made[2].glossary_id)  # over 12 MB with three: the least recent (the second) goes
+    assert store.glossary("me", made[0].glossary_id)[1] is first[0]  # type: ignore[index]
+    assert store.glossary("me", made[1].glossary_id)[1] is not first[1]  # type: ignore[index]
