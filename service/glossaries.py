@@ -12,8 +12,8 @@ readers do not wait for writers (write-ahead log). A database made before entrie
 ``case_sensitive`` column gets it on first use (its entries are case-insensitive, as they matched).
 
 A translation naming a glossary gets it built for the engine (``glossary``): checked, indexed, and
-kept (``BuiltGlossaries``) with the revision it was built from, which every write to the
-glossary raises. A request then costs one indexed read of that number while the glossary is
+kept (``engine.glossary.BuiltGlossaries``) under the revision it was built from, which every write
+to the glossary raises. A request then costs one indexed read of that number while the glossary is
 unchanged, and sees a change made by any process sharing the database at once.
 
 Each glossary belongs to an owner (the routes pass a digest of the API key, or "" when the service
@@ -29,11 +29,9 @@ from __future__ import annotations
 import csv
 import io
 import sqlite3
-import threading
 import time
 import unicodedata
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
@@ -41,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from engine.glossary import Glossary, Term
+from engine.glossary import BuiltGlossaries, Glossary, Term
 
 DATABASE_NAME = "glossaries.sqlite3"
 BUSY_TIMEOUT_S = 30.0
@@ -49,7 +47,7 @@ MAX_TERM_CHARS = 1024
 # A glossary's entries are read, matched and sent to the engine with every translation that uses
 # it: 10,000 keep that within milliseconds.
 MAX_ENTRIES = 10_000
-MAX_BUILT_MB = 64  # of the glossaries kept built for translation (BuiltGlossaries)
+MAX_BUILT_MB = 64  # of the glossaries kept built for translation (engine.glossary.BuiltGlossaries)
 EntriesFormat = Literal["tsv", "csv"]
 
 _SCHEMA = """
@@ -153,47 +151,11 @@ def to_tsv(terms: Sequence[Term]) -> str:
     return "".join(f"{t.source}\t{t.target}\n" for t in terms)
 
 
-class BuiltGlossaries:
-    """Glossaries as the engine uses them, each with the revision it was built from; the most
-    recently used are kept, up to ``MAX_BUILT_MB`` of them as ``_size`` estimates. Building one
-    of ``MAX_ENTRIES`` (reading, checking and indexing its entries) takes tens of milliseconds of
-    the HTTP process, which every request naming it would pay (benchmarks/RESULTS.md, section 17)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[int, int, tuple[GlossaryInfo, Glossary]]] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, glossary_id: str, revision: int) -> tuple[GlossaryInfo, Glossary] | None:
-        with self._lock:
-            found = self._entries.get(glossary_id)
-            if found is None or found[0] != revision:
-                return None
-            self._entries.move_to_end(glossary_id)
-            return found[2]
-
-    def put(self, glossary_id: str, revision: int, built: tuple[GlossaryInfo, Glossary]) -> None:
-        size = _size(built[1])
-        with self._lock:
-            if glossary_id in self._entries:
-                self._bytes -= self._entries.pop(glossary_id)[1]
-            self._entries[glossary_id] = (revision, size, built)
-            self._bytes += size
-            while self._bytes > MAX_BUILT_MB * 1024 * 1024:
-                self._bytes -= self._entries.popitem(last=False)[1][1]
-
-
-def _size(glossary: Glossary) -> int:
-    """Bytes a built glossary holds, about: its strings, and per term the objects around them
-    and its index entry (measured: 5.6 MB for 10,000 short terms)."""
-    return sum(len(t.source) + len(t.target) for t in glossary.terms) + 520 * len(glossary.terms)
-
-
 class GlossaryStore:
     def __init__(self, directory: Path) -> None:
         self.path = directory / DATABASE_NAME
         self._ready = False
-        self._built = BuiltGlossaries()
+        self._built = BuiltGlossaries(MAX_BUILT_MB * 1024 * 1024)
 
     def create(
         self, owner: str, name: str, source_lang: str, target_lang: str, entries: Sequence[Term]
@@ -272,20 +234,20 @@ class GlossaryStore:
         once per revision: a request costs one indexed read while the glossary is unchanged."""
         with self._connection() as db:
             row = db.execute(
-                "SELECT revision FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
+                f"SELECT {_COLUMNS}, revision FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
             ).fetchone()
         if row is None:
             return None
-        built = self._built.get(glossary_id, row[0])
-        if built is not None:
-            return built
-        found = self._snapshot(owner, glossary_id)
-        if found is None:
-            return None
-        info, terms, revision = found
-        built = (info, checked(terms))
-        self._built.put(glossary_id, revision, built)
-        return built
+        info, revision = GlossaryInfo(*row[:-1]), row[-1]
+        built = self._built.get((glossary_id, revision))
+        if built is None:
+            found = self._snapshot(owner, glossary_id)
+            if found is None:
+                return None
+            info, terms, revision = found
+            built = checked(terms)
+            self._built.put((glossary_id, revision), built)
+        return info, built
 
     def _snapshot(self, owner: str, glossary_id: str) -> tuple[GlossaryInfo, list[Term], int] | None:
         with self._connection() as db:

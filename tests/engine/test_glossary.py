@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
-from engine.glossary import Glossary, Term
+from engine.glossary import BuiltGlossaries, Glossary, Term, glossary_size
 
 
 def said(glossary: Glossary, text: str) -> list[tuple[str, str]]:
@@ -59,3 +61,33 @@ def test_many_terms_and_a_long_text_are_matched_word_by_word() -> None:
     found = g.find(text)
     assert len(found) == sum(1 for i in range(20_000) if i % 20_000 < 10_000 and f"term{i} word" in text)
     assert found[0].start == 0 and text[found[-1].start : found[-1].end].endswith("word")
+
+
+def test_a_pickled_glossary_comes_back_whole_and_is_built_once_per_process() -> None:
+    """As the service sends it to an engine process with each batch: the same terms, places and
+    index; a second batch with the same glossary gets the copy built for the first."""
+    sent = Glossary(
+        (Term("New York", "New York", case_sensitive=True), Term("dog", "Köter"), Term("ice cream", "Eis")),
+        placed=(0.1, 0.5, 0.9),
+    )
+    first, second = pickle.loads(pickle.dumps(sent)), pickle.loads(pickle.dumps(sent))
+    assert first == sent and hash(first) == hash(sent) and first.placed == sent.placed
+    assert second is first
+    plain = Glossary(sent.terms)
+    assert pickle.loads(pickle.dumps(plain)).find("In New York a dog eats ice cream.") == plain.find(
+        "In New York a dog eats ice cream."
+    )
+
+
+def test_built_glossaries_keep_the_most_recently_used_within_their_bytes() -> None:
+    glossaries = [Glossary.of({f"term {g} {i}": f"Begriff {i}" for i in range(1000)}) for g in range(3)]
+    size = glossary_size(glossaries[0])
+    assert 400_000 < size < 700_000  # about 560 bytes a short term (5.6 MB for 10,000, measured)
+    built = BuiltGlossaries(max_bytes=2 * size + size // 2)
+    built.put("a", glossaries[0])
+    built.put("b", glossaries[1])
+    assert built.get("a") is glossaries[0]  # "b" is now the least recently used
+    built.put("c", glossaries[2])
+    assert (built.get("a"), built.get("b"), built.get("c")) == (glossaries[0], None, glossaries[2])
+    built.put("a", glossaries[1])  # replaced, not counted twice
+    assert built.get("a") is glossaries[1] and built.get("c") is glossaries[2]
