@@ -17,7 +17,9 @@ without the glossary against the references (in brackets: against those the glos
 translation is scored on), and with it against the references (unusual: with its words swapped
 in); the median time per sentence with and without the glossary over
 interleaved rounds, on every sentence and on those that say a term. Then the heaviest request the
-service's limits allow a glossary (``heaviest_request``), timed with and without it.
+service's limits allow a glossary (``heaviest_request``), timed with and without it, and through a
+live service the latency of one-sentence requests by the size of the stored glossary they name
+(``service_latency``).
 """
 
 from __future__ import annotations
@@ -26,16 +28,20 @@ import argparse
 import re
 import resource
 import statistics
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from benchmarks.common import BUNDLE, DATA_DIR, RESULTS, markdown_table, read_lines, start_run, write_report
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.glossary import Glossary
 from model.evaluate import score_translations
 from service.glossaries import MAX_ENTRIES
+from service.launcher import LiveService
 
 # English term -> (its unusual German translation, the usual German forms the references use)
 # English term -> (its unusual German translation, the usual German forms of the same number the
@@ -229,6 +235,37 @@ def heaviest_request(translator: Translator, rounds: int) -> dict:
     }
 
 
+def service_latency(bundle: Path, sources: list[str], glossary: Glossary, requests: int, workdir: Path) -> dict:
+    """Through a live service (translation cache off): the median latency of one-sentence
+    requests that say a term, naming no glossary, a stored glossary of ``glossary``'s terms, and
+    one of ``MAX_ENTRIES`` (them and filler terms), in turns; the second request on a glossary
+    finds it built."""
+    said = [s for s in sources if glossary.find(s)][:requests]
+    filler = {f"term{i}": f"Begriff{i}" for i in range(MAX_ENTRIES - len(glossary.terms))}
+    settings = {"MT_MODEL_DIR": str(bundle.resolve()), "MT_DATA_DIR": str(workdir / "data"), "MT_CACHE_SIZE": "0"}
+    with (
+        LiveService(settings | {"MT_LOG_LEVEL": "warning"}, workdir / "service.log") as service,
+        httpx.Client(base_url=service.url, timeout=120) as client,
+    ):
+
+        def stored(entries: dict[str, str]) -> str:
+            pairs = [{"source": k, "target": v} for k, v in entries.items()]
+            body = {"name": "benchmark", "source_lang": "en", "target_lang": "de", "entries": pairs}
+            return client.post("/v1/glossaries", json=body).raise_for_status().json()["glossary_id"]
+
+        terms = {t.source: t.target for t in glossary.terms}
+        ids = {"none": None, f"{len(terms)} entries": stored(terms), f"{MAX_ENTRIES:,} entries": stored(terms | filler)}
+        seconds: dict[str, list[float]] = {name: [] for name in ids}
+        for text in said:
+            for name, glossary_id in ids.items():
+                body = {"text": text, "source_lang": "en", "target_lang": "de"}
+                start = time.perf_counter()
+                answer = client.post("/v1/translate", json=body | ({"glossary": glossary_id} if glossary_id else {}))
+                seconds[name].append(time.perf_counter() - start)
+                answer.raise_for_status()
+    return {"requests": len(said), "median_ms": {name: 1000 * statistics.median(v) for name, v in seconds.items()}}
+
+
 def heaviest_table(h: dict) -> str:
     rows = [
         [name, f"{h['seconds'][name]:.2f}", f"{h['peak_rss_mb_after'][name]:.0f}"] for name in ("plain", "glossary")
@@ -238,6 +275,12 @@ def heaviest_table(h: dict) -> str:
         f"{h['terms_used']} of {h['terms_said']} term occurrences used, beam 16, 16 alternatives, alignments"
     )
     return f"{title}\n\n" + markdown_table(["run", "seconds (median)", "peak RSS MB after"], rows)
+
+
+def latency_table(latency: dict) -> str:
+    title = f"One-sentence requests through the service, {latency['requests']} of each, by the glossary they name"
+    rows = [[name, f"{ms:.1f}"] for name, ms in latency["median_ms"].items()]
+    return f"{title}\n\n" + markdown_table(["glossary", "median ms"], rows)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -293,12 +336,15 @@ def main(argv: list[str] | None = None) -> None:
         "ms/sentence plain → glossary",
     ]
     heaviest = heaviest_request(translator, args.rounds)
+    with tempfile.TemporaryDirectory() as workdir:
+        latency = service_latency(args.bundle, sources, unusual, 100, Path(workdir))
     report = {
         "split": args.split,
         "dictionary_size": len(dictionary),
         "sets": sets,
         "heaviest_request": heaviest,
-        "markdown": markdown_table(header, rows) + "\n\n" + heaviest_table(heaviest),
+        "service_latency": latency,
+        "markdown": "\n\n".join([markdown_table(header, rows), heaviest_table(heaviest), latency_table(latency)]),
     }
     write_report(start, args.out or RESULTS / f"glossary_{args.split}.json", report)
 

@@ -36,3 +36,6 @@ def test_both_sets_are_measured(tiny_bundle: Path, tiny_corpus: Path, tmp_path: 
     assert heaviest["terms_said"] >= 64 * 8 and heaviest["terms_used"] <= heaviest["terms_said"]
     assert heaviest["seconds"]["glossary"] > 0 and heaviest["peak_rss_mb_after"]["glossary"] > 0
     assert "Heaviest request" in report["markdown"]
+    latency = report["service_latency"]
+    assert latency["requests"] > 0 and set(latency["median_ms"]) == {"none", "20 entries", "10,000 entries"}
+    assert all(ms > 0 for ms in latency["median_ms"].values())
