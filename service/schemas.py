@@ -155,6 +155,9 @@ class GlossaryEntry(BaseModel):
         return cls(source=term.source, target=term.target, case_sensitive=term.case_sensitive)
 
 
+# Entries sent with a request are parsed, checked and indexed in the HTTP process with every
+# request: 1,000 add about 10 ms to it, 10,000 about 145 ms (benchmarks/RESULTS.md, section 17).
+MAX_INLINE_ENTRIES = 1_000
 GlossaryEntries = Annotated[
     list[GlossaryEntry],
     Field(
@@ -171,7 +174,10 @@ class InlineGlossary(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    entries: GlossaryEntries
+    entries: Annotated[list[GlossaryEntry], Field(min_length=1, max_length=MAX_INLINE_ENTRIES)] = Field(
+        description=f"At most {MAX_INLINE_ENTRIES:,} entries (store a larger glossary: it is checked and indexed "
+        "once, not with every request), no source term twice as it matches: else 422."
+    )
 
 
 class TermOut(BaseModel):

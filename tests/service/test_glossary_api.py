@@ -20,6 +20,7 @@ from httpx_sse import connect_sse
 from live_server import API_KEYS, ServiceProcess, StartService, assert_error
 
 from service.glossaries import MAX_ENTRIES
+from service.schemas import MAX_INLINE_ENTRIES
 from tests.conftest import relabelled_bundle
 
 TEXT = "A dog runs in the park."
@@ -333,3 +334,15 @@ def test_the_openapi_document_shows_the_glossary_routes(api: httpx.Client) -> No
     assert set(paths["/v1/glossaries/{glossary_id}"]) == {"get", "patch", "delete"}
     assert set(paths["/v1/glossaries/{glossary_id}/entries"]) == {"put"}
     assert "404" in paths["/v1/translate"]["post"]["responses"]
+
+
+def test_an_inline_glossary_has_at_most_a_thousand_entries(api: httpx.Client) -> None:
+    """Entries sent with a request are checked and indexed with every request; a larger glossary
+    is stored, and built once."""
+    entries = [{"source": f"term {i}", "target": f"Begriff {i}"} for i in range(MAX_INLINE_ENTRIES)]
+    body = {"text": TEXT, "source_lang": "en", "target_lang": "de", "glossary": {"entries": entries}}
+    assert api.post("/v1/translate", json=body).status_code == 200
+    more = entries + [{"source": "one more", "target": "noch einer"}]
+    error = assert_error(api.post("/v1/translate", json=body | {"glossary": {"entries": more}}), 422, "invalid_request")
+    assert "1000" in error["message"], error
+    assert create(api, entries=more)["entry_count"] == MAX_INLINE_ENTRIES + 1
