@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -137,7 +138,8 @@ class ClientDisconnected(ServiceError):
 
 
 class InsufficientStorage(ServiceError):
-    """The disk that holds uploads and translated files is full: nothing of the request was kept."""
+    """A disk the service writes to is full (uploads, translated files, glossaries): nothing of
+    the request was kept."""
 
     status, type = 507, "insufficient_storage"
 
@@ -202,7 +204,7 @@ def _describe(exc: Exception) -> _Described:
     """Map any exception to its status, type and message. Unknown exceptions become a 500 and are logged."""
     if _gone_while_sending(exc):
         exc = ClientDisconnected("client disconnected while sending the request body")
-    elif _storage_full(exc):
+    elif storage_full(exc):
         log.warning("temporary storage full: %s", exc)
         exc = InsufficientStorage(
             "the server has no space left to hold the file (uploads and translated files wait in its temporary "
@@ -263,9 +265,11 @@ def _gone_while_sending(exc: Exception) -> bool:
     )
 
 
-def _storage_full(exc: Exception) -> bool:
-    """A write that failed because the disk (ENOSPC) or the user's quota (EDQUOT) is full: where the
-    upload is spooled or a translated file is kept."""
+def storage_full(exc: Exception) -> bool:
+    """A write that failed because the disk (ENOSPC) or the user's quota (EDQUOT) is full, or
+    SQLite's database with it (SQLITE_FULL)."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 

@@ -35,7 +35,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
     },
     503: {"description": "Starting, shutting down, or the model cannot be loaded"},
     504: {"description": "The deadline passed"},
-    507: {"description": "No space left on the server's disk for the file (insufficient_storage); nothing was kept"},
+    507: {"description": "No space left on the server's disk (insufficient_storage); nothing was kept"},
 }
 
 

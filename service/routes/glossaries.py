@@ -22,7 +22,14 @@ from starlette.exceptions import HTTPException
 from starlette.types import Receive, Scope, Send
 
 from engine import languages
-from service.errors import InternalError, InvalidGlossary, NotFound, UnsupportedLanguage
+from service.errors import (
+    InsufficientStorage,
+    InternalError,
+    InvalidGlossary,
+    NotFound,
+    UnsupportedLanguage,
+    storage_full,
+)
 from service.glossaries import GlossaryStore, InvalidEntries, checked, parse_entries
 from service.glossary_schemas import (
     GlossaryCreate,
@@ -58,7 +65,7 @@ router = APIRouter(tags=["glossaries"], route_class=_SharedPathRoute)
 NOT_FOUND = "No such glossary"
 NO_GLOSSARY: dict[int | str, dict[str, Any]] = {404: {**error_responses(404)[404], "description": NOT_FOUND}}
 _ERRORS = {**error_responses(401, 503), **NO_GLOSSARY}
-_WRITE_ERRORS = {**error_responses(401, 413, 422, 503), **NO_GLOSSARY}
+_WRITE_ERRORS = {**error_responses(401, 413, 422, 503, 507), **NO_GLOSSARY}
 
 
 def owner(runtime: Runtime, key: str | None) -> str:
@@ -81,12 +88,18 @@ def entries_checked() -> Iterator[None]:
 
 
 async def stored(call: Callable[[], T]) -> T:
-    """A glossary store call, in a thread: entries it refuses are InvalidGlossary (422); its
-    failures are the server's (500), logged."""
+    """A glossary store call, in a thread: entries it refuses are InvalidGlossary (422); a full
+    disk is InsufficientStorage (507: the write's transaction left nothing); its other failures
+    are the server's (500), logged."""
     try:
         with entries_checked():
             return await asyncio.to_thread(call)
     except (sqlite3.Error, OSError) as e:
+        if storage_full(e):
+            log.warning("glossary store full: %s", e)
+            raise InsufficientStorage(
+                "no space left to store the glossary (MT_DATA_DIR): nothing was changed"
+            ) from None
         log.error("glossary store failed", exc_info=e)
         raise InternalError(f"the glossary store (MT_DATA_DIR) cannot be used: {e}") from None
 
@@ -148,7 +161,7 @@ def _pair(runtime: Runtime, source: str, target: str) -> tuple[str, str]:
     "/v1/glossaries",
     status_code=201,
     response_model=GlossaryOut,
-    responses=error_responses(400, 401, 413, 422, 503),
+    responses=error_responses(400, 401, 413, 422, 503, 507),
     openapi_extra={**json_body(GlossaryCreate), **BEARER_AUTH},
 )
 async def create_glossary(request: Request) -> GlossaryOut:

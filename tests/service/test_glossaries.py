@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from engine.glossary import Term
 from service import glossaries
+from service.errors import InsufficientStorage, InternalError
 from service.glossaries import (
     DATABASE_NAME,
     MAX_ENTRIES,
@@ -20,6 +24,7 @@ from service.glossaries import (
     parse_entries,
     to_tsv,
 )
+from service.routes.glossaries import stored
 
 ENTRIES = [Term("dog", "Hund"), Term("cat", "Katze")]
 
@@ -277,3 +282,27 @@ def test_built_glossaries_are_bounded_in_bytes(tmp_path: Path, monkeypatch: pyte
     store.glossary("me", made[2].glossary_id)  # over 12 MB with three: the least recent (the second) goes
     assert store.glossary("me", made[0].glossary_id)[1] is first[0]  # type: ignore[index]
     assert store.glossary("me", made[1].glossary_id)[1] is not first[1]  # type: ignore[index]
+
+
+class SmallDisk(GlossaryStore):
+    """A store whose database cannot grow past 40 pages (160 KB), as on a full disk."""
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with super()._connection() as db:
+            db.execute("PRAGMA max_page_count = 40")
+            yield db
+
+
+def test_a_full_disk_is_a_507_and_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    store = SmallDisk(tmp_path)
+    kept = store.create("me", "small", "en", "de", ENTRIES)
+    large = [Term(f"term {i}", "Begriff " * 50) for i in range(1000)]
+    with pytest.raises(InsufficientStorage) as refused:
+        asyncio.run(stored(lambda: store.create("me", "large", "en", "de", large)))
+    assert refused.value.status == 507
+    with pytest.raises(InsufficientStorage):
+        asyncio.run(stored(lambda: store.update("me", kept.glossary_id, entries=large)))
+    assert [g.name for g in store.list("me")] == ["small"] and store.entries("me", kept.glossary_id) == ENTRIES
+    with pytest.raises(InternalError):  # any other failure of the store is the server's
+        asyncio.run(stored(lambda: sqlite3.connect(tmp_path / "missing" / "x.sqlite3")))
