@@ -107,6 +107,12 @@ class Forbidden(ServiceError):
     status, type = 403, "forbidden"
 
 
+class GlossaryLimit(ServiceError):
+    """A key already keeps the most glossaries it may (``service.glossaries.MAX_GLOSSARIES``)."""
+
+    status, type = 403, "glossary_limit"
+
+
 class Overloaded(ServiceError):
     status, type = 429, "overloaded"
 

@@ -47,6 +47,9 @@ MAX_TERM_CHARS = 1024
 # A glossary's entries are read, matched and sent to the engine with every translation that uses
 # it: 10,000 keep that within milliseconds.
 MAX_ENTRIES = 10_000
+# Glossaries one key may keep (as DeepL allows an account): with MAX_ENTRIES terms of up to
+# MAX_TERM_CHARS each, what one key can make the store hold stays bounded.
+MAX_GLOSSARIES = 1_000
 MAX_BUILT_MB = 64  # of the glossaries kept built for translation (engine.glossary.BuiltGlossaries)
 EntriesFormat = Literal["tsv", "csv"]
 
@@ -75,6 +78,10 @@ CREATE TABLE IF NOT EXISTS entries (
 
 class InvalidEntries(ValueError):
     """Entries that cannot make a glossary (DeepL answers 400)."""
+
+
+class TooManyGlossaries(Exception):
+    """The owner already keeps ``MAX_GLOSSARIES``."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,9 @@ class GlossaryStore:
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         glossary = GlossaryInfo(str(uuid.uuid4()), _name(name), source_lang, target_lang, now, len(terms))
         with self._transaction() as db:
+            (kept,) = db.execute("SELECT COUNT(*) FROM glossaries WHERE owner = ?", (owner,)).fetchone()
+            if kept >= MAX_GLOSSARIES:
+                raise TooManyGlossaries(f"at most {MAX_GLOSSARIES:,} glossaries are kept for a key: delete one first")
             db.execute(
                 "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, creation_time, entry_count)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -25,6 +25,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "description": "Missing or invalid API key",
         "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
     },
+    403: {"description": "The key already keeps the most glossaries it may (glossary_limit)"},
     404: {"description": "No such file, or it has expired"},
     413: {"description": "Too many texts, characters or bytes"},
     415: {"description": "A file of a type that cannot be translated"},

@@ -42,6 +42,7 @@ from engine.documents import SUPPORTED_EXTENSIONS
 from engine.repository import Router
 from service.documents import FileJob, translate_document
 from service.errors import (
+    GlossaryLimit,
     InvalidRequest,
     NotFound,
     Overloaded,
@@ -65,7 +66,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 UPLOAD_PATHS = ("/v2/document",)
-# /v2/usage's character_limit: the service has no quota (456 is never answered).
+# /v2/usage's character_limit: the service has no quota of characters (456 answers only a key that
+# keeps the most glossaries it may, as DeepL answers quotas).
 CHARACTER_LIMIT = 1_000_000_000_000
 # Documents translated at once (the others wait, "queued"), and most documents not yet translated.
 DOCUMENT_WORKERS = 2
@@ -95,7 +97,9 @@ def deepl_error(request: Request, exc: Exception) -> JSONResponse:
     error = body.get("error")
     message = error.get("message", "") if isinstance(error, dict) else str(error)
     headers = {name: value for name, value in response.headers.items() if name.lower() == "retry-after"}
-    status = _DEEPL_STATUSES.get(response.status_code, response.status_code)
+    status = (
+        456 if error_type == GlossaryLimit.type else _DEEPL_STATUSES.get(response.status_code, response.status_code)
+    )
     return JSONResponse({"message": message}, status_code=status, headers=headers)
 
 

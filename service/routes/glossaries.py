@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from engine import languages
 from service.errors import (
+    GlossaryLimit,
     InsufficientStorage,
     InternalError,
     InvalidGlossary,
@@ -30,7 +31,7 @@ from service.errors import (
     UnsupportedLanguage,
     storage_full,
 )
-from service.glossaries import GlossaryStore, InvalidEntries, checked, parse_entries
+from service.glossaries import GlossaryStore, InvalidEntries, TooManyGlossaries, checked, parse_entries
 from service.glossary_schemas import (
     GlossaryCreate,
     GlossaryEntriesBody,
@@ -88,12 +89,14 @@ def entries_checked() -> Iterator[None]:
 
 
 async def stored(call: Callable[[], T]) -> T:
-    """A glossary store call, in a thread: entries it refuses are InvalidGlossary (422); a full
-    disk is InsufficientStorage (507: the write's transaction left nothing); its other failures
-    are the server's (500), logged."""
+    """A glossary store call, in a thread: entries it refuses are InvalidGlossary (422); one
+    glossary too many for the key GlossaryLimit (403); a full disk InsufficientStorage (507: the
+    write's transaction left nothing); its other failures are the server's (500), logged."""
     try:
         with entries_checked():
             return await asyncio.to_thread(call)
+    except TooManyGlossaries as e:
+        raise GlossaryLimit(str(e)) from None
     except (sqlite3.Error, OSError) as e:
         if storage_full(e):
             log.warning("glossary store full: %s", e)
@@ -161,7 +164,7 @@ def _pair(runtime: Runtime, source: str, target: str) -> tuple[str, str]:
     "/v1/glossaries",
     status_code=201,
     response_model=GlossaryOut,
-    responses=error_responses(400, 401, 413, 422, 503, 507),
+    responses=error_responses(400, 401, 403, 413, 422, 503, 507),
     openapi_extra={**json_body(GlossaryCreate), **BEARER_AUTH},
 )
 async def create_glossary(request: Request) -> GlossaryOut:

@@ -306,3 +306,15 @@ def test_a_full_disk_is_a_507_and_leaves_the_store_as_it_was(tmp_path: Path) -> 
     assert [g.name for g in store.list("me")] == ["small"] and store.entries("me", kept.glossary_id) == ENTRIES
     with pytest.raises(InternalError):  # any other failure of the store is the server's
         asyncio.run(stored(lambda: sqlite3.connect(tmp_path / "missing" / "x.sqlite3")))
+
+
+def test_an_owner_keeps_at_most_max_glossaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(glossaries, "MAX_GLOSSARIES", 2)
+    store = GlossaryStore(tmp_path)
+    made = [store.create("me", f"g{i}", "en", "de", ENTRIES) for i in range(2)]
+    with pytest.raises(glossaries.TooManyGlossaries, match="at most 2"):
+        store.create("me", "g2", "en", "de", ENTRIES)
+    assert len(store.list("me")) == 2
+    store.create("them", "theirs", "en", "de", ENTRIES)  # another key's count is its own
+    store.delete("me", made[0].glossary_id)
+    store.create("me", "g2", "en", "de", ENTRIES)

@@ -9,17 +9,21 @@ English). The tiny model translates "dog" into anything but "katze": a translati
 
 from __future__ import annotations
 
+import hashlib
+import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import deepl
 import httpx
 import pytest
 from httpx_sse import connect_sse
 from live_server import API_KEYS, ServiceProcess, StartService, assert_error
 
-from service.glossaries import MAX_ENTRIES
+from service.glossaries import DATABASE_NAME, MAX_ENTRIES, MAX_GLOSSARIES
 from service.schemas import MAX_INLINE_ENTRIES
 from tests.conftest import relabelled_bundle
 
@@ -346,3 +350,32 @@ def test_an_inline_glossary_has_at_most_a_thousand_entries(api: httpx.Client) ->
     error = assert_error(api.post("/v1/translate", json=body | {"glossary": {"entries": more}}), 422, "invalid_request")
     assert "1000" in error["message"], error
     assert create(api, entries=more)["entry_count"] == MAX_INLINE_ENTRIES + 1
+
+
+def test_a_key_keeps_at_most_a_thousand_glossaries(glossary_server: ServiceProcess, data_dir: Path) -> None:
+    """Ours answers 403 glossary_limit, DeepL's API 456 (its client's QuotaExceededException);
+    after a delete there is room again."""
+    key = API_KEYS[1]
+    whose = hashlib.sha256(key.encode()).hexdigest()
+    mine = httpx.Client(base_url=glossary_server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    client = deepl.Translator(key, server_url=glossary_server.url)
+    first = create(mine)["glossary_id"]
+    # The rest made directly in the service's database: what is tested is the limit, not the API.
+    with closing(sqlite3.connect(data_dir / DATABASE_NAME)) as db, db:
+        db.executemany(
+            "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, creation_time, entry_count)"
+            " VALUES (?, ?, 'filler', 'en', 'de', '2026-01-01T00:00:00.000Z', 0)",
+            [(f"filler-{i}", whose) for i in range(MAX_GLOSSARIES - 1)],
+        )
+    try:
+        body = {"name": "one more", "source_lang": "en", "target_lang": "de", "entries": [TERM]}
+        assert "1,000" in assert_error(mine.post("/v1/glossaries", json=body), 403, "glossary_limit")["message"]
+        with pytest.raises(deepl.QuotaExceededException):
+            client.create_glossary("one more", "EN", "DE", {"dog": "Hund"})
+        assert mine.delete(f"/v1/glossaries/{first}").status_code == 204
+        assert mine.post("/v1/glossaries", json=body).status_code == 201
+    finally:
+        with closing(sqlite3.connect(data_dir / DATABASE_NAME)) as db, db:
+            db.execute("DELETE FROM glossaries WHERE owner = ?", (whose,))
+        mine.close()
+        client.close()
