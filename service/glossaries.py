@@ -44,8 +44,8 @@ from engine.glossary import BuiltGlossaries, Glossary, Term
 DATABASE_NAME = "glossaries.sqlite3"
 BUSY_TIMEOUT_S = 30.0
 MAX_TERM_CHARS = 1024
-# A glossary's entries are read, matched and sent to the engine with every translation that uses
-# it: 10,000 keep that within milliseconds.
+# A glossary's terms are looked up in every text it translates, and it is built (checked and
+# indexed) once per change: 10,000 keep both within milliseconds.
 MAX_ENTRIES = 10_000
 # Glossaries one key may keep (as DeepL allows an account): with MAX_ENTRIES terms of up to
 # MAX_TERM_CHARS each, what one key can make the store hold stays bounded.
