@@ -142,8 +142,8 @@ class Glossary:
 
 
 class BuiltGlossaries:
-    """Glossaries kept by a key, the most recently used first to stay, up to ``max_bytes`` of them
-    as ``size`` estimates. Building one of thousands of terms (checking and indexing them) takes
+    """Glossaries by a key, up to ``max_bytes`` of them as ``glossary_size`` counts; the least
+    recently used go first. Building one of thousands of terms (checking and indexing them) takes
     tens of milliseconds, which every request or batch that uses it would otherwise pay."""
 
     def __init__(self, max_bytes: int) -> None:
