@@ -141,6 +141,17 @@ class _Sentence:
 
 
 @dataclass(frozen=True)
+class _Call:
+    """What every sub-batch of one ``translate_batch`` call shares."""
+
+    pair: _Pair
+    max_length: int | None  # the request's cap on generated tokens
+    shortlist: Shortlist | None
+    task: Task
+    stats: BatchStats  # added to as sub-batches finish
+
+
+@dataclass(frozen=True)
 class _Job:
     """A sub-batch to decode: searched (under ``guide``'s constraints, if one is given), or its
     sentences' ``forced`` translations scored."""
@@ -260,7 +271,7 @@ class Translator:
         # prefix and EOS alone: nothing to say
         spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
         decode_search = replace(search, return_alignments=True) if documents else search
-        self._decode(spoken, decode_search, options.max_length, pair, stats, task, self._shortlist(options))
+        self._decode(spoken, decode_search, _Call(pair, options.max_length, self._shortlist(options), task, stats))
         glossary = options.glossary
         if documents is None:
             results = [self._result([unit], search, pair, glossary=glossary) for unit in translated]
@@ -332,34 +343,22 @@ class Translator:
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
         return _Sentence(text_index, ids, truncated)
 
-    def _decode(
-        self,
-        sentences: list[_Sentence],
-        search: SearchOptions,
-        max_length: int | None,
-        pair: _Pair,
-        stats: BatchStats,
-        task: Task,
-        shortlist: Shortlist | None,
-    ) -> None:
+    def _decode(self, sentences: list[_Sentence], search: SearchOptions, call: _Call) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time.
         A sentence with glossary terms whose translation does not use them all gets them put in
         place of the words it translated them with (``engine.replacement``), scored by the model;
         failing that, it is decoded again under each guide of ``engine.constraints.GUIDES`` in turn
         until it uses them, in sub-batches of such sentences: a term the model uses by itself
         costs nothing."""
-        jobs = [_Job(batch, search) for batch in self._sub_batches(sentences)]
-        self._run(jobs, max_length, pair, stats, task, shortlist)
-        mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, pair)]
-        jobs = [_Job(batch, search, forced=True) for batch in self._sub_batches(mended)]
-        self._run(jobs, max_length, pair, stats, task, shortlist)
+        self._run([_Job(batch, search) for batch in self._sub_batches(sentences)], call)
+        mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, call.pair)]
+        self._run([_Job(batch, search, forced=True) for batch in self._sub_batches(mended)], call)
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
         for guide in GUIDES:
             pending = [s for s in sentences if s.misses_terms()]
             if not pending:
                 break
-            jobs = [_Job(batch, wide, guide) for batch in self._sub_batches(pending)]
-            self._run(jobs, max_length, pair, stats, task, shortlist)
+            self._run([_Job(batch, wide, guide) for batch in self._sub_batches(pending)], call)
 
     def _put_terms_in(self, sentence: _Sentence, pair: _Pair) -> bool:
         """Give ``sentence`` its hypotheses with its glossary terms put in place of the words that
@@ -392,44 +391,32 @@ class Translator:
             return None
         return Forced((*hypothesis.tokens[: len(pair.target_prefix)], *tokens), hypothesis.eos)
 
-    def _run(
-        self,
-        jobs: list[_Job],
-        max_length: int | None,
-        pair: _Pair,
-        stats: BatchStats,
-        task: Task,
-        shortlist: Shortlist | None,
-    ) -> None:
+    def _run(self, jobs: list[_Job], call: _Call) -> None:
         """Decode every job, ``streams`` at a time."""
-        shared = [max_length] * len(jobs), [pair] * len(jobs), [task] * len(jobs), [shortlist] * len(jobs)
-        timings = (
-            self.pool.map(self._decode_batch, jobs, *shared) if self.pool else map(self._decode_batch, jobs, *shared)
-        )
+        calls = [call] * len(jobs)
+        timings = self.pool.map(self._decode_batch, jobs, calls) if self.pool else map(self._decode_batch, jobs, calls)
         for job, (padded_tokens, encode_seconds, decode_seconds) in zip(jobs, timings, strict=True):
-            stats.encode_seconds += encode_seconds
-            stats.decode_seconds += decode_seconds
-            stats.sub_batches.append((len(job.sentences), padded_tokens))
+            call.stats.encode_seconds += encode_seconds
+            call.stats.decode_seconds += decode_seconds
+            call.stats.sub_batches.append((len(job.sentences), padded_tokens))
 
-    def _decode_batch(
-        self, job: _Job, max_length: int | None, pair: _Pair, task: Task, shortlist: Shortlist | None
-    ) -> tuple[int, float, float]:
+    def _decode_batch(self, job: _Job, call: _Call) -> tuple[int, float, float]:
         """Encode and search one sub-batch (or score its ``forced`` translations) with its glossary
-        terms placed as the job's guide says (None: without them), over ``shortlist``'s pieces for
-        it if given (with what it must be able to write: EOS, the target language's tokens, those
+        terms placed as the job's guide says (None: without them), over the call's shortlist's
+        pieces for it if given (with what it must be able to write: EOS, the target language's tokens, those
         terms); returns its padded source tokens, encode and decode seconds."""
-        batch, search, guide = job.sentences, job.search, job.guide
+        batch, search, guide, pair = job.sentences, job.search, job.guide, call.pair
         specials = self.manifest.special_tokens
         src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
         start = time.perf_counter()
-        with task.turns() as turns:
+        with call.task.turns() as turns:
             turns.next()
             encoded = self.runner.encode(src)
             encoded_at = time.perf_counter()
             vocab_ids = None
-            if shortlist is not None:
+            if call.shortlist is not None:
                 must = [specials.eos, *pair.target_prefix, *job.pieces()]
-                vocab_ids = shortlist.for_batch([s.ids for s in batch], must)
+                vocab_ids = call.shortlist.for_batch([s.ids for s in batch], must)
             if guide is None and not job.forced and any(t.pieces for s in batch for t in s.terms):
                 search = replace(search, return_alignments=True)  # shows the words a missed term may replace
             # the decoder's attention also places constraints
@@ -447,7 +434,7 @@ class Translator:
             else:
                 results = beam_search.search(
                     decoder,
-                    [self._max_length(len(s.ids), max_length) for s in batch],
+                    [self._max_length(len(s.ids), call.max_length) for s in batch],
                     search,
                     bos_id=specials.bos,
                     eos_id=specials.eos,

@@ -38,6 +38,8 @@ class ServiceError(Exception):
     type: str = "internal_error"
     # The status of LibreTranslate's answer where it differs from what the class of ``status`` maps to.
     libretranslate_status: int | None = None
+    # The status of DeepL's answer where it differs from what ``status`` maps to (routes.deepl).
+    deepl_status: int | None = None
 
     def __init__(
         self, message: str, *, headers: dict[str, str] | None = None, details: dict[str, Any] | None = None
@@ -111,6 +113,7 @@ class GlossaryLimit(ServiceError):
     """A key already keeps the most glossaries it may (``service.glossaries.MAX_GLOSSARIES``)."""
 
     status, type = 403, "glossary_limit"
+    deepl_status = 456  # DeepL's quota exceeded
 
 
 class Overloaded(ServiceError):

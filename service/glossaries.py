@@ -243,18 +243,16 @@ class GlossaryStore:
         """The glossary, as the engine uses it (``checked``); None if it does not exist. Built
         once per revision: a request costs one indexed read while the glossary is unchanged."""
         with self._connection() as db:
-            row = db.execute(
-                f"SELECT {_COLUMNS}, revision FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
-            ).fetchone()
-        if row is None:
+            found = self._revision(db, owner, glossary_id)
+        if found is None:
             return None
-        info, revision = GlossaryInfo(*row[:-1]), row[-1]
+        info, revision = found
         built = self._built.get((glossary_id, revision))
         if built is None:
-            found = self._snapshot(owner, glossary_id)
-            if found is None:
+            snapshot = self._snapshot(owner, glossary_id)
+            if snapshot is None:
                 return None
-            info, terms, revision = found
+            info, terms, revision = snapshot
             built = checked(terms)
             self._built.put((glossary_id, revision), built)
         return info, built
@@ -262,11 +260,10 @@ class GlossaryStore:
     def _snapshot(self, owner: str, glossary_id: str) -> tuple[GlossaryInfo, list[Term], int] | None:
         with self._connection() as db:
             db.execute("BEGIN")  # one snapshot: the glossary and its entries together
-            info = self._get(db, owner, glossary_id)
+            found = self._revision(db, owner, glossary_id)
             terms = _read_entries(db, glossary_id)
-            revision = db.execute("SELECT revision FROM glossaries WHERE id = ?", (glossary_id,)).fetchone()
             db.execute("COMMIT")
-        return None if info is None else (info, terms, revision[0])
+        return None if found is None else (found[0], terms, found[1])
 
     def delete(self, owner: str, glossary_id: str) -> bool:
         """Delete the glossary and its entries; False if it did not exist."""
@@ -274,12 +271,18 @@ class GlossaryStore:
             deleted = db.execute("DELETE FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)).rowcount
         return deleted > 0
 
+    @classmethod
+    def _get(cls, db: sqlite3.Connection, owner: str, glossary_id: str) -> GlossaryInfo | None:
+        found = cls._revision(db, owner, glossary_id)
+        return None if found is None else found[0]
+
     @staticmethod
-    def _get(db: sqlite3.Connection, owner: str, glossary_id: str) -> GlossaryInfo | None:
+    def _revision(db: sqlite3.Connection, owner: str, glossary_id: str) -> tuple[GlossaryInfo, int] | None:
+        """The glossary, and the revision of it that the database holds."""
         row = db.execute(
-            f"SELECT {_COLUMNS} FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
+            f"SELECT {_COLUMNS}, revision FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
         ).fetchone()
-        return GlossaryInfo(*row) if row else None
+        return None if row is None else (GlossaryInfo(*row[:-1]), row[-1])
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

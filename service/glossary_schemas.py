@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from dataclasses import asdict
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -90,15 +91,8 @@ class GlossaryOut(BaseModel):
     entry_count: int = Field(ge=1)
 
     @classmethod
-    def of(cls, info: GlossaryInfo) -> Self:
-        return cls(
-            glossary_id=info.glossary_id,
-            name=info.name,
-            source_lang=info.source_lang,
-            target_lang=info.target_lang,
-            creation_time=info.creation_time,
-            entry_count=info.entry_count,
-        )
+    def of(cls, info: GlossaryInfo, **more: Any) -> Self:
+        return cls(**asdict(info), **more)
 
 
 class GlossaryList(BaseModel):

@@ -42,7 +42,6 @@ from engine.documents import SUPPORTED_EXTENSIONS
 from engine.repository import Router
 from service.documents import FileJob, translate_document
 from service.errors import (
-    GlossaryLimit,
     InvalidRequest,
     NotFound,
     Overloaded,
@@ -90,16 +89,15 @@ _ENDS_SENTENCE = ".!?。！？"
 
 
 def deepl_error(request: Request, exc: Exception) -> JSONResponse:
-    """Any exception as DeepL answers it: ``{"message": ...}`` with DeepL's status for ours."""
+    """Any exception as DeepL answers it: ``{"message": ...}`` with DeepL's status for ours (an
+    error's own ``deepl_status`` where it has one)."""
     response, error_type = error_response(exc)
     request.app.state.runtime.metrics.errors.labels(error_type).inc()
     body = json.loads(bytes(response.body))
     error = body.get("error")
     message = error.get("message", "") if isinstance(error, dict) else str(error)
     headers = {name: value for name, value in response.headers.items() if name.lower() == "retry-after"}
-    status = (
-        456 if error_type == GlossaryLimit.type else _DEEPL_STATUSES.get(response.status_code, response.status_code)
-    )
+    status = getattr(exc, "deepl_status", None) or _DEEPL_STATUSES.get(response.status_code, response.status_code)
     return JSONResponse({"message": message}, status_code=status, headers=headers)
 
 

@@ -199,7 +199,7 @@ async def get_glossary(request: Request, glossary_id: str) -> GlossaryWithEntrie
     if found is None:
         raise NotFound(f"no glossary {glossary_id!r}")
     info, terms = found
-    return GlossaryWithEntries(**GlossaryOut.of(info).model_dump(), entries=[GlossaryEntry.of(t) for t in terms])
+    return GlossaryWithEntries.of(info, entries=[GlossaryEntry.of(t) for t in terms])
 
 
 @router.patch(
@@ -213,12 +213,7 @@ async def patch_glossary(request: Request, glossary_id: str) -> GlossaryOut:
     whose, store, _ = await _caller(request)
     body = validated(GlossaryPatch, await request.body())
     changes = [entry.term() for entry in body.entries or []]
-    updated = await stored(
-        lambda: store.update(whose, glossary_id, name=body.name, changes=changes, remove=body.remove or [])
-    )
-    if updated is None:
-        raise NotFound(f"no glossary {glossary_id!r}")
-    return GlossaryOut.of(updated)
+    return await _updated(store, whose, glossary_id, name=body.name, changes=changes, remove=body.remove or [])
 
 
 @router.put(
@@ -231,8 +226,12 @@ async def replace_entries(request: Request, glossary_id: str) -> GlossaryOut:
     """Replace all of a glossary's entries."""
     whose, store, _ = await _caller(request)
     body = validated(GlossaryEntriesBody, await request.body())
-    terms = [entry.term() for entry in body.entries]
-    updated = await stored(lambda: store.update(whose, glossary_id, entries=terms))
+    return await _updated(store, whose, glossary_id, entries=[entry.term() for entry in body.entries])
+
+
+async def _updated(store: GlossaryStore, whose: str, glossary_id: str, **changes: Any) -> GlossaryOut:
+    """``GlossaryStore.update`` with ``changes``; NotFound if there is no such glossary."""
+    updated = await stored(lambda: store.update(whose, glossary_id, **changes))
     if updated is None:
         raise NotFound(f"no glossary {glossary_id!r}")
     return GlossaryOut.of(updated)
