@@ -37,7 +37,8 @@ import onnxruntime as ort
 from engine.bundle import per_layer
 from engine.decoder import Step
 from engine.shared_weights import session_model
-from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, with_vocab_ids
+from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
+from engine.top_k import with_chunked_top_k
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,23 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         raise RunnerError(f"{path}: onnxruntime cannot load the graph: {e}") from e
 
 
+def decoder_graph(path: Path, *, shortlist: bool) -> bytes | None:
+    """The decoder-step graph at ``path`` as the engine runs it, serialized; None if that is the
+    file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
+    (``engine.top_k``); with ``shortlist``, a graph without the ``vocab_ids`` input gets it
+    (``engine.shortlist``)."""
+    import onnx
+
+    # External weights stay in their files: the edited graph refers to them (a session of it is
+    # told where they are, ``EXTERNAL_FOLDER``), rather than holding a copy of each in this process.
+    model = onnx.load(str(path), load_external_data=False)
+    edited = with_chunked_top_k(model)
+    if shortlist and VOCAB_IDS not in {i.name for i in model.graph.input}:
+        add_vocab_ids(model, str(path.parent))
+        edited = True
+    return model.SerializeToString() if edited else None
+
+
 def resolve_provider(requested: Provider) -> Literal["cpu", "cuda"]:
     """``auto`` -> cuda when this onnxruntime build has the CUDA provider; ``cuda`` must have it."""
     has_cuda = CUDA in ort.get_available_providers()
@@ -161,7 +179,7 @@ class Runner:
         self.shape = shape
         self.provider = resolve_provider(config.provider)
         self.encoder = load_session(encoder, self.provider, config)
-        self.decoder = load_session(decoder, self.provider, config, with_vocab_ids(decoder) if shortlist else None)
+        self.decoder = load_session(decoder, self.provider, config, decoder_graph(decoder, shortlist=shortlist))
         if self.provider == "cuda" and CUDA not in self.decoder.get_providers():
             # onnxruntime-gpu on a machine without a usable GPU falls back to CPU on its own.
             if config.provider == "cuda":

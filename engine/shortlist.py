@@ -8,8 +8,9 @@ decoder then computes the output projection, LogSoftmax and TopK over those M pi
 largest part of a step on a large vocabulary (what Marian's lexical shortlist and CTranslate2's
 vocabulary map do).
 
-The decoder graph takes the shortlist as an input, ``vocab_ids`` (M,) int64: ``with_vocab_ids``
-adds it to an exported graph when the engine loads it, so that bundles need no second graph.
+The decoder graph takes the shortlist as an input, ``vocab_ids`` (M,) int64: ``add_vocab_ids``
+adds it to an exported graph when the engine loads it (``engine.runner.decoder_graph``), so that
+bundles need no second graph.
 With all V ids the graph runs its original projection (an If node), so one session serves both.
 """
 
@@ -72,30 +73,18 @@ HEAD_OUTPUTS = ("log_probs", "top_log_probs", "top_ids")
 EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
 
 
-def with_vocab_ids(path: Path) -> bytes | None:
-    """The decoder-step graph at ``path``, serialized, with the input ``vocab_ids`` (M,) int64;
-    None if it has that input already.
+def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
+    """Add the input ``vocab_ids`` (M,) int64 to a decoder-step graph, in place; ``base_dir``: where
+    its external weights are.
 
     Its outputs stay the same, over the M pieces: ``log_probs`` (N, M), ``top_log_probs`` and
     ``top_ids`` (N, C), the latter vocabulary ids. Given all V ids (``np.arange(V)``) it runs the
     original projection, LogSoftmax and TopK; given fewer, it gathers the projection's columns (and
     each V-sized constant after it: bias, banned tokens, int8 scales) for those ids first.
-    """
-    import onnx
 
-    # External weights stay in their files: the edited graph refers to them (a session of it is
-    # told where they are, ``EXTERNAL_FOLDER``), rather than holding a copy of each in this process.
-    model = onnx.load(str(path), load_external_data=False)
-    if VOCAB_IDS in {i.name for i in model.graph.input}:
-        return None
-    add_vocab_ids(model, str(path.parent))
-    return model.SerializeToString()
-
-
-def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
-    """``with_vocab_ids``'s edit, in place: the nodes computing only the head outputs (the output
-    projection, with int8 its activation's quantization, LogSoftmax, TopK) move into an If node,
-    whose full branch is them as they are and whose shortlist branch scores ``vocab_ids`` only."""
+    The nodes computing only the head outputs (the output projection, with int8 its activation's
+    quantization, LogSoftmax, TopK) move into an If node, whose full branch is them as they are and
+    whose shortlist branch scores ``vocab_ids`` only."""
     import onnx
     from onnx import TensorProto, helper
 

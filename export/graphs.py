@@ -22,19 +22,17 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import numpy as np
 import onnx
 import torch
-from onnx import helper, numpy_helper
+from onnx import helper
 from torch import Tensor, nn
 
 from engine.bundle import DYNAMIC_DIMS, TensorSpec, decoder_signature, encoder_signature
+from engine.top_k import top_k_nodes
 from export.decoder_step import DecoderStep, OutputConstraints
 from model.transformer import Transformer
 
 OPSET = 17
-# top_k_nodes' chunk width: narrow chunks lengthen its first TopK, wide ones its second.
-MIN_CHUNK, PREFERRED_CHUNK, MAX_CHUNK = 32, 64, 256
 
 
 class EncoderGraph(nn.Module):
@@ -141,58 +139,3 @@ def _append_top_k(path: Path, inputs: tuple[TensorSpec, ...], outputs: tuple[Ten
         graph.graph.output.append(helper.make_tensor_value_info(spec.name, elem[spec.dtype], list(spec.dims)))
     onnx.save(graph, str(path))
     onnx.checker.check_model(str(path))  # by path: a graph in memory cannot be checked past 2 GB
-
-
-def chunk_width(vocab: int) -> int | None:
-    """The width of the chunks ``top_k_nodes`` cuts a row into: the divisor of ``vocab`` in
-    [MIN_CHUNK, MAX_CHUNK] nearest to PREFERRED_CHUNK; None if it has none (padding a row to a
-    multiple would copy all of it, which costs what the chunks save)."""
-    widths = [w for w in range(MIN_CHUNK, MAX_CHUNK + 1) if vocab % w == 0 and vocab // w > 1]
-    return min(widths, key=lambda w: abs(w - PREFERRED_CHUNK), default=None)
-
-
-def top_k_nodes(
-    scores: str, k: str, values: str, ids: str, vocab: int
-) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
-    """Nodes computing ``values, ids = TopK(scores, k)`` over the last axis of ``scores`` (N, V),
-    identical to one TopK, ties included, and faster for V in the thousands.
-
-    onnxruntime's TopK visits every element of a row one by one, while a ReduceMax over it runs at
-    vector speed. So the row is cut into C chunks of W, the k chunks with the greatest maxima are
-    found, and one TopK runs over those k*W values only. They hold the row's best k: a chunk not
-    among them has k chunks before it, each holding a value greater than its maximum (or equal and
-    at a lower index). Taken in ascending order, the chosen chunks keep TopK's order among equal
-    values: lower id first.
-    """
-    width = chunk_width(vocab)
-    if width is None:
-        return [helper.make_node("TopK", [scores, k], [values, ids], name="/TopK", axis=-1)], []
-    chunks = vocab // width
-
-    def n(suffix: str) -> str:
-        return f"/TopK/{suffix}"
-
-    constants = [
-        numpy_helper.from_array(np.array([-1, chunks, width], dtype=np.int64), n("chunked_shape")),
-        numpy_helper.from_array(np.array([0, -1], dtype=np.int64), n("flat_shape")),
-        numpy_helper.from_array(np.array([chunks], dtype=np.int64), n("chunks")),
-        numpy_helper.from_array(np.array(width, dtype=np.int64), n("width")),
-        numpy_helper.from_array(np.array([-1], dtype=np.int64), n("last_axis")),
-    ]
-    nodes = [
-        helper.make_node("Reshape", [scores, n("chunked_shape")], [n("chunked")]),  # (N, C, W)
-        helper.make_node("ReduceMax", [n("chunked")], [n("chunk_max")], axes=[-1], keepdims=0),  # (N, C)
-        helper.make_node("Min", [k, n("chunks")], [n("k_chunks")]),  # k chunks, or all when k > C
-        helper.make_node("TopK", [n("chunk_max"), n("k_chunks")], [n("_best_max"), n("best")], axis=-1),
-        helper.make_node("TopK", [n("best"), n("k_chunks")], [n("picked"), n("_order")], axis=-1, largest=0),
-        helper.make_node("Unsqueeze", [n("picked"), n("last_axis")], [n("picked_index")]),  # (N, k', 1)
-        helper.make_node("GatherND", [n("chunked"), n("picked_index")], [n("gathered")], batch_dims=1),
-        helper.make_node("Reshape", [n("gathered"), n("flat_shape")], [n("candidates")]),  # (N, k' * W)
-        helper.make_node("TopK", [n("candidates"), k], [values, n("position")], axis=-1),  # (N, k)
-        helper.make_node("Div", [n("position"), n("width")], [n("slot")]),
-        helper.make_node("Mod", [n("position"), n("width")], [n("offset")]),
-        helper.make_node("GatherElements", [n("picked"), n("slot")], [n("chunk")], axis=1),
-        helper.make_node("Mul", [n("chunk"), n("width")], [n("start")]),
-        helper.make_node("Add", [n("start"), n("offset")], [ids]),
-    ]
-    return nodes, constants

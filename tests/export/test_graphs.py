@@ -4,14 +4,10 @@ source lengths 1 and 100, beams sharing a sentence's cross keys/values, starting
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
 import torch
-from onnx import TensorProto, helper
 
 from engine.bundle import per_layer
-from export.graphs import OPSET, chunk_width, top_k_nodes
 from export.parity import OnnxGreedy
 from model.transformer import Transformer
 
@@ -99,43 +95,3 @@ def test_padding_does_not_change_a_sentence(fp32_greedy: OnnxGreedy, tiny_model:
     np.testing.assert_array_equal(alone.tokens[0], together.tokens[1, :steps])
     assert np.abs(alone.log_probs[0] - together.log_probs[1, :steps]).max() <= 1e-5
     assert np.abs(alone.alignment[0] - together.alignment[1, :steps, :n]).max() <= 1e-6
-
-
-def top_k_session(vocab: int) -> ort.InferenceSession:
-    """``export.graphs.top_k_nodes`` alone: scores (N, vocab), k -> values, ids."""
-    nodes, constants = top_k_nodes("scores", "k", "values", "ids", vocab)
-    graph = helper.make_graph(
-        nodes,
-        "top_k",
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", vocab]),
-         helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
-        [helper.make_tensor_value_info("values", TensorProto.FLOAT, ["N", "k"]),
-         helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", "k"])],
-        constants,
-    )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    onnx.checker.check_model(model, full_check=True)
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-
-
-@pytest.mark.parametrize("vocab", [150, 8000, 58101, 7919])
-def test_top_k_nodes_are_one_top_k(vocab: int):
-    """Each row's best k, best first, lower id first among equal values, for every k up to the
-    vocabulary: on rows of many ties (a few distinct values), of banned tokens (-inf), and of a
-    maximum in every chunk. 7919 is prime: one TopK."""
-    width = chunk_width(vocab)
-    assert (width is None) == (vocab == 7919)
-    session = top_k_session(vocab)
-    rng = np.random.default_rng(vocab)
-    ties = rng.integers(0, 5, size=(3, vocab)).astype(np.float32)
-    banned = rng.standard_normal((2, vocab)).astype(np.float32)
-    banned[:, rng.choice(vocab, size=vocab // 2, replace=False)] = -np.inf
-    spread = np.full((1, vocab), -1.0, dtype=np.float32)
-    spread[0, :: width or vocab] = 0.0  # every chunk's maximum equal: only their order decides
-    scores = np.concatenate([ties, banned, spread, rng.standard_normal((2, vocab)).astype(np.float32)])
-    chunks = vocab // width if width else 1
-    for k in sorted({1, 2, 9, chunks - 1, chunks, chunks + 1, vocab // 2, vocab} & set(range(1, vocab + 1))):
-        values, ids = session.run(None, {"scores": scores, "k": np.array([k])})
-        expected = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        np.testing.assert_array_equal(ids, expected)
-        np.testing.assert_array_equal(values, np.take_along_axis(scores, expected, axis=1))
