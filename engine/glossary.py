@@ -53,7 +53,7 @@ class Glossary:
 
     ``placed``: instead of where a text says them, the terms to use at these places of every text,
     each a fraction of its length (the second model of a pivot, given the terms its first model's
-    text said there).
+    text said there); in markup, of its units' (``in_units``).
     """
 
     terms: tuple[Term, ...]
@@ -107,6 +107,18 @@ class Glossary:
     def of(cls, pairs: dict[str, str] | list[tuple[str, str]], *, case_sensitive: bool = False) -> Glossary:
         items = pairs.items() if isinstance(pairs, dict) else pairs
         return cls(tuple(Term(s, t, case_sensitive) for s, t in items))
+
+    def in_units(self, count: int) -> list[list[tuple[int, float]]]:
+        """For each of a markup text's ``count`` units (its blocks and attribute values,
+        ``engine.markup.Document``), the terms placed in it, by number, each at its place in it: a
+        placed glossary's places are then a unit's number plus a fraction of its length."""
+        assert self.placed is not None
+        here: list[list[tuple[int, float]]] = [[] for _ in range(count)]
+        for term, place in enumerate(self.placed):
+            if count:
+                unit = min(int(place), count - 1)
+                here[unit].append((term, place - unit))
+        return here
 
     def find(self, text: str) -> list[Match]:
         """The terms ``text`` says, in order, none overlapping: at each word the longest term that

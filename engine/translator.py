@@ -266,8 +266,9 @@ class Translator:
             by_unit[s.text_index].append(s)
         translated = list(zip(segmented, by_unit, strict=True))
         if options.glossary is not None:
-            for text, unit in zip(units, translated, strict=True):
-                self._find_terms(options.glossary, text, *unit, pair)
+            places = _places(options.glossary, documents, len(units))
+            for text, unit, placed in zip(units, translated, places, strict=True):
+                self._find_terms(options.glossary, text, *unit, pair, placed)
         # prefix and EOS alone: nothing to say
         spoken = [s for s in sentences if s.verbatim is None and len(s.ids) > len(pair.source_prefix) + 1]
         decode_search = replace(search, return_alignments=True) if documents else search
@@ -284,10 +285,17 @@ class Translator:
         return TranslatedBatch(results, stats)
 
     def _find_terms(
-        self, glossary: Glossary, text: str, seg: SegmentedText, sentences: list[_Sentence], pair: _Pair
+        self,
+        glossary: Glossary,
+        text: str,
+        seg: SegmentedText,
+        sentences: list[_Sentence],
+        pair: _Pair,
+        placed: list[tuple[int, float]] | None,
     ) -> None:
         """Give each sentence of ``text`` (``seg``'s segments) the glossary terms it must use: those
-        it says or, for a glossary of ``placed`` terms, those placed in it."""
+        it says or, for a glossary of placed terms, those ``placed`` in it (each a term's number and
+        a fraction of the text's length)."""
         pieces: dict[int, list[int] | None] = {}
         spoken = [
             (start, segment.text, s)
@@ -296,8 +304,8 @@ class Translator:
         ]
         if not spoken:
             return
-        if glossary.placed is not None:
-            for term, place in enumerate(glossary.placed):
+        if placed is not None:
+            for term, place in placed:
                 there = [s for start, _, s in spoken if start <= place * len(text)] or [spoken[0][2]]
                 there[-1].terms.append(_SentenceTerm(term, None, None, self._term_pieces(glossary, term, pieces)))
             return
@@ -617,3 +625,14 @@ def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:
     for i, seq in enumerate(ids):
         out[i, : len(seq)] = seq
     return out
+
+
+def _places(glossary: Glossary, documents: list[Document] | None, units: int) -> list[list[tuple[int, float]] | None]:
+    """The terms placed in each of a batch's ``units``, by number, each at its place in it; None
+    where the glossary is not placed (a unit uses the terms it says). In markup a placed term is in
+    one unit only."""
+    if glossary.placed is None:
+        return [None] * units
+    if documents is None:
+        return [list(enumerate(glossary.placed))] * units
+    return [placed for d in documents for placed in glossary.in_units(len(d.units))]

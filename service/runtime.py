@@ -47,7 +47,7 @@ from engine.language_id import (
     is_passthrough,
     supported_languages,
 )
-from engine.markup import MarkupError, plain_text
+from engine.markup import Document, MarkupError, plain_text
 from engine.repository import Hop, ModelEntry, Route, Router, discover, single
 from engine.tokenizer import Tokenizer
 from engine.translator import GLOSSARY_MIN_BEAM, TranslatorConfig, auto_streams
@@ -421,10 +421,10 @@ class Runtime:
         """The pivot texts ``pivoted`` of ``texts`` by ``hop``, each with the terms its text says,
         placed where it says them: texts that say different terms in different places are
         translated with different glossaries. Each result reports the terms of its text."""
-        found = [terms.find(text) for text in texts]
+        found = [_said(terms, text, asked.format) for text in texts]
         groups: dict[Glossary | None, list[int]] = {}
-        for i, (text, matches) in enumerate(zip(texts, found, strict=True)):
-            groups.setdefault(_placed(terms, text, matches), []).append(i)
+        for i, said in enumerate(found):
+            groups.setdefault(_placed(terms, said), []).append(i)
         done = await asyncio.gather(
             *(
                 self._translate_hop(hop, [pivoted[i] for i in idx], replace(asked, glossary=placed), timeout)
@@ -434,7 +434,7 @@ class Runtime:
         results: list[TranslationResult | None] = [None] * len(texts)
         for idx, (translated, _) in zip(groups.values(), done, strict=True):
             for i, result in zip(idx, translated, strict=True):
-                uses = _said_terms(terms, found[i], result, markup=asked.format != "text")
+                uses = _said_terms(terms, [m for m, _ in found[i]], result, markup=asked.format != "text")
                 results[i] = replace(result, terms=uses)
         return [r for r in results if r is not None], done[0][1]
 
@@ -617,12 +617,22 @@ def _terms(route: Route, glossary: JobGlossary | None) -> Glossary | None:
     return glossary.terms
 
 
-def _placed(terms: Glossary, text: str, matches: list[Match]) -> Glossary | None:
-    """The terms ``text`` says, each at each place it says it (a fraction of its length), for the
-    second model of a pivot; None when it says none."""
-    if not matches:
+def _said(terms: Glossary, text: str, kind: TextFormat) -> list[tuple[Match, float]]:
+    """The terms ``text`` says, each with its place: a fraction of the text's length; in markup,
+    what its units say (not its tags), each at its unit's number plus a fraction of the unit's
+    length, as the pivot text has the same units (``Glossary.in_units``)."""
+    if kind == "text":
+        return [(m, m.start / len(text)) for m in terms.find(text)]
+    units = Document(text, kind).units
+    return [(m, number + m.start / len(unit)) for number, unit in enumerate(units) for m in terms.find(unit)]
+
+
+def _placed(terms: Glossary, said: list[tuple[Match, float]]) -> Glossary | None:
+    """The terms a text says (``_said``), each at each place it says it, for the second model of a
+    pivot; None when it says none."""
+    if not said:
         return None
-    return Glossary(tuple(terms.terms[m.term] for m in matches), placed=tuple(m.start / len(text) for m in matches))
+    return Glossary(tuple(terms.terms[m.term] for m, _ in said), placed=tuple(place for _, place in said))
 
 
 def _said_terms(terms: Glossary, matches: list[Match], result: TranslationResult, *, markup: bool) -> list[TermUse]:

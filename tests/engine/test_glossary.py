@@ -91,3 +91,11 @@ def test_built_glossaries_keep_the_most_recently_used_within_their_bytes() -> No
     assert (built.get("a"), built.get("b"), built.get("c")) == (glossaries[0], None, glossaries[2])
     built.put("a", glossaries[1])  # replaced, not counted twice
     assert built.get("a") is glossaries[1] and built.get("c") is glossaries[2]
+
+
+def test_a_placed_glossary_gives_each_markup_unit_the_terms_placed_in_it() -> None:
+    dog, park, cat = Term("dog", "Köter"), Term("park", "Grünanlage"), Term("cat", "Mieze")
+    glossary = Glossary((dog, park, cat, dog), placed=(0.25, 0.5, 2.0, 7.5))
+    # Past the last unit: in the last, after its end.
+    assert glossary.in_units(3) == [[(0, 0.25), (1, 0.5)], [], [(2, 0.0), (3, 5.5)]]
+    assert glossary.in_units(0) == []

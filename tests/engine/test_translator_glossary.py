@@ -104,6 +104,19 @@ def test_placed_terms_are_used_whatever_the_text_says(translator: Translator) ->
     assert all(u.used and u.source_span is None for u in result.terms)
 
 
+def test_placed_terms_in_markup_are_used_in_their_own_unit_only(translator: Translator) -> None:
+    """In markup a place is its unit's number plus a fraction of that unit: a pivot's HTML keeps the
+    source's blocks, whose lengths differ between the languages."""
+    html = "<p>A cat sleeps.</p><p>Children play on the grass.</p><p>A man walks.</p>"
+    glossary = Glossary((Term("dog", "Köter"), Term("park", "Grünanlage")), placed=(0.1, 1.9))
+    result = translate(translator, [html], glossary=glossary, format="html")[0]
+    first, second, third = result.text.split("</p>")[:3]
+    assert "Köter" in first and "Grünanlage" in second
+    assert "Köter" not in second + third and "Grünanlage" not in first + third
+    assert third == translate(translator, [html], format="html")[0].text.split("</p>")[2]
+    assert [(u.target, u.used) for u in result.terms] == [("Köter", True), ("Grünanlage", True)]
+
+
 def test_a_missing_term_takes_the_place_of_the_words_that_translate_it(translator: Translator) -> None:
     """The rest of the translation stays the model's own; the score is the model's for the new words."""
     text = "A woman and a dog run in the park."

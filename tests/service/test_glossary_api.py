@@ -303,6 +303,21 @@ def test_a_pivot_uses_the_terms_the_text_says(api: httpx.Client) -> None:
     assert other["glossary_terms"] == []
 
 
+def test_a_pivot_uses_the_terms_of_markup_in_the_block_that_says_them(api: httpx.Client) -> None:
+    """Not in other blocks, and not where a tag says them."""
+    gid = create(api, source_lang="fr", entries=[{"source": "chien", "target": "katze"}])["glossary_id"]
+    html = f'<p>{FRENCH}</p><p class="chien">Un homme.</p>'
+    body = {"text": html, "source_lang": "fr", "target_lang": "de", "format": "html"}
+    plain = api.post("/v1/translate", json=body).json()["translations"][0]
+    response = api.post("/v1/translate", json={**body, "glossary": gid})
+    assert response.status_code == 200, response.text
+    translation = response.json()["translations"][0]
+    first, second = translation["text"].split("</p>")[:2]
+    assert "katze" in first and "katze" not in second
+    assert second == plain["text"].split("</p>")[1]
+    assert [(t["source"], t["used"]) for t in translation["glossary_terms"]] == [("chien", True)]
+
+
 def test_the_stream_reports_terms_per_sentence_and_for_the_whole_text(api: httpx.Client) -> None:
     text = "A man walks.  The dog runs in the park.\nA dog sits."
     body = {"text": text, "source_lang": "en", "target_lang": "de", "glossary": {"entries": [TERM]}}
