@@ -19,6 +19,11 @@ and the CPU (prepacked layouts are those of the kernels MLAS picks for its instr
 entry is written into a staging directory and renamed into place, under a lock, so that engine
 processes starting together build it once and never read half of it.
 
+Each process holds a shared lock on every entry it has loaded for as long as it lives, and marks
+the entry used (its directory's modification time) at each load. When a process builds an entry, it
+deletes the entries that no process holds and none has used for ``UNUSED_DAYS``: a model's
+earlier versions, and every entry of an earlier onnxruntime, would otherwise stay on disk for ever.
+
 The cache directory is ``RunnerConfig.weights_cache`` (``TranslatorConfig.weights_cache``), which
 the service's engine processes set; without it, graphs load as they are (benchmarks/RESULTS.md,
 section 18, measures both).
@@ -26,14 +31,16 @@ section 18, measures both).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
 import platform
+import random
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import onnxruntime as ort
 
@@ -46,6 +53,13 @@ except ImportError:  # Windows: no lock; the rename alone keeps an entry whole
     fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
+
+UNUSED_DAYS = 7
+# How long a process waits to build an entry that others hold but that is not there (someone
+# deleted it by hand): then it loads the graph unshared.
+BUILD_WAIT_S = 30.0
+# Each entry this process has loaded: its lock file, open and shared-locked while the process lives.
+_held: dict[Path, IO[str]] = {}
 
 
 def session_model(path: Path, model: str | bytes, options: ort.SessionOptions, directory: Path) -> str | bytes:
@@ -68,13 +82,71 @@ def optimized_graph(source: Path, graph: bytes | None, level: ort.GraphOptimizat
     built first if this machine has none."""
     key = cache_key(source, graph, level)
     target = directory / key / source.name
-    if target.is_file():
-        return target
     directory.mkdir(parents=True, exist_ok=True)
-    with _exclusive(directory / f"{key}.lock"):
+    if fcntl is None:  # no locks: build if missing, never delete
         if not target.is_file():
             _build(source, graph, level, target)
+        return target
+    built = _hold(directory / f"{key}.lock", target, lambda: _build(source, graph, level, target))
+    os.utime(target.parent)  # used now
+    if built:
+        prune(directory, older_than_s=UNUSED_DAYS * 86400)
     return target
+
+
+def _hold(lock: Path, target: Path, build: Callable[[], None]) -> bool:
+    """Hold ``lock`` shared with ``target`` in place, building it first under the exclusive lock if
+    it is missing; whether this call built it."""
+    file = _held.get(lock) or _held.setdefault(lock, lock.open("a"))
+    deadline = time.monotonic() + BUILD_WAIT_S
+    while True:
+        fcntl.flock(file, fcntl.LOCK_SH)  # waits while another process builds or deletes it
+        if target.is_file():
+            return False
+        try:  # only one process at a time may hold it to build: none may hold it shared meanwhile
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{target.parent} is missing and other processes hold it") from None
+            fcntl.flock(file, fcntl.LOCK_UN)
+            time.sleep(random.uniform(0.01, 0.1))  # processes starting together must not retry in step
+            continue
+        try:
+            built = not target.is_file()
+            if built:
+                build()
+        finally:
+            fcntl.flock(file, fcntl.LOCK_SH)
+        return built
+
+
+def prune(directory: Path, *, older_than_s: float) -> list[Path]:
+    """Delete the entries under ``directory`` that no process holds and none has used for
+    ``older_than_s`` seconds, and staging directories as old (a build killed halfway); what was
+    deleted. Their lock files stay: deleting one could let two processes build at once."""
+    cutoff = time.time() - older_than_s
+    deleted = []
+    for staging in directory.glob(".*"):
+        if staging.is_dir() and staging.stat().st_mtime < cutoff:
+            shutil.rmtree(staging, ignore_errors=True)
+            deleted.append(staging)
+    for lock in directory.glob("*.lock"):
+        entry = lock.with_suffix("")
+        if lock in _held or not entry.is_dir() or entry.stat().st_mtime >= cutoff:
+            continue
+        with lock.open("a") as file:
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when the file closes
+            except BlockingIOError:
+                continue  # a process has it loaded
+            if entry.is_dir() and entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry, ignore_errors=True)
+                deleted.append(entry)
+    if deleted:
+        log.info(
+            "weights cache %s: deleted %d entries unused for %.0f days", directory, len(deleted), older_than_s / 86400
+        )
+    return deleted
 
 
 def cache_key(source: Path, graph: bytes | None, level: ort.GraphOptimizationLevel) -> str:
@@ -121,11 +193,3 @@ def _build(source: Path, graph: bytes | None, level: ort.GraphOptimizationLevel,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log.info("%s: optimized graph with prepacked weights cached in %s", source, target.parent)
-
-
-@contextlib.contextmanager
-def _exclusive(lock: Path) -> Iterator[None]:
-    with lock.open("a") as file:
-        if fcntl is not None:
-            fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
-        yield

@@ -4,12 +4,17 @@ each holds a private copy of; translations are the same either way."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import os
 import re
+import time
+from collections.abc import Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -160,3 +165,80 @@ def test_the_service_engine_processes_share_through_the_cache(tiny_bundle: Path,
             host.close()
     assert results[0] == results[1]
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2, "the encoder and the decoder, cached"
+
+
+def load_entry(graph: str, cache: str, start: Any, conn: Connection) -> None:
+    """A child: load ``graph`` through the cache once ``start`` is set, report the entry, hold it
+    until told."""
+    start.wait()
+    level = session_options(1, spin=False).graph_optimization_level
+    try:
+        conn.send(shared_weights.optimized_graph(Path(graph), None, level, Path(cache)))
+    except Exception as e:  # reported, so that the test fails on it rather than waiting
+        conn.send(e)
+    conn.recv()
+
+
+@contextlib.contextmanager
+def processes_holding(graphs: list[Path], cache: Path) -> Iterator[list[Path | Exception]]:
+    """One process per graph, started together, each loading its graph through ``cache`` and
+    holding it while the block runs; what each loaded."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    children = []
+    try:
+        for graph in graphs:
+            parent, child = context.Pipe()
+            process = context.Process(target=load_entry, args=(str(graph), str(cache), start, child))
+            process.start()
+            children.append((process, parent))
+        start.set()
+        yield [parent.recv() for _, parent in children]
+    finally:
+        for process, parent in children:
+            with contextlib.suppress(OSError):
+                parent.send(None)
+            process.join(timeout=30)
+
+
+def renamed(graph: Path, name: str, tmp_path: Path) -> Path:
+    """``graph`` with a node renamed: the same weights under another cache key."""
+    model = onnx.load(str(graph))
+    model.graph.node[0].name = name
+    path = tmp_path / name / graph.name
+    path.parent.mkdir()
+    onnx.save_model(model, str(path))
+    return path
+
+
+def test_processes_starting_together_build_an_entry_once_and_all_share_it(matmul_graph: Path, tmp_path: Path) -> None:
+    """Each process holds the entry it loaded for as long as it lives; those arriving while it is
+    built wait for it rather than give up on sharing."""
+    with processes_holding([matmul_graph] * 4, tmp_path) as loaded:
+        assert all(isinstance(p, Path) for p in loaded), loaded
+        assert len(set(loaded)) == 1
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == [loaded[0].parent.name]  # no staging left
+
+
+def test_entries_unused_for_days_are_deleted_when_another_is_built(matmul_graph: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    old, held, recent = (renamed(matmul_graph, name, tmp_path) for name in ("old", "held", "recent"))
+    with processes_holding([old, recent], cache) as loaded:  # loaded by processes since ended
+        old_entry, recent_entry = (p.parent for p in loaded)
+    stale_staging = cache / f".{old_entry.name}.12345"
+    stale_staging.mkdir()
+    days_ago = time.time() - (shared_weights.UNUSED_DAYS + 1) * 86400
+    with processes_holding([held], cache) as (held_path,):
+        for path in (old_entry, held_path.parent, stale_staging):
+            os.utime(path, (days_ago, days_ago))
+        assert (cache / f"{recent_entry.name}.lock").is_file()
+        level = session_options(1, spin=False).graph_optimization_level
+        new = shared_weights.optimized_graph(matmul_graph, None, level, cache)  # built: the others are pruned
+        assert not old_entry.exists() and not stale_staging.exists()
+        assert held_path.is_file(), "a process still has it loaded"
+        assert (recent_entry / recent.name).is_file(), "used within the last days"
+        assert new.is_file()
+    # Unused for days but loaded here, by this process: kept.
+    os.utime(new.parent, (days_ago, days_ago))
+    assert shared_weights.prune(cache, older_than_s=shared_weights.UNUSED_DAYS * 86400) == [held_path.parent]
+    assert new.is_file()
