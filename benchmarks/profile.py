@@ -38,7 +38,8 @@ from benchmarks.common import (
 from benchmarks.metered import MeteredRunner
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.bundle import load_bundle
-from engine.runner import session_options
+from engine.runner import decoder_graph, session_options
+from engine.shortlist import EXTERNAL_FOLDER
 
 TOP_OPERATORS = 10
 TOP_NODES = 5
@@ -69,7 +70,12 @@ def operator_profile(
     profiled = session_options(args.threads, spin=False)
     profiled.enable_profiling = True
     profiled.profile_file_prefix = str(args.workdir / f"decoder-{translator.info.variant}")
-    session = ort.InferenceSession(str(decoder_path), profiled, providers=["CPUExecutionProvider"])
+    # The graph as the engine runs it (engine.runner.decoder_graph), not as the file has it.
+    graph = decoder_graph(decoder_path, shortlist=translator.runner.takes_vocab_ids)
+    if graph is not None:
+        profiled.add_session_config_entry(EXTERNAL_FOLDER, str(decoder_path.parent))
+    model = graph if graph is not None else str(decoder_path)
+    session = ort.InferenceSession(model, profiled, providers=["CPUExecutionProvider"])
     plain, translator.runner.decoder = translator.runner.decoder, session
     try:
         translator.translate_batch(texts, options)

@@ -87,8 +87,13 @@ def optimized_graph(source: Path, graph: bytes | None, level: ort.GraphOptimizat
         if not target.is_file():
             _build(source, graph, level, target)
         return target
-    built = _hold(directory / f"{key}.lock", target, lambda: _build(source, graph, level, target))
-    os.utime(target.parent)  # used now
+    try:
+        built = _hold(directory / f"{key}.lock", target, lambda: _build(source, graph, level, target))
+        os.utime(target.parent)  # used now
+    except OSError:
+        if not target.is_file():
+            raise
+        return target  # a cache this process cannot write to (built elsewhere, mounted read-only): as it is
     if built:
         prune(directory, older_than_s=UNUSED_DAYS * 86400)
     return target

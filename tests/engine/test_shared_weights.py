@@ -9,6 +9,7 @@ import logging
 import multiprocessing
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -242,3 +243,18 @@ def test_entries_unused_for_days_are_deleted_when_another_is_built(matmul_graph:
     os.utime(new.parent, (days_ago, days_ago))
     assert shared_weights.prune(cache, older_than_s=shared_weights.UNUSED_DAYS * 86400) == [held_path.parent]
     assert new.is_file()
+
+
+def test_an_entry_that_cannot_be_locked_is_used_as_it_is(matmul_graph: Path, tmp_path: Path) -> None:
+    """A cache built elsewhere and mounted read-only. (The tests run as root, whom permissions do not
+    stop: a directory in the lock file's place cannot be opened for writing either.)"""
+    level = session_options(1, spin=False).graph_optimization_level
+    with processes_holding([matmul_graph], tmp_path) as (built,):
+        pass
+    lock = tmp_path / f"{built.parent.name}.lock"
+    lock.unlink()
+    lock.mkdir()
+    assert shared_weights.optimized_graph(matmul_graph, None, level, tmp_path) == built
+    shutil.rmtree(built.parent)
+    with pytest.raises(OSError):
+        shared_weights.optimized_graph(matmul_graph, None, level, tmp_path)
