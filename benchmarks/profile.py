@@ -85,7 +85,8 @@ def operator_profile(
     by_operator: collections.Counter[str] = collections.Counter()
     by_node: collections.Counter[str] = collections.Counter()
     for event in events:
-        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+        # An If node's time is that of the branch it runs, whose nodes are profiled one by one too.
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time") and event["args"]["op_name"] != "If":
             by_operator[event["args"]["op_name"]] += event["dur"]
             by_node[event["name"].removesuffix("_kernel_time")] += event["dur"]
     total = sum(by_operator.values())
