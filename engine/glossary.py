@@ -114,10 +114,11 @@ class Glossary:
         placed glossary's places are then a unit's number plus a fraction of its length."""
         assert self.placed is not None
         here: list[list[tuple[int, float]]] = [[] for _ in range(count)]
+        if count == 0:
+            return here
         for term, place in enumerate(self.placed):
-            if count:
-                unit = min(int(place), count - 1)
-                here[unit].append((term, place - unit))
+            unit = min(int(place), count - 1)  # the pivot text may have lost a unit: its last one
+            here[unit].append((term, place - unit))
         return here
 
     def find(self, text: str) -> list[Match]:
