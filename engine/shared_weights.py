@@ -116,12 +116,14 @@ def _hold(lock: Path, target: Path, build: Callable[[], None]) -> bool:
             fcntl.flock(file, fcntl.LOCK_UN)
             time.sleep(random.uniform(0.01, 0.1))  # processes starting together must not retry in step
             continue
-        try:
-            built = not target.is_file()
-            if built:
+        built = not target.is_file()
+        if built:
+            try:
                 build()
-        finally:
-            fcntl.flock(file, fcntl.LOCK_SH)
+            except BaseException:
+                fcntl.flock(file, fcntl.LOCK_UN)  # held, it would keep every other process from building it
+                raise
+        fcntl.flock(file, fcntl.LOCK_SH)
         return built
 
 

@@ -258,3 +258,18 @@ def test_an_entry_that_cannot_be_locked_is_used_as_it_is(matmul_graph: Path, tmp
     shutil.rmtree(built.parent)
     with pytest.raises(OSError):
         shared_weights.optimized_graph(matmul_graph, None, level, tmp_path)
+
+
+def test_a_build_that_fails_leaves_the_entry_to_others(
+    matmul_graph: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: object) -> None:
+        raise RuntimeError("onnxruntime could not optimize it")
+
+    level = session_options(1, spin=False).graph_optimization_level
+    with monkeypatch.context() as patched:
+        patched.setattr(shared_weights, "_build", fail)
+        with pytest.raises(RuntimeError):
+            shared_weights.optimized_graph(matmul_graph, None, level, tmp_path)
+    with processes_holding([matmul_graph], tmp_path) as (loaded,):
+        assert isinstance(loaded, Path) and loaded.is_file(), loaded
