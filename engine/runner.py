@@ -142,18 +142,25 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         raise RunnerError(f"{path}: onnxruntime cannot load the graph: {e}") from e
 
 
-def decoder_graph(path: Path, *, shortlist: bool) -> bytes | None:
+def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False) -> bytes | None:
     """The decoder-step graph at ``path`` as the engine runs it, serialized; None if that is the
     file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
     (``engine.top_k``); with ``shortlist``, a graph without the ``vocab_ids`` input gets it
-    (``engine.shortlist``)."""
+    (``engine.shortlist``).
+
+    ``mapped``: the session would map the graph's external weights from their files (a CPU session
+    of the file itself). A graph edited only for its TopK is then left as it is: loaded from its
+    bytes, onnxruntime reads external weights into the process (benchmarks/RESULTS.md, 18.1),
+    hundreds of MB at the OPUS-MT size for a few percent of speed."""
     import onnx
 
     # External weights stay in their files: the edited graph refers to them (a session of it is
     # told where they are, ``EXTERNAL_FOLDER``), rather than holding a copy of each in this process.
     model = onnx.load(str(path), load_external_data=False)
-    edited = with_chunked_top_k(model)
-    if shortlist and VOCAB_IDS not in {i.name for i in model.graph.input}:
+    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+    needs_vocab_ids = shortlist and VOCAB_IDS not in {i.name for i in model.graph.input}
+    edited = not (mapped and external and not needs_vocab_ids) and with_chunked_top_k(model)
+    if needs_vocab_ids:
         add_vocab_ids(model, str(path.parent))
         edited = True
     return model.SerializeToString() if edited else None
@@ -179,7 +186,9 @@ class Runner:
         self.shape = shape
         self.provider = resolve_provider(config.provider)
         self.encoder = load_session(encoder, self.provider, config)
-        self.decoder = load_session(decoder, self.provider, config, decoder_graph(decoder, shortlist=shortlist))
+        mapped = self.provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
+        graph = decoder_graph(decoder, shortlist=shortlist, mapped=mapped)
+        self.decoder = load_session(decoder, self.provider, config, graph)
         if self.provider == "cuda" and CUDA not in self.decoder.get_providers():
             # onnxruntime-gpu on a machine without a usable GPU falls back to CPU on its own.
             if config.provider == "cuda":

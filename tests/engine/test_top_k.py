@@ -108,6 +108,22 @@ def test_a_vocabulary_without_a_chunk_width_keeps_its_top_k() -> None:
     assert [n.op_type for n in model.graph.node] == ["LogSoftmax", "TopK"]
 
 
+def test_a_graph_with_mapped_external_weights_keeps_its_top_k_unless_edited_anyway(tmp_path: Path) -> None:
+    """Loaded from its bytes, a graph's external weights would be read into the process, not mapped."""
+    vocab = 8000
+    model = single_top_k_head(vocab)
+    graph = model.graph
+    graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(vocab, dtype=np.float32), "bias"))
+    graph.node.insert(0, helper.make_node("Add", ["logits", "bias"], ["biased"]))
+    graph.node[1].input[0] = "biased"
+    path = tmp_path / "decoder.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="decoder.onnx.data", size_threshold=0)
+    assert decoder_graph(path, shortlist=False, mapped=True) is None
+    assert decoder_graph(path, shortlist=False, mapped=False) is not None  # through the weights cache, or on CUDA
+    (tmp_path / "embedded.onnx").write_bytes(single_top_k_head(vocab).SerializeToString())
+    assert decoder_graph(tmp_path / "embedded.onnx", shortlist=False, mapped=True) is not None
+
+
 def test_the_engine_edits_only_graphs_that_need_it(tiny_bundle: Path) -> None:
     """A bundle exported now has the chunked TopK: its decoder loads from its file as it is."""
     assert decoder_graph(tiny_bundle / "decoder.onnx", shortlist=False) is None
