@@ -22,8 +22,6 @@ import json
 import time
 from pathlib import Path
 
-import onnxruntime as ort
-
 from benchmarks.common import (
     BUNDLE,
     RESULTS,
@@ -38,8 +36,7 @@ from benchmarks.common import (
 from benchmarks.metered import MeteredRunner
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.bundle import load_bundle
-from engine.runner import decoder_graph, session_options
-from engine.shortlist import EXTERNAL_FOLDER
+from engine.runner import RunnerConfig, load_decoder
 
 TOP_OPERATORS = 10
 TOP_NODES = 5
@@ -67,15 +64,11 @@ def operator_profile(
 ) -> dict:
     """Each operator type's share of the decoder-step graph's kernel time, and the costliest nodes."""
     decoder_path = load_bundle(args.bundle, verify_checksums=False).graph_paths(translator.info.variant)[1]
-    profiled = session_options(args.threads, spin=False)
-    profiled.enable_profiling = True
-    profiled.profile_file_prefix = str(args.workdir / f"decoder-{translator.info.variant}")
-    # The graph as the engine runs it (engine.runner.decoder_graph), not as the file has it.
-    graph = decoder_graph(decoder_path, shortlist=translator.runner.takes_vocab_ids)
-    if graph is not None:
-        profiled.add_session_config_entry(EXTERNAL_FOLDER, str(decoder_path.parent))
-    model = graph if graph is not None else str(decoder_path)
-    session = ort.InferenceSession(model, profiled, providers=["CPUExecutionProvider"])
+    profiled = RunnerConfig(
+        provider="cpu", threads=args.threads, profile_prefix=str(args.workdir / f"decoder-{translator.info.variant}")
+    )
+    # The graph as the engine runs it (edited at load), not as the file has it.
+    session = load_decoder(decoder_path, "cpu", profiled, shortlist=translator.runner.takes_vocab_ids)
     plain, translator.runner.decoder = translator.runner.decoder, session
     try:
         translator.translate_batch(texts, options)

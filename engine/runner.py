@@ -61,6 +61,7 @@ class RunnerConfig:
     # CPU graphs load through a cache of their optimized copies here, whose weights every process
     # maps (engine.shared_weights); None: each process holds its own
     weights_cache: Path | None = None
+    profile_prefix: str | None = None  # onnxruntime's profile of every run, written where this says
 
     def __post_init__(self) -> None:
         if self.provider not in ("auto", "cpu", "cuda"):
@@ -132,6 +133,8 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         providers = [(CUDA, {"device_id": str(config.device_id)}), CPU]
     try:
         options = session_options(config.threads, spin=config.spin)
+        if config.profile_prefix is not None:
+            options.enable_profiling, options.profile_file_prefix = True, config.profile_prefix
         model = graph if graph is not None else str(path)
         if provider == "cpu" and config.weights_cache is not None:  # CUDA keeps its copy in device memory
             model = session_model(path, model, options, config.weights_cache)
@@ -140,6 +143,12 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         return ort.InferenceSession(model, options, providers=providers)
     except Exception as e:  # onnxruntime raises its own, unexported exception types
         raise RunnerError(f"{path}: onnxruntime cannot load the graph: {e}") from e
+
+
+def load_decoder(path: Path, provider: str, config: RunnerConfig, *, shortlist: bool) -> ort.InferenceSession:
+    """The session of the decoder-step graph at ``path`` as the engine runs it (``decoder_graph``)."""
+    mapped = provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
+    return load_session(path, provider, config, decoder_graph(path, shortlist=shortlist, mapped=mapped))
 
 
 def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False) -> bytes | None:
@@ -186,9 +195,7 @@ class Runner:
         self.shape = shape
         self.provider = resolve_provider(config.provider)
         self.encoder = load_session(encoder, self.provider, config)
-        mapped = self.provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
-        graph = decoder_graph(decoder, shortlist=shortlist, mapped=mapped)
-        self.decoder = load_session(decoder, self.provider, config, graph)
+        self.decoder = load_decoder(decoder, self.provider, config, shortlist=shortlist)
         if self.provider == "cuda" and CUDA not in self.decoder.get_providers():
             # onnxruntime-gpu on a machine without a usable GPU falls back to CPU on its own.
             if config.provider == "cuda":

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.top_k import scored_vocabulary
+
 if TYPE_CHECKING:  # onnx is needed only to edit a graph, at load time
     import onnx
 
@@ -89,7 +91,7 @@ def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
     from onnx import TensorProto, helper
 
     graph = model.graph
-    vocab = _vocab_size(graph)
+    vocab = scored_vocabulary(graph)
     others = [o.name for o in graph.output if o.name not in HEAD_OUTPUTS]
     nodes = list(graph.node)
     in_head = _needed(nodes, HEAD_OUTPUTS) - _needed(nodes, others)
@@ -112,11 +114,6 @@ def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
     graph.input.append(helper.make_tensor_value_info(VOCAB_IDS, TensorProto.INT64, ["M"]))
     log_probs = next(o for o in graph.output if o.name == "log_probs")
     log_probs.type.tensor_type.shape.dim[1].dim_param = "M"  # (N, M): V when the ids are all of them
-
-
-def _vocab_size(graph: onnx.GraphProto) -> int:
-    log_probs = next(o for o in graph.output if o.name == "log_probs")
-    return log_probs.type.tensor_type.shape.dim[1].dim_value  # (N, V)
 
 
 def _needed(nodes: list[onnx.NodeProto], names: Iterable[str]) -> set[int]:

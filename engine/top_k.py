@@ -86,11 +86,8 @@ def with_chunked_top_k(model: onnx.ModelProto) -> bool:
         for i, node in enumerate(graph.node)
         if node.op_type == "TopK" and list(node.input) == [SCORES, CANDIDATES] and list(node.output) == [VALUES, IDS]
     ]
-    log_probs = next((o for o in graph.output if o.name == SCORES), None)
-    if len(single) != 1 or log_probs is None:
-        return False
-    vocab = log_probs.type.tensor_type.shape.dim[1].dim_value  # (N, V)
-    if not vocab or chunk_width(vocab) is None:
+    vocab = scored_vocabulary(graph)
+    if len(single) != 1 or chunk_width(vocab) is None:
         return False
     nodes, constants = top_k_nodes(SCORES, CANDIDATES, VALUES, IDS, vocab)
     (at,) = single
@@ -99,3 +96,9 @@ def with_chunked_top_k(model: onnx.ModelProto) -> bool:
     graph.node.extend(kept[:at] + nodes + kept[at + 1 :])
     graph.initializer.extend(constants)
     return True
+
+
+def scored_vocabulary(graph: onnx.GraphProto) -> int:
+    """V of a decoder-step graph's ``log_probs`` (N, V) output."""
+    log_probs = next(o for o in graph.output if o.name == SCORES)
+    return log_probs.type.tensor_type.shape.dim[1].dim_value

@@ -333,11 +333,9 @@ def _create_or_migrate(db: sqlite3.Connection) -> None:
     db.execute("BEGIN IMMEDIATE")
     for statement in filter(str.strip, _SCHEMA.split(";")):
         db.execute(statement)
-    columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
-    if "case_sensitive" not in columns:
-        db.execute("ALTER TABLE entries ADD COLUMN case_sensitive INTEGER NOT NULL DEFAULT 0")
-    if "revision" not in {row[1] for row in db.execute("PRAGMA table_info(glossaries)")}:
-        db.execute("ALTER TABLE glossaries ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
+    for table, column in (("entries", "case_sensitive"), ("glossaries", "revision")):
+        if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
     db.execute("COMMIT")
 
 
