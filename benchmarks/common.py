@@ -28,6 +28,7 @@ CHECKPOINT = REPO / "models" / "en-de" / "checkpoint.pt"
 PACKAGES = (
     "numpy",
     "onnxruntime",
+    "onnxruntime-gpu",
     "ctranslate2",
     "torch",
     "sentencepiece",
@@ -98,6 +99,21 @@ def cpu_identity() -> dict[str, str]:
     }
 
 
+def gpu_identity() -> str | None:
+    """The GPUs nvidia-smi lists (name, driver, memory), or None on a machine without one."""
+    try:
+        listed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return "; ".join(listed.splitlines()) or None
+
+
 def versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -152,6 +168,7 @@ def run_record(start: RunStart) -> dict:
         "steal_percent": round(steal_percent(start.cpu, CpuTimes.now()), 1),
         "machine": {
             **cpu_identity(),
+            "gpu": gpu_identity(),
             "cores_available": len(os.sched_getaffinity(0)),
             "cores_online": os.cpu_count(),
             "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
@@ -165,10 +182,11 @@ def run_record(start: RunStart) -> dict:
 def measured_line(record: dict) -> str:
     """One sentence saying where a table comes from, for the Markdown reports."""
     machine = record["machine"]
+    gpu = f", GPU {machine['gpu']}" if machine.get("gpu") else ""
     return (
         f"Measured {record['started_utc'][:16].replace('T', ' ')} UTC on {machine['cpu_model']} "
         f"({machine['cpu_vendor']}{cpu_generation(machine)}, {machine['cores_available']} cores available), CPU steal "
-        f"{record['steal_percent']:g}% during the run, code {record['code']}: `{record['command']}`"
+        f"{record['steal_percent']:g}% during the run{gpu}, code {record['code']}: `{record['command']}`"
     )
 
 

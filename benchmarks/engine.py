@@ -62,12 +62,24 @@ REFERENCE = "torch-cache"
 SLOW = ("torch-nocache",)
 ENGINE_SYSTEMS = [name for name, (family, _) in SYSTEMS.items() if family != "transformers"]
 WITH_SHORTLIST = ("-shortlist", "-vmap")
-DEFAULT_SYSTEMS = [n for n in ENGINE_SYSTEMS if not n.startswith("baseline-") and not n.endswith(WITH_SHORTLIST)]
-SHORTLIST_SYSTEMS = [n for n in ENGINE_SYSTEMS if n.startswith(("ours-", "ct2-"))]
+GPU_ONLY = ("ct2-float16",)
+DEFAULT_SYSTEMS = [
+    n for n in ENGINE_SYSTEMS if not n.startswith("baseline-") and not n.endswith(WITH_SHORTLIST) and n not in GPU_ONLY
+]
+SHORTLIST_SYSTEMS = [n for n in ENGINE_SYSTEMS if n.startswith(("ours-", "ct2-")) and n not in GPU_ONLY]
 
 
 def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
-    cmd = ["--src", str(args.src), "--threads", str(args.threads), "--streams", str(streams)]
+    cmd = [
+        "--src",
+        str(args.src),
+        "--threads",
+        str(args.threads),
+        "--streams",
+        str(streams),
+        "--provider",
+        args.provider,
+    ]
     caps = DecodingOptions()
     cmd += ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
     cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
@@ -77,7 +89,8 @@ def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
     elif family == "ours":
         cmd += ["--bundle", str(args.bundle)]
     elif family == "ct2":
-        cmd += ["--ct2-dir", str(args.workdir / f"ct2-{precision}"), "--bundle", str(args.bundle)]
+        stored = "float32" if precision == "float16" else precision  # float16 is computed from the float32 model
+        cmd += ["--ct2-dir", str(args.workdir / f"ct2-{stored}"), "--bundle", str(args.bundle)]
     else:
         cmd += ["--checkpoint", str(args.checkpoint)]
     return Worker(name, cmd, args.workdir / f"{name}-streams{streams}.log", child_env())
@@ -207,6 +220,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--beams", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
+        "--provider",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where ours (onnxruntime's provider) and CTranslate2 (its device) run; ct2-float16 needs cuda",
+    )
+    parser.add_argument(
         "--streams",
         nargs="+",
         type=int,
@@ -249,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     prepare(args, texts)
     settings = [measure_streams(streams, texts, refs, args) for streams in args.streams]
     markdown = streams_markdown(settings, args.threads)
-    options = {"threads": args.threads, "batch_size": args.batch_size, "rounds": args.rounds,
+    options = {"provider": args.provider, "threads": args.threads, "batch_size": args.batch_size, "rounds": args.rounds,
                "slow_rounds": args.slow_rounds, "slow_limit": args.slow_limit, "sentences": len(texts)}  # fmt: skip
     write_report(start, args.out, {"settings": options, "streams": settings, "markdown": markdown})
 

@@ -1,4 +1,4 @@
-"""Where our engine's time goes on this CPU: ``python -m benchmarks.profile``.
+"""Where our engine's time goes (on the CPU, or with ``--provider cuda`` the GPU): ``python -m benchmarks.profile``.
 
     python -m benchmarks.profile [--variants fp32 int8] [--threads 1] [--beam-size 4] [--out FILE]
 
@@ -65,10 +65,14 @@ def operator_profile(
     """Each operator type's share of the decoder-step graph's kernel time, and the costliest nodes."""
     decoder_path = load_bundle(args.bundle, verify_checksums=False).graph_paths(translator.info.variant)[1]
     profiled = RunnerConfig(
-        provider="cpu", threads=args.threads, profile_prefix=str(args.workdir / f"decoder-{translator.info.variant}")
+        provider=args.provider,
+        threads=args.threads,
+        profile_prefix=str(args.workdir / f"decoder-{translator.info.variant}"),
     )
     # The graph as the engine runs it (edited at load), not as the file has it.
-    session = load_decoder(decoder_path, "cpu", profiled, shortlist=translator.runner.takes_vocab_ids)
+    session = load_decoder(
+        decoder_path, translator.runner.provider, profiled, shortlist=translator.runner.takes_vocab_ids
+    )
     plain, translator.runner.decoder = translator.runner.decoder, session
     try:
         translator.translate_batch(texts, options)
@@ -91,7 +95,7 @@ def operator_profile(
 
 def profile_variant(variant: str, texts: list[str], args: argparse.Namespace) -> dict:
     config = TranslatorConfig(
-        model_dir=args.bundle, provider="cpu", threads=args.threads, variant=variant, max_batch_sentences=32
+        model_dir=args.bundle, provider=args.provider, threads=args.threads, variant=variant, max_batch_sentences=32
     )
     translator = Translator(config)
     options = TranslationOptions(beam_size=args.beam_size)
@@ -132,6 +136,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
     parser.add_argument("--variants", nargs="+", default=["fp32", "int8"])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--provider",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="onnxruntime's provider; on cuda, a node's time is its launch on the host, not its kernel's on the GPU",
+    )
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--workdir", type=Path, default=RUNS / "profile", help="onnxruntime's profile files")
     parser.add_argument("--out", type=Path, default=RESULTS / "profile.json", help="the result file")

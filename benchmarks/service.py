@@ -56,7 +56,7 @@ class OfflineEngine:
         from engine import TranslationOptions, Translator, TranslatorConfig
 
         variant = None if args.variant == "auto" else args.variant
-        config = TranslatorConfig(model_dir=args.bundle, provider="cpu", threads=args.threads, streams=streams,
+        config = TranslatorConfig(model_dir=args.bundle, provider=args.provider, threads=args.threads, streams=streams,
                                   variant=variant, max_batch_sentences=args.batch_sentences)  # fmt: skip
         self.translator = Translator(config)
         self.options = TranslationOptions(beam_size=args.beam_size)
@@ -76,7 +76,7 @@ class OfflineEngine:
 def service_settings(args: argparse.Namespace, streams: int, batching: bool) -> dict[str, str]:
     return {
         "MT_MODEL_DIR": str(args.bundle.resolve()),
-        "MT_PROVIDER": "cpu",
+        "MT_PROVIDER": args.provider,
         "MT_THREADS": str(args.threads),
         "MT_STREAMS": str(streams),
         "MT_VARIANT": args.variant,
@@ -187,6 +187,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each measurement")
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--variant", default="auto", help="bundle variant (fp32, int8); auto = the manifest's default")
+    parser.add_argument(
+        "--provider", choices=("cpu", "cuda"), default="cpu", help="MT_PROVIDER (and the offline engine's)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="MT_THREADS (and the offline engine's threads)")
     parser.add_argument("--batch-sentences", type=int, default=DEFAULTS["max_batch_sentences"].default,
                         help="MT_MAX_BATCH_SENTENCES when batching")  # fmt: skip

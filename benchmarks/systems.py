@@ -36,6 +36,8 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     "baseline-int8": ("ours", "int8"),
     "ct2-float32": ("ct2", "float32"),
     "ct2-int8": ("ct2", "int8"),
+    # the float32 model computed in float16 (CTranslate2's compute_type): GPU only
+    "ct2-float16": ("ct2", "float16"),
     # the vocabulary shortlist on (ours: the bundle's; CTranslate2: its vocabulary map of the same pieces)
     "ours-fp32-shortlist": ("ours", "fp32"),
     "ours-int8-shortlist": ("ours", "int8"),
@@ -78,7 +80,7 @@ def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False
     translator = Translator(
         TranslatorConfig(
             model_dir=args.bundle,
-            provider="cpu",
+            provider=args.provider,
             threads=args.threads,
             streams=args.streams,
             variant=variant,
@@ -98,7 +100,7 @@ def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False
     return translate
 
 
-def load_ct2(args: argparse.Namespace, model_dir: Path, *, vmap: bool = False) -> Translate:
+def load_ct2(args: argparse.Namespace, model_dir: Path, precision: str, *, vmap: bool = False) -> Translate:
     """CTranslate2 as its users run it: pieces in, batches of ``batch_size`` length-sorted
     sentences. The pieces are those of the bundle's tokenizer (the same sentencepiece models and
     vocabulary), with EOS unless the converted model appends it itself. ``streams`` is its
@@ -112,14 +114,20 @@ def load_ct2(args: argparse.Namespace, model_dir: Path, *, vmap: bool = False) -
     CTranslate2 has one cap per call, so each batch gets the cap of its longest source (batches are
     length-sorted, so that is close to every sentence's own). Without it, the few sentences on which
     a model loops run on to its position limit. ``vmap``: with the vocabulary map (``vmap.txt`` in
-    ``model_dir``).
+    ``model_dir``). ``precision`` float16: the model computed in float16, whatever it stores.
     """
     import ctranslate2
 
     from engine.bundle import load_bundle
 
     intra = max(1, args.threads // args.streams)
-    translator = ctranslate2.Translator(str(model_dir), device="cpu", inter_threads=args.streams, intra_threads=intra)
+    translator = ctranslate2.Translator(
+        str(model_dir),
+        device=args.provider,
+        compute_type="float16" if precision == "float16" else "default",
+        inter_threads=args.streams,
+        intra_threads=intra,
+    )
     tokenizer = Tokenizer.from_bundle(load_bundle(args.bundle, check_graphs=False))
     eos = tokenizer.specials.eos
     adds_eos = json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("add_source_eos", False)
@@ -222,7 +230,7 @@ def load_system(name: str, args: argparse.Namespace) -> Translate:
     if family == "ours":
         return load_ours(args, precision, shortlist=name.endswith("-shortlist"))
     if family == "ct2":
-        return load_ct2(args, args.ct2_dir, vmap=name.endswith("-vmap"))
+        return load_ct2(args, args.ct2_dir, precision, vmap=name.endswith("-vmap"))
     if family == "transformers":
         return load_transformers(args)
     return load_torch(args, cache=name == "torch-cache")
@@ -346,6 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--hf-dir", type=Path, help="a Hugging Face checkpoint directory, for transformers")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="ours and CTranslate2's device")
     parser.add_argument(
         "--streams", type=int, default=1, help="batches decoded in parallel (CTranslate2: inter_threads)"
     )

@@ -377,46 +377,49 @@ class DeviceDecoder:
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         if not is_identity(rows, self.cache[self.cache_names[0]].shape()[0]):
-            self.cache = {name: self.gather(value, rows) for name, value in self.cache.items()}
+            self.cache = self.gather(self.cache, rows)
         if sentences is not None:
-            self.source = {name: self.gather(value, sentences) for name, value in self.source.items()}
+            self.source = self.gather(self.source, sentences)
 
 
 class DeviceGather:
-    """``np.take(value, indices, axis=0)`` for OrtValues in device memory: a one-node Gather graph
-    per element type."""
+    """``np.take(value, indices, axis=0)`` for a dict of OrtValues in device memory, all in one run
+    of a Gather graph (one per list of element types): a session run costs more on the host than a
+    cache tensor's Gather on the GPU, and a step's select reorders every layer's cache."""
 
     def __init__(self, providers: list[str], device: str, device_id: int) -> None:
         self.providers, self.device, self.device_id = providers, device, device_id
-        self.sessions: dict[str, ort.InferenceSession] = {}
+        self.sessions: dict[tuple[str, ...], ort.InferenceSession] = {}
 
-    def __call__(self, value: ort.OrtValue, indices: np.ndarray) -> ort.OrtValue:
-        key = value.data_type()
-        if key not in self.sessions:
-            self.sessions[key] = self._build(key)
-        binding = self.sessions[key].io_binding()
-        binding.bind_ortvalue_input("data", value)
+    def __call__(self, values: dict[str, ort.OrtValue], indices: np.ndarray) -> dict[str, ort.OrtValue]:
+        types = tuple(value.data_type() for value in values.values())
+        if types not in self.sessions:
+            self.sessions[types] = self._build(types)
+        binding = self.sessions[types].io_binding()
         binding.bind_ortvalue_input(
             "indices", ort.OrtValue.ortvalue_from_numpy(indices.astype(np.int64), self.device, self.device_id)
         )
-        binding.bind_output("out", self.device, self.device_id)
-        self.sessions[key].run_with_iobinding(binding)
-        return binding.get_outputs()[0]
+        for i, value in enumerate(values.values()):
+            binding.bind_ortvalue_input(f"data_{i}", value)
+            binding.bind_output(f"out_{i}", self.device, self.device_id)
+        self.sessions[types].run_with_iobinding(binding)
+        return dict(zip(values, binding.get_outputs(), strict=True))
 
-    def _build(self, data_type: str) -> ort.InferenceSession:
+    def _build(self, data_types: tuple[str, ...]) -> ort.InferenceSession:
         try:
             from onnx import TensorProto, helper
         except ImportError as e:
             raise RunnerError("the CUDA path needs the 'onnx' package to build its Gather graph") from e
-        elem = {"tensor(float)": TensorProto.FLOAT, "tensor(bool)": TensorProto.BOOL}[data_type]
+        elems = [{"tensor(float)": TensorProto.FLOAT, "tensor(bool)": TensorProto.BOOL}[t] for t in data_types]
         graph = helper.make_graph(
-            [helper.make_node("Gather", ["data", "indices"], ["out"], axis=0)],
+            [helper.make_node("Gather", [f"data_{i}", "indices"], [f"out_{i}"], axis=0) for i in range(len(elems))],
             "gather",
-            [
-                helper.make_tensor_value_info("data", elem, None),
-                helper.make_tensor_value_info("indices", TensorProto.INT64, ["M"]),
-            ],
-            [helper.make_tensor_value_info("out", elem, None)],
+            [helper.make_tensor_value_info(f"data_{i}", elem, None) for i, elem in enumerate(elems)]
+            + [helper.make_tensor_value_info("indices", TensorProto.INT64, ["M"])],
+            [helper.make_tensor_value_info(f"out_{i}", elem, None) for i, elem in enumerate(elems)],
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-        return ort.InferenceSession(model.SerializeToString(), providers=self.providers)
+        # The Gathers run on the device: a host thread pool (by default one spinning thread per
+        # core) would only burn CPU.
+        options = session_options(1, spin=False)
+        return ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)

@@ -193,14 +193,9 @@ class _HTMLTokens(HTMLParser):
         start, kind, args = self.pending
         self.pending = None
         source = self.markup[start:end]
-        # From the line starts known already: counting from the beginning for every token made a
-        # long text's parse quadratic (minutes for a 1 MB page).
-        line = bisect.bisect_right(self.line_starts, start)
-        column = start - self.line_starts[line - 1] + 1
+        line, column = self._where(start)
         tree = self.tree
-        written = self.markup[start : start + 30]
-        if self.cdata_elem is None and (what := _unterminated(kind, source, written)):
-            raise MarkupError(f"unterminated {what} at line {line}, column {column}: {written!r}", line, column)
+        self._check_terminated(kind, source, start)
         if kind == "data":
             tree.text(source, source)
         elif kind == "reference":
@@ -213,6 +208,25 @@ class _HTMLTokens(HTMLParser):
             tree.end(args[0], source, line, column)  # type: ignore[arg-type]
         else:
             tree.other(source)
+
+    def _where(self, position: int) -> tuple[int, int]:
+        """(line, column) of ``position``, both from 1."""
+        # From the line starts known already: counting from the beginning for every token made a
+        # long text's parse quadratic (minutes for a 1 MB page).
+        line = bisect.bisect_right(self.line_starts, position)
+        return line, position - self.line_starts[line - 1] + 1
+
+    def _check_terminated(self, kind: str, source: str, start: int) -> None:
+        written = self.markup[start : start + 30]
+        if self.cdata_elem is None and (what := _unterminated(kind, source, written)):
+            line, column = self._where(start)
+            raise MarkupError(f"unterminated {what} at line {line}, column {column}: {written!r}", line, column)
+
+    def check_tail(self) -> None:
+        """After ``feed``: what the parser keeps back is a construct the input ends inside, or
+        text. Python releases differ on what ``close`` makes of such a construct (since the 2025
+        security releases, a tag is dropped without a token), so it is judged here."""
+        self._check_terminated("data", self.rawdata, len(self.markup) - len(self.rawdata))
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._token("start", tag, attrs, False)
@@ -269,6 +283,7 @@ def _unterminated(kind: str, source: str, written: str) -> str | None:
 def _parse_html(markup: str) -> list[Node]:
     tokens = _HTMLTokens(markup)
     tokens.feed(markup)
+    tokens.check_tail()
     tokens.close()
     tokens._flush(len(markup))
     return tokens.tree.finish()

@@ -4,6 +4,7 @@ word alignment, with stand-in translations whose alignment is known (upper-casin
 from __future__ import annotations
 
 from collections.abc import Callable
+from html.parser import HTMLParser
 
 import pytest
 from markup_checks import assert_same_elements
@@ -171,6 +172,26 @@ def test_malformed_markup_is_refused_with_what_and_where(kind: str, markup: str,
         Document(markup, kind)  # type: ignore[arg-type]
     assert message in str(raised.value)
     assert f"line {raised.value.line}, column {raised.value.column}" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("markup", "message"),
+    [
+        ("<p>a <b", "unterminated tag at line 1, column 6"),
+        ('<a href="x>text</a>', "unterminated tag at line 1, column 1"),
+        ("<p>Shown <? hidden", "unterminated declaration or processing instruction at line 1, column 10"),
+        ("<p>Shown <!-- hidden</p>", "unterminated comment at line 1, column 10"),
+    ],
+)
+def test_a_construct_the_input_ends_inside_is_refused_whatever_close_makes_of_it(
+    monkeypatch: pytest.MonkeyPatch, markup: str, message: str
+) -> None:
+    """Python's security releases since mid-2025 (CPython gh-135462, also in distributions' patched
+    builds such as Ubuntu's 3.12) drop a tag the input ends inside, where earlier releases hand it
+    on as text: here ``close`` drops whatever is left, and the error must stay the same."""
+    monkeypatch.setattr(HTMLParser, "close", lambda self: setattr(self, "rawdata", ""))
+    with pytest.raises(MarkupError, match=message):
+        Document(markup, "html")
 
 
 def test_xml_elements_with_text_hold_one_block_and_the_others_bound_blocks() -> None:

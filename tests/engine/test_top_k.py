@@ -16,6 +16,8 @@ from engine.runner import decoder_graph
 from engine.top_k import chunk_width, top_k_nodes, with_chunked_top_k
 
 OPSET = 17
+# onnx's default IR version can be newer than the pinned onnxruntime-gpu reads (IR 14 against 13)
+IR_VERSION = 8
 SHIPPED = REPO / "models" / "en-de" / "bundle"
 
 
@@ -36,7 +38,7 @@ def top_k_model(vocab: int) -> onnx.ModelProto:
          helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", "k"])],
         constants,
     )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
 
 
 def single_top_k_head(vocab: int) -> onnx.ModelProto:
@@ -52,7 +54,7 @@ def single_top_k_head(vocab: int) -> onnx.ModelProto:
          helper.make_tensor_value_info("top_log_probs", TensorProto.FLOAT, ["N", "C"]),
          helper.make_tensor_value_info("top_ids", TensorProto.INT64, ["N", "C"])],
     )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
 
 
 def hard_rows(vocab: int, width: int | None) -> np.ndarray:

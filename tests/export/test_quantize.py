@@ -24,7 +24,7 @@ def matmul_graph(weight: np.ndarray, *, relu: bool) -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "T", N])],
         [numpy_helper.from_array(weight, "w")],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def session(model: onnx.ModelProto) -> ort.InferenceSession:
