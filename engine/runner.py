@@ -11,10 +11,11 @@ Two implementations of that state:
   straight into the next one; ``select`` copies it only when the row order actually changes, and
   copies the source side (cross keys/values, mask) only when a sentence leaves the batch.
 - ``DeviceDecoder`` (CUDA): the same protocol with IO binding, so the cache and the source side
-  stay in device memory between steps; reordering runs a one-node Gather graph on the device.
-  Only the new tokens go up and the log-probabilities (and attention, when asked) come down.
-  It needs the ``onnx`` package to build that Gather graph. It runs on CPU too
-  (``device="cpu"``), which is how the tests check it against ``HostDecoder``.
+  stay in device memory between steps. Its decoder graph reorders the cache itself
+  (``engine.cache_rows``): ``select`` only records the rows for the next step, and copies the
+  source side with a Gather graph on the device when a sentence leaves the batch. Only the new
+  tokens and rows go up and the best tokens (the log-probabilities and attention when asked) come
+  down. It runs on CPU too (``device="cpu"``), which is how the tests check it against ``HostDecoder``.
 
 Shape legend: B sentences, K beams, N = B*K rows, S source length, P cached positions,
 L decoder layers, H heads, Dh head size, V vocabulary. Caches and cross keys/values are one tensor
@@ -35,6 +36,7 @@ import numpy as np
 import onnxruntime as ort
 
 from engine.bundle import per_layer
+from engine.cache_rows import CACHE_ROWS, with_cache_rows
 from engine.decoder import Step
 from engine.shared_weights import session_model
 from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
@@ -146,16 +148,18 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
 
 
 def load_decoder(path: Path, provider: str, config: RunnerConfig, *, shortlist: bool) -> ort.InferenceSession:
-    """The session of the decoder-step graph at ``path`` as the engine runs it (``decoder_graph``)."""
+    """The session of the decoder-step graph at ``path`` as the engine runs it on ``provider``
+    (``decoder_graph``; on CUDA with ``cache_rows``, as ``DeviceDecoder`` needs)."""
     mapped = provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
-    return load_session(path, provider, config, decoder_graph(path, shortlist=shortlist, mapped=mapped))
+    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, cache_rows=provider == "cuda")
+    return load_session(path, provider, config, graph)
 
 
-def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False) -> bytes | None:
+def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False, cache_rows: bool = False) -> bytes | None:
     """The decoder-step graph at ``path`` as the engine runs it, serialized; None if that is the
     file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
     (``engine.top_k``); with ``shortlist``, a graph without the ``vocab_ids`` input gets it
-    (``engine.shortlist``).
+    (``engine.shortlist``); with ``cache_rows``, the input that reorders the cache (``engine.cache_rows``).
 
     ``mapped``: the session would map the graph's external weights from their files (a CPU session
     of the file itself). A graph edited only for its TopK is then left as it is: loaded from its
@@ -172,6 +176,8 @@ def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False) -> bytes
     if needs_vocab_ids:
         add_vocab_ids(model, str(path.parent))
         edited = True
+    if cache_rows:
+        edited |= with_cache_rows(model)
     return model.SerializeToString() if edited else None
 
 
@@ -202,6 +208,7 @@ class Runner:
                 raise RunnerError("provider 'cuda' requested but onnxruntime could not initialise CUDA (no GPU?)")
             log.warning("CUDA provider unavailable at run time; running on CPU")
             self.provider = "cpu"
+            self.decoder = load_decoder(decoder, self.provider, config, shortlist=shortlist)
         self.device_id = config.device_id
         self.source_names = [output.name for output in self.encoder.get_outputs()]
         self.takes_vocab_ids = VOCAB_IDS in {i.name for i in self.decoder.get_inputs()}
@@ -328,7 +335,8 @@ def is_identity(rows: np.ndarray, n: int) -> bool:
 
 
 class DeviceDecoder:
-    """Decoder state kept in device memory as OrtValues; implements ``engine.decoder.Decoder``."""
+    """Decoder state kept in device memory as OrtValues; implements ``engine.decoder.Decoder``.
+    ``session``: a decoder graph with ``cache_rows`` (``load_decoder`` on CUDA)."""
 
     def __init__(
         self,
@@ -341,6 +349,8 @@ class DeviceDecoder:
         vocab_ids: np.ndarray | None = None,
         device: str = "cuda",
     ) -> None:
+        if CACHE_ROWS not in {i.name for i in session.get_inputs()}:
+            raise RunnerError(f"DeviceDecoder needs a decoder graph with the {CACHE_ROWS!r} input (engine.cache_rows)")
         self.session, self.device, self.device_id = session, device, device_id
         self.alignments = alignments
         self.gather = DeviceGather(session.get_providers(), device, device_id)
@@ -348,6 +358,7 @@ class DeviceDecoder:
         self.vocabulary = Vocabulary.of(session, shape.vocab, vocab_ids)
         rows = encoded.source["src_mask"].shape[0]
         self.cache = {name: self._upload(value) for name, value in shape.empty(rows).items()}
+        self.rows = np.arange(rows, dtype=np.int64)  # the next step's cache_rows: the cache's row of each row
         self.source = {name: self._upload(value) for name, value in encoded.source.items()}
         self.vocab_ids = {name: self._upload(ids) for name, ids in self.vocabulary.feed().items()}
 
@@ -357,6 +368,7 @@ class DeviceDecoder:
     def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         binding = self.session.io_binding()
         binding.bind_ortvalue_input("tokens", self._upload(tokens[:, None]))
+        binding.bind_ortvalue_input(CACHE_ROWS, self._upload(self.rows))
         binding.bind_cpu_input("candidates", top_k(candidates, self.vocabulary.width))  # TopK reads k on the host
         for name, value in (self.cache | self.source | self.vocab_ids).items():
             binding.bind_ortvalue_input(name, value)
@@ -371,21 +383,21 @@ class DeviceDecoder:
         self.session.run_with_iobinding(binding)
         outputs = dict(zip(on_host + on_device, binding.get_outputs(), strict=True))
         self.cache = {name: outputs[f"new_{name}"] for name in self.cache_names}
+        self.rows = np.arange(len(tokens), dtype=np.int64)
         host = {name: outputs[name].numpy() for name in on_host}
         log_probs = self.vocabulary.widen(host["log_probs"]) if full else None
         return Step(log_probs, host["top_log_probs"], host["top_ids"], host.get("alignment"))
 
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
-        if not is_identity(rows, self.cache[self.cache_names[0]].shape()[0]):
-            self.cache = self.gather(self.cache, rows)
+        self.rows = self.rows[rows]  # the next step gathers its cache by them
         if sentences is not None:
             self.source = self.gather(self.source, sentences)
 
 
 class DeviceGather:
     """``np.take(value, indices, axis=0)`` for a dict of OrtValues in device memory, all in one run
-    of a Gather graph (one per list of element types): a session run costs more on the host than a
-    cache tensor's Gather on the GPU, and a step's select reorders every layer's cache."""
+    of a Gather graph (one per list of element types): a session run costs more on the host than
+    the Gathers on the device."""
 
     def __init__(self, providers: list[str], device: str, device_id: int) -> None:
         self.providers, self.device, self.device_id = providers, device, device_id

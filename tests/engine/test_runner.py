@@ -1,7 +1,8 @@
 """The onnxruntime runner (engine/runner.py): provider choice and the two decoder-state paths.
 
-The IO-binding path (``DeviceDecoder``) exists for CUDA; no GPU is available here, so it runs on
-the CPU device, where it must give bitwise the same results as the plain numpy path.
+The IO-binding path (``DeviceDecoder``) exists for CUDA; it runs here on the CPU device, with the
+decoder graph as CUDA loads it (``cache_rows``), and must give bitwise the same results as the
+plain numpy path. tests/engine/test_cuda.py runs it on a GPU.
 """
 
 from __future__ import annotations
@@ -9,14 +10,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from search_helpers import ForceFirstToken
 
 from engine.beam_search import SearchOptions, search
-from engine.bundle import load_bundle
+from engine.bundle import BundleError, check_graph, load_bundle
+from engine.cache_rows import with_cache_rows
 from engine.forced_decoding import Forced, score
-from engine.runner import DecoderShape, DeviceDecoder, HostDecoder, Runner, RunnerConfig, RunnerError, resolve_provider
+from engine.runner import (
+    DecoderShape,
+    DeviceDecoder,
+    HostDecoder,
+    Runner,
+    RunnerConfig,
+    RunnerError,
+    decoder_graph,
+    load_session,
+    resolve_provider,
+)
 from engine.translator import pad_batch
 
 
@@ -26,6 +39,17 @@ def runner(tiny_bundle: Path) -> Runner:
     d = bundle.manifest.dimensions
     shape = DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size)
     return Runner(*bundle.graph_paths("fp32"), shape, RunnerConfig(provider="cpu", threads=1))
+
+
+def cuda_style_session(decoder: Path, *, shortlist: bool = False) -> ort.InferenceSession:
+    """The decoder graph as the CUDA path loads it (with ``cache_rows``), in a CPU session."""
+    graph = decoder_graph(decoder, shortlist=shortlist, cache_rows=True)
+    return load_session(decoder, "cpu", RunnerConfig(provider="cpu", threads=1), graph)
+
+
+@pytest.fixture(scope="module")
+def device_session(tiny_bundle: Path) -> ort.InferenceSession:
+    return cuda_style_session(load_bundle(tiny_bundle).graph_paths("fp32")[1])
 
 
 def test_provider_resolution() -> None:
@@ -53,10 +77,10 @@ def sources() -> np.ndarray:
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_io_binding_path_equals_the_host_path(runner: Runner, beam: int) -> None:
+def test_io_binding_path_equals_the_host_path(runner: Runner, device_session: ort.InferenceSession, beam: int) -> None:
     encoded = runner.encode(sources())
     host = HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
-    bound = DeviceDecoder(runner.decoder, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
+    bound = DeviceDecoder(device_session, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
     options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_alignments=True)
     for_host = search(host, [9, 2, 7], options, bos_id=2, eos_id=3)
     for_bound = search(bound, [9, 2, 7], options, bos_id=2, eos_id=3)
@@ -105,12 +129,14 @@ def test_select_reorders_rows_and_drops_sentences(runner: Runner) -> None:
 
 
 @pytest.mark.parametrize("device", [False, True])
-def test_step_without_full_log_probs_leaves_them_out(runner: Runner, device: bool) -> None:
+def test_step_without_full_log_probs_leaves_them_out(
+    runner: Runner, device_session: ort.InferenceSession, device: bool
+) -> None:
     encoded = runner.encode(sources())
 
     def start() -> HostDecoder | DeviceDecoder:
         if device:
-            return DeviceDecoder(runner.decoder, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
+            return DeviceDecoder(device_session, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
         return HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
 
     full, lean = start(), start()
@@ -129,11 +155,15 @@ def runner_of(bundle_dir: Path, variant: str, *, shortlist: bool) -> Runner:
     return Runner(*bundle.graph_paths(variant), shape, RunnerConfig(provider="cpu", threads=1), shortlist=shortlist)
 
 
-def two_steps(runner: Runner, *, device: bool, vocab_ids: np.ndarray | None = None) -> list:
+def two_steps(
+    bundle_dir: Path, variant: str, *, shortlist: bool, device: bool, vocab_ids: np.ndarray | None = None
+) -> list:
+    runner = runner_of(bundle_dir, variant, shortlist=shortlist)
     encoded = runner.encode(sources())
     state = dict(alignments=True, vocab_ids=vocab_ids)
     if device:
-        decoder = DeviceDecoder(runner.decoder, encoded, runner.shape, **state, device_id=0, device="cpu")
+        session = cuda_style_session(load_bundle(bundle_dir).graph_paths(variant)[1], shortlist=shortlist)
+        decoder = DeviceDecoder(session, encoded, runner.shape, **state, device_id=0, device="cpu")
     else:
         decoder = HostDecoder(runner.decoder, encoded, runner.shape, **state)
     return [decoder.step(tokens, 4) for tokens in (np.full(3, 2), np.array([5, 6, 7]))]
@@ -144,10 +174,9 @@ def two_steps(runner: Runner, *, device: bool, vocab_ids: np.ndarray | None = No
 def test_the_shortlist_graph_given_all_ids_steps_as_the_exported_one(
     tiny_bundle: Path, variant: str, device: bool
 ) -> None:
-    exported = two_steps(runner_of(tiny_bundle, variant, shortlist=False), device=device)
-    edited = runner_of(tiny_bundle, variant, shortlist=True)
-    assert "vocab_ids" in {i.name for i in edited.decoder.get_inputs()}
-    for a, b in zip(exported, two_steps(edited, device=device), strict=True):
+    exported = two_steps(tiny_bundle, variant, shortlist=False, device=device)
+    assert "vocab_ids" in {i.name for i in runner_of(tiny_bundle, variant, shortlist=True).decoder.get_inputs()}
+    for a, b in zip(exported, two_steps(tiny_bundle, variant, shortlist=True, device=device), strict=True):
         for x, y in ((a.log_probs, b.log_probs), (a.top_ids, b.top_ids), (a.top_log_probs, b.top_log_probs)):
             np.testing.assert_array_equal(x, y)
 
@@ -156,8 +185,8 @@ def test_the_shortlist_graph_given_all_ids_steps_as_the_exported_one(
 @pytest.mark.parametrize("device", [False, True])
 def test_a_shortlist_scores_its_pieces_only(tiny_bundle: Path, variant: str, device: bool) -> None:
     ids = np.array([3, 5, 17, 40, 41, 90, 120])
-    full = two_steps(runner_of(tiny_bundle, variant, shortlist=False), device=device)
-    short = two_steps(runner_of(tiny_bundle, variant, shortlist=True), device=device, vocab_ids=ids)
+    full = two_steps(tiny_bundle, variant, shortlist=False, device=device)
+    short = two_steps(tiny_bundle, variant, shortlist=True, device=device, vocab_ids=ids)
     for a, b in zip(full, short, strict=True):
         outside = np.setdiff1d(np.arange(a.log_probs.shape[1]), ids)
         assert b.log_probs.shape == a.log_probs.shape and np.all(b.log_probs[:, outside] == -np.inf)
@@ -173,14 +202,16 @@ def test_a_shortlist_needs_the_graph_input(runner: Runner) -> None:
 
 
 @pytest.mark.parametrize("device", [False, True])
-def test_forced_translations_score_as_the_search_scored_them_on_both_paths(runner: Runner, device: bool) -> None:
+def test_forced_translations_score_as_the_search_scored_them_on_both_paths(
+    runner: Runner, device_session: ort.InferenceSession, device: bool
+) -> None:
     """Teacher forcing (engine.forced_decoding) through real decoder states: several translations
     of one sentence take a row each (the empty cache and the source copied row by row)."""
     encoded = runner.encode(sources())
 
     def start() -> HostDecoder | DeviceDecoder:
         if device:
-            return DeviceDecoder(runner.decoder, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
+            return DeviceDecoder(device_session, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
         return HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
 
     options = SearchOptions(beam_size=3, num_hypotheses=3, return_alignments=True)
@@ -191,3 +222,42 @@ def test_forced_translations_score_as_the_search_scored_them_on_both_paths(runne
         assert forced.tokens == searched.tokens
         assert forced.score == pytest.approx(searched.score, abs=1e-4)
         np.testing.assert_allclose(forced.attention, searched.attention, atol=1e-5)
+
+
+def test_the_device_path_reorders_as_the_host_path_over_composed_selects(
+    runner: Runner, device_session: ort.InferenceSession
+) -> None:
+    """The device state's next step gathers its cache by the rows of every select since the last
+    step, composed; the host state takes them one select at a time."""
+    encoded = runner.encode(sources())
+    host = HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
+    bound = DeviceDecoder(device_session, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
+    for decoder in (host, bound):
+        decoder.step(np.full(3, 2), 2)
+        decoder.select(np.array([0, 0, 1, 1, 2, 2]), None)
+        decoder.step(np.array([5, 6, 7, 8, 9, 10]), 2)
+        decoder.select(np.array([1, 0, 5, 4]), np.array([0, 2]))  # sentence 1 finished
+        decoder.select(np.array([1, 0, 3, 2]), None)  # and each sentence's beams swapped, before a step
+    a, b = host.step(np.array([4, 5, 6, 7]), 3), bound.step(np.array([4, 5, 6, 7]), 3)
+    for x, y in ((a.log_probs, b.log_probs), (a.top_ids, b.top_ids), (a.attention, b.attention)):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_the_device_path_needs_the_graph_that_reorders_its_cache(runner: Runner, tiny_bundle: Path) -> None:
+    with pytest.raises(RunnerError, match="cache_rows"):
+        DeviceDecoder(
+            runner.decoder, runner.encode(sources()), runner.shape, alignments=False, device_id=0, device="cpu"
+        )
+    model = onnx.load(str(load_bundle(tiny_bundle).graph_paths("fp32")[1]))
+    assert with_cache_rows(model) and not with_cache_rows(model), "added once"
+    layers = runner.shape.layers
+    assert [node.op_type for node in model.graph.node[: 2 * layers]] == ["Gather"] * 2 * layers
+
+
+def test_the_bundle_check_takes_the_decoder_as_the_cuda_path_loads_it(
+    tiny_bundle: Path, device_session: ort.InferenceSession
+) -> None:
+    manifest = load_bundle(tiny_bundle).manifest
+    check_graph(device_session, "decoder", manifest, where="decoder with cache_rows")
+    with pytest.raises(BundleError, match="inputs are"):
+        check_graph(device_session, "encoder", manifest, where="not an encoder")
