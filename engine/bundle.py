@@ -396,8 +396,10 @@ def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *,
     given = session.get_inputs()
     if kind == "decoder" and "vocab_ids" in {i.name for i in given}:
         inputs, outputs = decoder_signature(dims["L"], shortlist=True)  # the engine adds it at load time
-    if kind == "decoder" and given and given[-1].name == "cache_rows":  # so does the CUDA path (engine.cache_rows)
-        given = given[:-1]
+    from engine.step_rows import ROW_INPUTS  # it reads this module's signatures
+
+    if kind == "decoder" and tuple(i.name for i in given[-len(ROW_INPUTS) :]) == ROW_INPUTS:
+        given = given[: -len(ROW_INPUTS)]  # so does the CUDA path
     _check_args(where, "input", given, inputs, dims)
     _check_args(where, "output", session.get_outputs(), outputs, dims)
 

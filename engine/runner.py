@@ -11,10 +11,9 @@ Two implementations of that state:
   straight into the next one; ``select`` copies it only when the row order actually changes, and
   copies the source side (cross keys/values, mask) only when a sentence leaves the batch.
 - ``DeviceDecoder`` (CUDA): the same protocol with IO binding, so the cache and the source side
-  stay in device memory between steps. Its decoder graph reorders the cache itself
-  (``engine.cache_rows``): ``select`` only records the rows for the next step, and copies the
-  source side with a Gather graph on the device when a sentence leaves the batch. Only the new
-  tokens and rows go up and the best tokens (the log-probabilities and attention when asked) come
+  stay in device memory between steps. Its decoder graph picks its own rows (``engine.step_rows``):
+  ``select`` only records which rows and sentences the next step reads. Only the new tokens and
+  those indices go up, and the best tokens (the log-probabilities and attention when asked) come
   down. It runs on CPU too (``device="cpu"``), which is how the tests check it against ``HostDecoder``.
 
 Shape legend: B sentences, K beams, N = B*K rows, S source length, P cached positions,
@@ -36,10 +35,10 @@ import numpy as np
 import onnxruntime as ort
 
 from engine.bundle import per_layer
-from engine.cache_rows import CACHE_ROWS, with_cache_rows
 from engine.decoder import Step
 from engine.shared_weights import session_model
 from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
+from engine.step_rows import CACHE_ROWS, ROW_INPUTS, SOURCE_ROWS, with_row_inputs
 from engine.top_k import with_chunked_top_k
 
 log = logging.getLogger(__name__)
@@ -149,17 +148,18 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
 
 def load_decoder(path: Path, provider: str, config: RunnerConfig, *, shortlist: bool) -> ort.InferenceSession:
     """The session of the decoder-step graph at ``path`` as the engine runs it on ``provider``
-    (``decoder_graph``; on CUDA with ``cache_rows``, as ``DeviceDecoder`` needs)."""
+    (``decoder_graph``; on CUDA with the row inputs ``DeviceDecoder`` needs)."""
     mapped = provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
-    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, cache_rows=provider == "cuda")
+    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, row_inputs=provider == "cuda")
     return load_session(path, provider, config, graph)
 
 
-def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False, cache_rows: bool = False) -> bytes | None:
+def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False, row_inputs: bool = False) -> bytes | None:
     """The decoder-step graph at ``path`` as the engine runs it, serialized; None if that is the
     file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
     (``engine.top_k``); with ``shortlist``, a graph without the ``vocab_ids`` input gets it
-    (``engine.shortlist``); with ``cache_rows``, the input that reorders the cache (``engine.cache_rows``).
+    (``engine.shortlist``); with ``row_inputs``, the inputs by which the step picks its rows
+    (``engine.step_rows``).
 
     ``mapped``: the session would map the graph's external weights from their files (a CPU session
     of the file itself). A graph edited only for its TopK is then left as it is: loaded from its
@@ -176,8 +176,8 @@ def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False, cache_ro
     if needs_vocab_ids:
         add_vocab_ids(model, str(path.parent))
         edited = True
-    if cache_rows:
-        edited |= with_cache_rows(model)
+    if row_inputs:
+        edited |= with_row_inputs(model)
     return model.SerializeToString() if edited else None
 
 
@@ -336,7 +336,7 @@ def is_identity(rows: np.ndarray, n: int) -> bool:
 
 class DeviceDecoder:
     """Decoder state kept in device memory as OrtValues; implements ``engine.decoder.Decoder``.
-    ``session``: a decoder graph with ``cache_rows`` (``load_decoder`` on CUDA)."""
+    ``session``: a decoder graph with the row inputs (``load_decoder`` on CUDA)."""
 
     def __init__(
         self,
@@ -349,18 +349,19 @@ class DeviceDecoder:
         vocab_ids: np.ndarray | None = None,
         device: str = "cuda",
     ) -> None:
-        if CACHE_ROWS not in {i.name for i in session.get_inputs()}:
-            raise RunnerError(f"DeviceDecoder needs a decoder graph with the {CACHE_ROWS!r} input (engine.cache_rows)")
+        if not set(ROW_INPUTS) <= {i.name for i in session.get_inputs()}:
+            raise RunnerError(f"DeviceDecoder needs a decoder graph with the inputs {ROW_INPUTS} (engine.step_rows)")
         self.session, self.device, self.device_id = session, device, device_id
         self.alignments = alignments
-        self.gather = DeviceGather(session.get_providers(), device, device_id)
         self.cache_names = shape.names
         self.vocabulary = Vocabulary.of(session, shape.vocab, vocab_ids)
-        rows = encoded.source["src_mask"].shape[0]
-        self.cache = {name: self._upload(value) for name, value in shape.empty(rows).items()}
-        self.rows = np.arange(rows, dtype=np.int64)  # the next step's cache_rows: the cache's row of each row
-        self.source = {name: self._upload(value) for name, value in encoded.source.items()}
+        sentences = encoded.source["src_mask"].shape[0]
+        self.cache = {name: self._upload(value) for name, value in shape.empty(sentences).items()}
+        self.source = {name: self._upload(value) for name, value in encoded.source.items()}  # as encoded, for good
         self.vocab_ids = {name: self._upload(ids) for name, ids in self.vocabulary.feed().items()}
+        self.rows = np.arange(sentences, dtype=np.int64)  # the next step's cache_rows
+        self.sentences = np.arange(sentences, dtype=np.int64)  # its source_rows
+        self.source_rows = self._upload(self.sentences)
 
     def _upload(self, array: np.ndarray) -> ort.OrtValue:
         return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
@@ -369,6 +370,7 @@ class DeviceDecoder:
         binding = self.session.io_binding()
         binding.bind_ortvalue_input("tokens", self._upload(tokens[:, None]))
         binding.bind_ortvalue_input(CACHE_ROWS, self._upload(self.rows))
+        binding.bind_ortvalue_input(SOURCE_ROWS, self.source_rows)
         binding.bind_cpu_input("candidates", top_k(candidates, self.vocabulary.width))  # TopK reads k on the host
         for name, value in (self.cache | self.source | self.vocab_ids).items():
             binding.bind_ortvalue_input(name, value)
@@ -391,47 +393,5 @@ class DeviceDecoder:
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         self.rows = self.rows[rows]  # the next step gathers its cache by them
         if sentences is not None:
-            self.source = self.gather(self.source, sentences)
-
-
-class DeviceGather:
-    """``np.take(value, indices, axis=0)`` for a dict of OrtValues in device memory, all in one run
-    of a Gather graph (one per list of element types): a session run costs more on the host than
-    the Gathers on the device."""
-
-    def __init__(self, providers: list[str], device: str, device_id: int) -> None:
-        self.providers, self.device, self.device_id = providers, device, device_id
-        self.sessions: dict[tuple[str, ...], ort.InferenceSession] = {}
-
-    def __call__(self, values: dict[str, ort.OrtValue], indices: np.ndarray) -> dict[str, ort.OrtValue]:
-        types = tuple(value.data_type() for value in values.values())
-        if types not in self.sessions:
-            self.sessions[types] = self._build(types)
-        binding = self.sessions[types].io_binding()
-        binding.bind_ortvalue_input(
-            "indices", ort.OrtValue.ortvalue_from_numpy(indices.astype(np.int64), self.device, self.device_id)
-        )
-        for i, value in enumerate(values.values()):
-            binding.bind_ortvalue_input(f"data_{i}", value)
-            binding.bind_output(f"out_{i}", self.device, self.device_id)
-        self.sessions[types].run_with_iobinding(binding)
-        return dict(zip(values, binding.get_outputs(), strict=True))
-
-    def _build(self, data_types: tuple[str, ...]) -> ort.InferenceSession:
-        try:
-            from onnx import TensorProto, helper
-        except ImportError as e:
-            raise RunnerError("the CUDA path needs the 'onnx' package to build its Gather graph") from e
-        elems = [{"tensor(float)": TensorProto.FLOAT, "tensor(bool)": TensorProto.BOOL}[t] for t in data_types]
-        graph = helper.make_graph(
-            [helper.make_node("Gather", [f"data_{i}", "indices"], [f"out_{i}"], axis=0) for i in range(len(elems))],
-            "gather",
-            [helper.make_tensor_value_info(f"data_{i}", elem, None) for i, elem in enumerate(elems)]
-            + [helper.make_tensor_value_info("indices", TensorProto.INT64, ["M"])],
-            [helper.make_tensor_value_info(f"out_{i}", elem, None) for i, elem in enumerate(elems)],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-        # The Gathers run on the device: a host thread pool (by default one spinning thread per
-        # core) would only burn CPU.
-        options = session_options(1, spin=False)
-        return ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
+            self.sentences = self.sentences[sentences]
+            self.source_rows = self._upload(self.sentences)

@@ -1,7 +1,7 @@
 """The onnxruntime runner (engine/runner.py): provider choice and the two decoder-state paths.
 
 The IO-binding path (``DeviceDecoder``) exists for CUDA; it runs here on the CPU device, with the
-decoder graph as CUDA loads it (``cache_rows``), and must give bitwise the same results as the
+decoder graph as CUDA loads it (``engine.step_rows``), and must give bitwise the same results as the
 plain numpy path. tests/engine/test_cuda.py runs it on a GPU.
 """
 
@@ -17,7 +17,6 @@ from search_helpers import ForceFirstToken
 
 from engine.beam_search import SearchOptions, search
 from engine.bundle import BundleError, check_graph, load_bundle
-from engine.cache_rows import with_cache_rows
 from engine.forced_decoding import Forced, score
 from engine.runner import (
     DecoderShape,
@@ -30,6 +29,7 @@ from engine.runner import (
     load_session,
     resolve_provider,
 )
+from engine.step_rows import with_row_inputs
 from engine.translator import pad_batch
 
 
@@ -42,8 +42,8 @@ def runner(tiny_bundle: Path) -> Runner:
 
 
 def cuda_style_session(decoder: Path, *, shortlist: bool = False) -> ort.InferenceSession:
-    """The decoder graph as the CUDA path loads it (with ``cache_rows``), in a CPU session."""
-    graph = decoder_graph(decoder, shortlist=shortlist, cache_rows=True)
+    """The decoder graph as the CUDA path loads it (with its row inputs), in a CPU session."""
+    graph = decoder_graph(decoder, shortlist=shortlist, row_inputs=True)
     return load_session(decoder, "cpu", RunnerConfig(provider="cpu", threads=1), graph)
 
 
@@ -227,8 +227,8 @@ def test_forced_translations_score_as_the_search_scored_them_on_both_paths(
 def test_the_device_path_reorders_as_the_host_path_over_composed_selects(
     runner: Runner, device_session: ort.InferenceSession
 ) -> None:
-    """The device state's next step gathers its cache by the rows of every select since the last
-    step, composed; the host state takes them one select at a time."""
+    """The device state's next step gathers its cache and source by the rows and sentences of every
+    select since the last step, composed; the host state takes them one select at a time."""
     encoded = runner.encode(sources())
     host = HostDecoder(runner.decoder, encoded, runner.shape, alignments=True)
     bound = DeviceDecoder(device_session, encoded, runner.shape, alignments=True, device_id=0, device="cpu")
@@ -238,26 +238,30 @@ def test_the_device_path_reorders_as_the_host_path_over_composed_selects(
         decoder.step(np.array([5, 6, 7, 8, 9, 10]), 2)
         decoder.select(np.array([1, 0, 5, 4]), np.array([0, 2]))  # sentence 1 finished
         decoder.select(np.array([1, 0, 3, 2]), None)  # and each sentence's beams swapped, before a step
-    a, b = host.step(np.array([4, 5, 6, 7]), 3), bound.step(np.array([4, 5, 6, 7]), 3)
-    for x, y in ((a.log_probs, b.log_probs), (a.top_ids, b.top_ids), (a.attention, b.attention)):
-        np.testing.assert_array_equal(x, y)
+    steps = [(host.step(np.array([4, 5, 6, 7]), 3), bound.step(np.array([4, 5, 6, 7]), 3))]
+    for decoder in (host, bound):
+        decoder.select(np.array([3, 2]), np.array([1]))  # then sentence 0: sentence 2 of the batch is left
+    steps.append((host.step(np.array([8, 9]), 3), bound.step(np.array([8, 9]), 3)))
+    for a, b in steps:
+        for x, y in ((a.log_probs, b.log_probs), (a.top_ids, b.top_ids), (a.attention, b.attention)):
+            np.testing.assert_array_equal(x, y)
 
 
 def test_the_device_path_needs_the_graph_that_reorders_its_cache(runner: Runner, tiny_bundle: Path) -> None:
-    with pytest.raises(RunnerError, match="cache_rows"):
+    with pytest.raises(RunnerError, match="step_rows"):
         DeviceDecoder(
             runner.decoder, runner.encode(sources()), runner.shape, alignments=False, device_id=0, device="cpu"
         )
     model = onnx.load(str(load_bundle(tiny_bundle).graph_paths("fp32")[1]))
-    assert with_cache_rows(model) and not with_cache_rows(model), "added once"
-    layers = runner.shape.layers
-    assert [node.op_type for node in model.graph.node[: 2 * layers]] == ["Gather"] * 2 * layers
+    assert with_row_inputs(model) and not with_row_inputs(model), "added once"
+    gathered = 2 * runner.shape.layers + 2 * runner.shape.layers + 1  # self caches; cross keys, values, mask
+    assert [node.op_type for node in model.graph.node[:gathered]] == ["Gather"] * gathered
 
 
 def test_the_bundle_check_takes_the_decoder_as_the_cuda_path_loads_it(
     tiny_bundle: Path, device_session: ort.InferenceSession
 ) -> None:
     manifest = load_bundle(tiny_bundle).manifest
-    check_graph(device_session, "decoder", manifest, where="decoder with cache_rows")
+    check_graph(device_session, "decoder", manifest, where="decoder with row inputs")
     with pytest.raises(BundleError, match="inputs are"):
         check_graph(device_session, "encoder", manifest, where="not an encoder")
