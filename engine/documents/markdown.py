@@ -62,6 +62,9 @@ class _Mark:
     open: str  # the whole construct when atomic
     close: str = ""
     atomic: bool = False  # code, image, autolink, inline HTML: kept as it was, its content untranslated
+    # A link the translation left no words in is still written, `[](destination)`, as HTML keeps an
+    # empty <a>: its destination is not lost. Empty emphasis would be literal asterisks.
+    kept_empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,7 @@ def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
 def _paired(token: Token) -> _Mark:
     """The markers around emphasis, strong, strikethrough or a link's text."""
     if token.type == "link_open":
-        return _Mark("[", f"]({_destination(token)})")
+        return _Mark("[", f"]({_destination(token)})", kept_empty=True)
     return _Mark(token.markup, token.markup)
 
 
@@ -259,7 +262,7 @@ def _close(stack: list[tuple[str, int | None, list[str]]], marks: list[_Mark]) -
     _, number, out = stack.pop()
     content = "".join(out)
     inner = content.strip()
-    if number is None or not inner:
+    if number is None or not (inner or marks[number].kept_empty):
         stack[-1][2].append(content)
         return
     lead, trail = content[: len(content) - len(content.lstrip())], content[len(content.rstrip()) :]

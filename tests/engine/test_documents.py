@@ -246,6 +246,14 @@ def test_markdown_code_the_engine_moved_or_dropped_is_written_as_it_was() -> Non
     assert doc.write([translated]) == b"*Dies*  mit `g(y)` aufrufen. `f(x)`\n"
 
 
+def test_markdown_keeps_a_link_whose_words_the_translation_left_out() -> None:
+    doc = read_document(b"A *red* car and a [ball](https://example.com/ball).\n", "a.md")
+    assert doc.texts == ['A <em data-i="0">red</em> car and a <a data-i="1">ball</a>.']
+    # As the markup engine places elements whose words have no aligned translation: empty.
+    translated = 'Ein <em data-i="0"></em>Auto und ein<a data-i="1"></a>.'
+    assert doc.write([translated]) == b"Ein Auto und ein[](https://example.com/ball).\n"
+
+
 def nested_lists(depth: int) -> str:
     return "".join("  " * level + f"- item {level}\n" for level in range(depth))
 
