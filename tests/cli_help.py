@@ -11,16 +11,15 @@ import re
 import subprocess
 import sys
 
-from repo_root import REPO
+from repo_root import REPO, python_path
 
 
 def run_help(module: str) -> str:
     """``python -m MODULE --help`` from the repository root: its output, after checking it exits 0."""
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, "-m", module, "--help"],
         cwd=REPO,
-        env=os.environ | {"PYTHONPATH": path},
+        env=os.environ | {"PYTHONPATH": python_path()},
         capture_output=True,
         text=True,
         timeout=120,

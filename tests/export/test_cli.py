@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 import pytest
 from cli_help import assert_documents_every_option, run_help
-from repo_root import REPO
+from repo_root import REPO, python_path
 
 from engine.bundle import load_bundle, sha256_file
 from export.__main__ import build_parser, main
@@ -20,8 +20,7 @@ from export.graph_files import EXTERNAL_MIN_BYTES
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = os.environ | {"PYTHONPATH": path}
+    env = os.environ | {"PYTHONPATH": python_path()}
     return subprocess.run(
         [sys.executable, "-m", "export", *map(str, args)],
         cwd=REPO,

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import uvicorn
 from live_server import assert_error
-from repo_root import REPO
+from repo_root import REPO, python_path
 
 from engine.translator import Translator, TranslatorConfig
 from service.__main__ import main
@@ -73,7 +73,7 @@ def test_a_missing_bundle_fails_the_process_with_a_clear_message(tmp_path: Path)
     result = subprocess.run(
         [sys.executable, "-m", "service", "--port", str(free_port())],
         cwd=REPO,
-        env={"MT_MODEL_DIR": str(missing), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env={"MT_MODEL_DIR": str(missing), "PYTHONPATH": python_path(), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=120,
