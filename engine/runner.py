@@ -330,7 +330,7 @@ def is_identity(rows: np.ndarray, n: int) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# CUDA: IO binding. Verified here only with device="cpu" (no GPU on the development machines).
+# CUDA: IO binding. tests/engine/test_cuda.py runs it on a GPU, the other tests with device="cpu".
 # ---------------------------------------------------------------------------------------------
 
 
