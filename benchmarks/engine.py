@@ -70,16 +70,8 @@ SHORTLIST_SYSTEMS = [n for n in ENGINE_SYSTEMS if n.startswith(("ours-", "ct2-")
 
 
 def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
-    cmd = [
-        "--src",
-        str(args.src),
-        "--threads",
-        str(args.threads),
-        "--streams",
-        str(streams),
-        "--provider",
-        args.provider,
-    ]
+    cmd = ["--src", str(args.src), "--threads", str(args.threads), "--streams", str(streams)]
+    cmd += ["--provider", args.provider]
     caps = DecodingOptions()
     cmd += ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
     cmd += ["--max-length-a", str(caps.max_length_a), "--max-length-b", str(caps.max_length_b)]
