@@ -80,7 +80,8 @@ def test_tiny_model_translates_on_the_gpu_as_on_the_cpu(tiny_bundle: Path, varia
 
 
 def test_cache_and_source_stay_on_the_device(tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The search reorders rows and drops finished sentences: both happen to OrtValues on the GPU."""
+    """The search reorders rows and drops finished sentences: the step picks them by index, and the
+    cache and source stay OrtValues on the GPU throughout."""
     _, cuda = pair(tiny_bundle, "fp32")
     devices = []
     select = DeviceDecoder.select
