@@ -69,18 +69,25 @@ def encoder_signature(layers: int) -> Signature:
     return (TensorSpec("src_ids", "int64", ("B", "S")),), outputs
 
 
-def decoder_signature(layers: int, *, shortlist: bool = False) -> Signature:
+# The step's rows and sentences, picked by the step itself on the CUDA path (``engine.step_rows``).
+ROW_INPUTS = (TensorSpec("cache_rows", "int64", ("N",)), TensorSpec("source_rows", "int64", ("B",)))
+
+
+def decoder_signature(layers: int, *, shortlist: bool = False, row_inputs: bool = False) -> Signature:
     """One step. The caches are one tensor per layer so that the graph reads and writes each
     layer's keys/values in place of splitting and re-stacking one (L, ...) tensor every step.
     ``top_log_probs``/``top_ids`` are each row's best ``candidates`` tokens (ONNX TopK: best first,
     lower id first among equal values), so that the search need not scan all V per row.
-    ``shortlist``: the graph scores only the M target ids ``vocab_ids`` (``engine.shortlist``)."""
+    ``shortlist``: the graph scores only the M target ids ``vocab_ids`` (``engine.shortlist``).
+    ``row_inputs``: it gathers its cache and source by ``ROW_INPUTS`` first. The engine adds both
+    inputs when it loads a graph."""
     inputs = (
         TensorSpec("tokens", "int64", ("N", "1")),
         *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "P", "Dh")),
         *encoder_signature(layers)[1],
         TensorSpec("candidates", "int64", ("1",)),
         *([TensorSpec("vocab_ids", "int64", ("M",))] if shortlist else []),
+        *(ROW_INPUTS if row_inputs else ()),
     )
     outputs = (
         TensorSpec("log_probs", "float", ("N", "M" if shortlist else "V")),
@@ -393,14 +400,11 @@ def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *,
     """
     dims = manifest.dimension_values()
     inputs, outputs = SIGNATURES[kind](dims["L"])
-    given = session.get_inputs()
-    if kind == "decoder" and "vocab_ids" in {i.name for i in given}:
-        inputs, outputs = decoder_signature(dims["L"], shortlist=True)  # the engine adds it at load time
-    from engine.step_rows import ROW_INPUTS  # it reads this module's signatures
-
-    if kind == "decoder" and tuple(i.name for i in given[-len(ROW_INPUTS) :]) == ROW_INPUTS:
-        given = given[: -len(ROW_INPUTS)]  # so does the CUDA path
-    _check_args(where, "input", given, inputs, dims)
+    if kind == "decoder":  # as the engine loaded it: with the inputs it adds, if it added them
+        given = {i.name for i in session.get_inputs()}
+        row_inputs = {spec.name for spec in ROW_INPUTS} <= given
+        inputs, outputs = decoder_signature(dims["L"], shortlist="vocab_ids" in given, row_inputs=row_inputs)
+    _check_args(where, "input", session.get_inputs(), inputs, dims)
     _check_args(where, "output", session.get_outputs(), outputs, dims)
 
 

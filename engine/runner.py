@@ -38,7 +38,7 @@ from engine.bundle import per_layer
 from engine.decoder import Step
 from engine.shared_weights import session_model
 from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
-from engine.step_rows import CACHE_ROWS, ROW_INPUTS, SOURCE_ROWS, with_row_inputs
+from engine.step_rows import CACHE_ROWS, SOURCE_ROWS, with_row_inputs
 from engine.top_k import with_chunked_top_k
 
 log = logging.getLogger(__name__)
@@ -349,8 +349,10 @@ class DeviceDecoder:
         vocab_ids: np.ndarray | None = None,
         device: str = "cuda",
     ) -> None:
-        if not set(ROW_INPUTS) <= {i.name for i in session.get_inputs()}:
-            raise RunnerError(f"DeviceDecoder needs a decoder graph with the inputs {ROW_INPUTS} (engine.step_rows)")
+        if not {CACHE_ROWS, SOURCE_ROWS} <= {i.name for i in session.get_inputs()}:
+            raise RunnerError(
+                f"DeviceDecoder needs a decoder graph with {CACHE_ROWS} and {SOURCE_ROWS} (engine.step_rows)"
+            )
         self.session, self.device, self.device_id = session, device, device_id
         self.alignments = alignments
         self.cache_names = shape.names

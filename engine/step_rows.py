@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.bundle import encoder_signature
+from engine.bundle import ROW_INPUTS, encoder_signature
 
 if TYPE_CHECKING:  # onnx is imported where a graph is edited: the engine loads without it otherwise
     import onnx
 
-CACHE_ROWS, SOURCE_ROWS = "cache_rows", "source_rows"
-ROW_INPUTS = (CACHE_ROWS, SOURCE_ROWS)
+CACHE_ROWS, SOURCE_ROWS = (spec.name for spec in ROW_INPUTS)
 
 
 def with_row_inputs(model: onnx.ModelProto) -> bool:
@@ -47,7 +46,7 @@ def with_row_inputs(model: onnx.ModelProto) -> bool:
     nodes = gathers + list(graph.node)  # the Gathers read graph inputs only: first keeps the order topological
     del graph.node[:]
     graph.node.extend(nodes)
-    graph.input.extend(helper.make_tensor_value_info(name, TensorProto.INT64, [name]) for name in ROW_INPUTS)
+    graph.input.extend(helper.make_tensor_value_info(spec.name, TensorProto.INT64, spec.dims) for spec in ROW_INPUTS)
     return True
 
 
