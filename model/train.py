@@ -118,6 +118,8 @@ class Trainer:
         self.best_bleu, self.history = state["best_bleu"], state["history"]
         random.setstate(state["rng"]["python"])
         torch.set_rng_state(state["rng"]["torch"])
+        if "cuda" in state["rng"] and self.device.type == "cuda":  # GPU dropout draws from the device generator
+            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         log.info("resumed from %s at step %d (epoch %d, batch %d)", last, self.step, self.epoch, self.batch_in_epoch)
 
     def _save(self, name: str, **extra: object) -> Path:
@@ -129,6 +131,8 @@ class Trainer:
 
     def _save_resumable(self) -> None:
         rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
         extra = {"optimizer": self.optimizer.state_dict(), "step": self.step, "epoch": self.epoch}
         extra |= {
             "batch_in_epoch": self.batch_in_epoch,

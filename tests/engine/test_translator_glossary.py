@@ -142,5 +142,8 @@ def test_the_best_translation_does_not_depend_on_the_alternatives_asked_for(tran
     glossary = Glossary.of({"man": "Herr", "hat": "Filzhut"})
     one = translate(translator, [text], glossary=glossary)[0]
     assert [u.used for u in one.terms] == [True]
+    best = one.hypotheses[0]
     for n in (2, 4):
-        assert translate(translator, [text], glossary=glossary, num_hypotheses=n)[0].hypotheses[0] == one.hypotheses[0]
+        # on a GPU the rescored rows' count changes the order of float sums
+        got = translate(translator, [text], glossary=glossary, num_hypotheses=n)[0].hypotheses[0]
+        assert got.text == best.text and got.score == pytest.approx(best.score, abs=1e-3)

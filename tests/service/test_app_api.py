@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from engine.runner import resolve_provider
+
 SENTENCES = ["A dog runs in the park.", "The small girl plays with a red ball.", "A man sits under a tree."]
 
 
@@ -81,7 +83,7 @@ def test_models(client: httpx.Client) -> None:
     assert model["source_languages"] == [{"code": "en", "model_code": None}]
     assert model["target_languages"] == [{"code": "de", "model_code": None}]
     assert model["variant"] in ("fp32", "int8")
-    assert model["provider"] == "cpu"
+    assert model["provider"] == resolve_provider("auto")
     assert f"{model['id']}:{model['version']}" == translate(client, text="A dog.", source_lang="en")["model"]
     assert model["loaded"] and model["memory_mb"] > 0 and model["error"] is None
     assert isinstance(model["quality"], dict)

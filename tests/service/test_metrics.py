@@ -10,6 +10,7 @@ import pytest
 from live_server import metric, scrape
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine.runner import resolve_provider
 from service.errors import ERROR_TYPES
 from service.metrics import Metrics
 
@@ -72,7 +73,7 @@ def test_labels_and_values_reflect_traffic(client: httpx.Client, exposition: str
         assert metric(samples, "mt_stage_duration_seconds_count", stage=stage, **model) > 0, stage
     assert metric(samples, "mt_batch_size_tokens_count", **model) > 0
     [info] = [dict(labels) for name, labels in samples if name == "mt_model_info"]
-    assert set(info) == {"model", "version", "variant", "provider"} and info["provider"] == "cpu"
+    assert set(info) == {"model", "version", "variant", "provider"} and info["provider"] == resolve_provider("auto")
     assert metric(samples, "mt_model_loaded", **model) == 1 and metric(samples, "mt_model_loads_total", **model) == 1
     assert metric(samples, "mt_model_memory_bytes", **model) > 0
 
