@@ -186,6 +186,14 @@ def test_token_ids_are_the_transformers_tokenizers(family: tuple[Path, Path, str
         assert ours.decode(ids) == theirs.decode(ids, skip_special_tokens=True)
 
 
+def test_a_vocabulary_both_sides_name_is_held_once(marian_bundle: Path, marian_separate_bundle: Path) -> None:
+    shared = Tokenizer.from_bundle(load_bundle(marian_bundle))
+    assert shared.source.sp is not shared.target.sp  # a sentencepiece model per side
+    assert shared.source.vocab is shared.target.vocab and shared.source.by_id is shared.target.by_id
+    separate = Tokenizer.from_bundle(load_bundle(marian_separate_bundle))
+    assert separate.source.vocab != separate.target.vocab
+
+
 def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
     """The ONNX decoder step, along its own greedy path, against transformers' teacher-forced model
     with its generation config's logits processing (banned tokens, renormalisation)."""

@@ -38,6 +38,10 @@ def test_the_file_loads_as_written(tmp_path: Path) -> None:
     np.testing.assert_array_equal(loaded.table, shortlist.table)
     np.testing.assert_array_equal(loaded.frequent, shortlist.frequent)
     assert loaded.cut(1, 2).table.shape == (30, 1) and len(loaded.cut(1, 2).frequent) == 2
+    # held in the file's type (int16 for ids below 2**15), not widened; a batch's ids come out int64
+    assert loaded.table.dtype == loaded.frequent.dtype == np.int16
+    batch = loaded.for_batch([[5, 6]], [29])
+    assert batch.dtype == np.int64 and batch.tolist() == shortlist.for_batch([[5, 6]], [29]).tolist()
 
 
 def test_the_choice_is_the_smallest_within_tolerance() -> None:
