@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from engine.bundle import Bundle, SpecialTokens, TokenizerFiles, TokenizerSide
+from engine.bundle import Bundle, BundleError, SpecialTokens, TokenizerFiles, TokenizerSide
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -38,6 +38,10 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
+# Above any real vocabulary (NLLB's has 256,206 entries); the inverse is a list of this length.
+MAX_VOCABULARY_ID = 1 << 24
+
+
 @dataclass(frozen=True)
 class _Vocabulary:
     """An imported model's piece -> id vocabulary and its inverse. One object serves both sides
@@ -49,6 +53,8 @@ class _Vocabulary:
     @classmethod
     def load(cls, path: Path) -> _Vocabulary:
         ids = json.loads(path.read_text(encoding="utf-8"))
+        if not all(isinstance(i, int) and 0 <= i < MAX_VOCABULARY_ID for i in ids.values()):
+            raise BundleError(f"{path}: every id must be an integer in 0..{MAX_VOCABULARY_ID - 1}")
         pieces = [""] * (max(ids.values(), default=-1) + 1)
         for piece, i in ids.items():
             pieces[i] = piece

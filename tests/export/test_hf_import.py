@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers", minversion="5.0")
 torch = pytest.importorskip("torch")
 
 from engine import TranslationOptions, Translator, TranslatorConfig  # noqa: E402
-from engine.bundle import Manifest, load_bundle  # noqa: E402
+from engine.bundle import BundleError, Manifest, load_bundle  # noqa: E402
 from engine.tokenizer import Tokenizer, normalize_text  # noqa: E402
 from export import ExportError  # noqa: E402
 from export.parity import OnnxGreedy  # noqa: E402
@@ -192,6 +192,19 @@ def test_a_vocabulary_both_sides_name_is_held_once(marian_bundle: Path, marian_s
     assert shared.source.vocab is shared.target.vocab and shared.source.by_id is shared.target.by_id
     separate = Tokenizer.from_bundle(load_bundle(marian_separate_bundle))
     assert separate.source.vocab != separate.target.vocab
+
+
+@pytest.mark.parametrize("bad_id", [-1, 1 << 40, "7"])
+def test_a_vocabulary_id_out_of_range_is_named(marian_bundle: Path, tmp_path: Path, bad_id: object) -> None:
+    """The inverse is a list as long as the largest id: a damaged file must not allocate terabytes."""
+    manifest = load_bundle(marian_bundle).manifest
+    bundle = shutil.copytree(marian_bundle, tmp_path / "bundle")
+    vocab_file = bundle / manifest.tokenizer.source.vocab
+    vocab = json.loads(vocab_file.read_text(encoding="utf-8"))
+    vocab["▁damaged"] = bad_id
+    vocab_file.write_text(json.dumps(vocab), encoding="utf-8")
+    with pytest.raises(BundleError, match="every id must be an integer"):
+        Tokenizer.from_files(bundle, manifest.tokenizer, manifest.special_tokens)
 
 
 def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
