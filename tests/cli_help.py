@@ -6,12 +6,11 @@ Test modules import it by name (``from cli_help import ...``), as they do ``repo
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
 
-from repo_root import REPO, python_path
+from repo_root import REPO, python_env
 
 
 def run_help(module: str) -> str:
@@ -19,7 +18,7 @@ def run_help(module: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", module, "--help"],
         cwd=REPO,
-        env=os.environ | {"PYTHONPATH": python_path()},
+        env=python_env(),
         capture_output=True,
         text=True,
         timeout=120,

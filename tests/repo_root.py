@@ -14,3 +14,8 @@ def python_path() -> str:
     """``PYTHONPATH`` for a subprocess that imports this checkout: the repository first, then the
     path this process was given, where packages installed beside the interpreter's may live."""
     return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
+def python_env() -> dict[str, str]:
+    """This process's environment with ``python_path()``, for a subprocess that imports this checkout."""
+    return os.environ | {"PYTHONPATH": python_path()}

@@ -4,7 +4,6 @@ names the file and the problem."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from repo_root import REPO, python_path
+from repo_root import REPO, python_env
 
 from engine.bundle import BundleError, load_bundle, sha256_file
 
@@ -49,7 +48,7 @@ def test_valid_bundle_loads(tiny_bundle: Path):
 
 def test_loading_needs_neither_torch_nor_onnx(tiny_bundle: Path):
     code = f"import sys, engine.bundle as b; b.load_bundle({str(tiny_bundle)!r}); print(sorted(set(sys.modules)))"
-    env = os.environ | {"PYTHONPATH": python_path()}
+    env = python_env()
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
     ).stdout

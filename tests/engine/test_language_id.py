@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
-from repo_root import python_path
+from repo_root import python_env
 
 from engine.language_id import (
     KEEP_ODDS,
@@ -173,7 +172,7 @@ def test_the_translator_does_not_load_the_identifier_s_library() -> None:
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": python_path()},
+        env=python_env(),
         check=True,
     )
     assert result.stdout.strip() == "False"

@@ -4,7 +4,6 @@ default variant rule, refusal to overwrite, --force, and clear failures that lea
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import onnx
 import pytest
 from cli_help import assert_documents_every_option, run_help
-from repo_root import REPO, python_path
+from repo_root import REPO, python_env
 
 from engine.bundle import load_bundle, sha256_file
 from export.__main__ import build_parser, main
@@ -20,7 +19,7 @@ from export.graph_files import EXTERNAL_MIN_BYTES
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"PYTHONPATH": python_path()}
+    env = python_env()
     return subprocess.run(
         [sys.executable, "-m", "export", *map(str, args)],
         cwd=REPO,

@@ -4,14 +4,13 @@ line and exits 2, before any data is read."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from repo_root import REPO, python_path
+from repo_root import REPO, python_env
 
 from model.config import load_config
 from model.train import main
@@ -101,7 +100,7 @@ def test_a_schedule_whose_warmup_ends_as_the_cooldown_starts_is_valid(tiny_train
 def test_the_cli_prints_one_error_line_and_exits_2_before_training(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "model.train", "--config", "configs/en-de.toml", "max_steps=30", f"out_dir={out}"]
-    env = os.environ | {"PYTHONPATH": python_path()}
+    env = python_env()
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     usage, error = result.stderr.splitlines()

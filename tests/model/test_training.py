@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from repo_root import REPO, python_path
+from repo_root import REPO, python_env
 
 from engine.tokenizer import Tokenizer
 from model.checkpoint import load_checkpoint
@@ -83,7 +82,7 @@ def test_torchrun_with_two_cpu_processes(tiny_train_config: Path, tmp_path: Path
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "model.train"]
     cmd += ["--config", str(tiny_train_config), f"out_dir={out}", "max_steps=3", "validate_every=3", "device=cpu"]
-    env = {**os.environ, "PYTHONPATH": python_path(), "OMP_NUM_THREADS": "1"}
+    env = python_env() | {"OMP_NUM_THREADS": "1"}
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(step_losses(out)) == [1, 2, 3]
@@ -98,9 +97,7 @@ def test_evaluate_prints_bleu_and_chrf_with_signatures(
     cmd = [sys.executable, "-m", "model.evaluate", "--checkpoint", str(out / "checkpoints" / "averaged.pt")]
     cmd += ["--src", str(tiny_corpus / "test_2016_flickr.en"), "--ref", str(tiny_corpus / "test_2016_flickr.de")]
     cmd += ["--beam-size", "3", "--json", "--out", str(tmp_path / "hyps.txt")]
-    result = subprocess.run(
-        cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": python_path()}, capture_output=True, text=True
-    )
+    result = subprocess.run(cmd, cwd=REPO, env=python_env(), capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     scores = json.loads(result.stdout)
     assert 0.0 <= scores["bleu"] <= 100.0 and 0.0 <= scores["chrf"] <= 100.0
