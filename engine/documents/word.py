@@ -67,7 +67,12 @@ class _Group:
 
 def read(data: bytes, *, max_bytes: int) -> Document:
     document = _open(_unpacked(data, max_bytes))
-    grouped = [_groups(paragraph) for paragraph in _paragraphs(document)]
+    try:
+        grouped = [_groups(paragraph) for paragraph in _paragraphs(document)]
+    # A part whose root is not the element it must be (a document without a body): python-docx
+    # hands out None or an element without the attribute asked for.
+    except (AttributeError, TypeError) as e:
+        raise DocumentError(f"not a valid .docx file: {e}") from None
     paragraphs = [groups for groups in grouped if any(group.text.strip() for group in groups)]
 
     def write(translations: list[str]) -> bytes:
@@ -137,8 +142,17 @@ def _open(data: bytes) -> docx.document.Document:
     try:
         return docx.Document(io.BytesIO(data))
     # Whatever python-docx meets in a damaged file: a missing part (KeyError), malformed XML (lxml's
-    # XMLSyntaxError is a SyntaxError), a package of another kind (ValueError), a broken archive.
-    except (KeyError, ValueError, SyntaxError, PackageNotFoundError, zipfile.BadZipFile) as e:
+    # XMLSyntaxError is a SyntaxError), a package of another kind (ValueError), a broken archive, a
+    # part whose root is another element than the one it must be (AttributeError, TypeError).
+    except (
+        KeyError,
+        ValueError,
+        SyntaxError,
+        AttributeError,
+        TypeError,
+        PackageNotFoundError,
+        zipfile.BadZipFile,
+    ) as e:
         raise DocumentError(f"not a valid .docx file: {e}") from None
 
 

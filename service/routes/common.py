@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
+from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
 from fastapi.security.utils import get_authorization_scheme_param
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 
 from service.errors import ClientDisconnected, InvalidRequest, PayloadTooLarge, RequestTimeout, ServiceError
@@ -70,6 +72,30 @@ def form_error(exc: HTTPException) -> ServiceError:
         if exc.status_code == error.status:
             return error(str(exc.detail))
     return InvalidRequest(f"malformed form body: {exc.detail}")
+
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+MAX_URLENCODED_FIELDS = 1000  # as Starlette's form parser
+
+
+async def read_form(request: Request, content_type: str) -> FormData:
+    """The body's form (``content_type``, one of ``FORM_TYPES``). A URL-encoded body is read as
+    UTF-8, its bytes sent as they are and its %-escapes alike, as Flask (LibreTranslate) and DeepL
+    read it: Starlette reads bytes sent as they are as Latin-1, so that ``curl -d 'q=Straße'``,
+    which sends them so, would ask to translate "ß" as two other characters. An invalid byte reads
+    as U+FFFD."""
+    try:
+        if content_type != "application/x-www-form-urlencoded":
+            return await request.form()
+        body = (await request.body()).decode("utf-8", "replace")
+    except HTTPException as exc:
+        raise form_error(exc) from None
+    try:
+        return FormData(parse_qsl(body, keep_blank_values=True, max_num_fields=MAX_URLENCODED_FIELDS))
+    except ValueError:
+        raise InvalidRequest(
+            f"malformed form body: Too many fields. Maximum number of fields is {MAX_URLENCODED_FIELDS}."
+        ) from None
 
 
 def bearer_key(request: Request) -> str | None:

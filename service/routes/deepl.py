@@ -35,7 +35,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from starlette.exceptions import HTTPException
 
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
@@ -55,7 +54,7 @@ from service.errors import (
 )
 from service.file_store import FileStore
 from service.glossaries import GlossaryInfo, GlossaryStore, parse_entries, to_tsv
-from service.routes.common import form_error, get_runtime, unless_disconnected
+from service.routes.common import FORM_TYPES, get_runtime, read_form, unless_disconnected
 from service.routes.files import _attachment, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.routes.libretranslate import LANGUAGE_NAMES
@@ -83,7 +82,6 @@ REGIONAL_NAMES = {
 }
 # Our errors' statuses that DeepL answers otherwise: a key refused is a 403, every invalid request a 400.
 _DEEPL_STATUSES = {401: 403, 415: 400, 422: 400}
-_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 _LIST_FIELDS = frozenset({"text", "non_splitting_tags", "splitting_tags", "ignore_tags", "glossary_ids"})
 _ENDS_SENTENCE = ".!?。！？"
 
@@ -204,11 +202,8 @@ async def _fields(request: Request) -> dict[str, Any]:
     form field is a list where DeepL takes a list (``text``)."""
     fields: dict[str, Any] = dict(request.query_params)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type in _FORM_TYPES:
-        try:
-            form = await request.form()
-        except HTTPException as exc:
-            raise form_error(exc) from None
+    if content_type in FORM_TYPES:
+        form = await read_form(request, content_type)
         for key in form:
             values = [v for v in form.getlist(key) if isinstance(v, str)]
             if values:
@@ -224,6 +219,8 @@ async def _fields(request: Request) -> dict[str, Any]:
         parsed = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InvalidRequest(f"malformed JSON: {e}") from None
+    except RecursionError:  # arrays or objects nested thousands deep
+        raise InvalidRequest("malformed JSON: nested too deeply") from None
     if not isinstance(parsed, dict):
         raise InvalidRequest("the JSON body must be an object")
     return {**fields, **parsed}

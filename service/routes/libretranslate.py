@@ -24,7 +24,6 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.exceptions import HTTPException
 
 from engine import languages
 from engine.api import TranslationOptions
@@ -40,7 +39,14 @@ from service.errors import (
     UnsupportedLanguage,
     describe_validation,
 )
-from service.routes.common import RuntimeDep, bearer_key, error_responses, form_error, unless_disconnected
+from service.routes.common import (
+    FORM_TYPES,
+    RuntimeDep,
+    bearer_key,
+    error_responses,
+    read_form,
+    unless_disconnected,
+)
 from service.runtime import Runtime, TranslationJob
 from service.schemas import (
     BEARER_AUTH,
@@ -67,7 +73,6 @@ LANGUAGE_NAMES = {
     "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sr": "Serbian",
     "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
 }  # fmt: skip
-_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 # LibreTranslate's messages (its app.py).
 KEY_REQUIRED = "Please contact the server operator to get an API key"
 INVALID_KEY = "Invalid API key"
@@ -124,7 +129,7 @@ class LibreLanguage(BaseModel):
 
 @router.post(
     "/translate",
-    openapi_extra={**json_body(LibreTranslateRequest, *_FORM_TYPES), **BEARER_AUTH},
+    openapi_extra={**json_body(LibreTranslateRequest, *FORM_TYPES), **BEARER_AUTH},
     responses=error_responses(400, 401, 413, 422, 429, 503, 504),
 )
 async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
@@ -169,7 +174,7 @@ class LibreDetectRequest(BaseModel):
 
 @router.post(
     "/detect",
-    openapi_extra={**json_body(LibreDetectRequest, *_FORM_TYPES), **BEARER_AUTH},
+    openapi_extra={**json_body(LibreDetectRequest, *FORM_TYPES), **BEARER_AUTH},
     responses=error_responses(400, 401, 413, 422, 503),
 )
 async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
@@ -265,17 +270,14 @@ async def _fields(request: Request) -> dict[str, Any]:
     if content_type == "application/json" or content_type.endswith("+json"):
         try:
             fields = json.loads(await request.body())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
             raise LibreTranslateInvalid(INVALID_JSON) from None
         if not isinstance(fields, dict):
             raise LibreTranslateInvalid(INVALID_JSON)
         return _JsonFields(fields)
     items = list(request.query_params.multi_items())
-    if content_type in _FORM_TYPES:
-        try:
-            form = await request.form()
-        except HTTPException as exc:
-            raise form_error(exc) from None
+    if content_type in FORM_TYPES:
+        form = await read_form(request, content_type)
         items += form.multi_items()
     elif await request.body():
         raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")

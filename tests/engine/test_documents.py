@@ -439,6 +439,31 @@ def test_word_that_is_not_a_docx_is_refused() -> None:
         read_document(word_document()[:2000], "truncated.docx")
 
 
+def with_part(data: bytes, name: str, content: bytes) -> bytes:
+    """The archive with its part ``name`` replaced by ``content``."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as z:
+        for info in source.infolist():
+            z.writestr(info, content if info.filename == name else source.read(info))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("part", "content"),
+    [
+        ("[Content_Types].xml", b"<Types/>"),
+        ("_rels/.rels", b"<Relationships/>"),
+        ("word/document.xml", b"<document/>"),
+        ("word/document.xml", b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"/>'),
+    ],
+)
+def test_word_whose_part_has_the_wrong_root_is_refused(part: str, content: bytes) -> None:
+    """Well-formed XML that is not the element python-docx expects (it fails with AttributeError or
+    TypeError rather than an error of its own) is a damaged file, not a crash."""
+    with pytest.raises(DocumentError, match=r"not a valid \.docx"):
+        read_document(with_part(word_document(), part, content), "damaged.docx")
+
+
 def understated(data: bytes, name: str, size: int) -> bytes:
     """The archive with ``name``'s uncompressed size given as ``size`` in its headers."""
     out = bytearray(data)

@@ -78,6 +78,20 @@ def test_an_html_file_left_open_in_a_comment_is_a_422(client: httpx.Client) -> N
     assert (error["line"], error["column"]) == (3, 10)
 
 
+# -- .docx damaged inside ------------------------------------------------------------------------
+
+
+def test_a_docx_whose_parts_are_other_xml_elements_is_a_422_not_a_500(client: httpx.Client) -> None:
+    """Well-formed XML where python-docx expects its own elements: it fails with AttributeError."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(word_file())) as source, zipfile.ZipFile(out, "w") as z:
+        for info in source.infolist():
+            z.writestr(info, b"<Types/>" if info.filename == "[Content_Types].xml" else source.read(info))
+    error = assert_error(upload(client, "damaged.docx", out.getvalue()), 422, "invalid_request")
+    assert error["message"].startswith("file: not a valid .docx file")
+    assert upload(client, "report.docx", word_file()).status_code == 200
+
+
 # -- Markdown nested deep -------------------------------------------------------------------------
 
 ITEMS = [

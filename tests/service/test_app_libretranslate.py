@@ -85,6 +85,23 @@ def test_form_body_with_repeated_q_and_bearer_key(client: httpx.Client) -> None:
     assert response.json() == {"translatedText": native(client, [TEXT, "A cat sits."])}
 
 
+# Passed through unchanged (symbols, a URL): the text comes back as the service read it.
+UNICODE_TEXT = "🐕 → ½ © https://de.wikipedia.org/wiki/Straße"
+
+
+def test_a_form_body_with_utf8_sent_as_it_is_reads_as_utf8(client: httpx.Client) -> None:
+    """``curl -d 'q=Straße…'`` sends its bytes unescaped: read as UTF-8, as Flask reads them, not
+    as Latin-1 (which made 'StraÃ' and a control character of 'ß'); a %-escaped form alike."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    raw = client.post("/translate", content=f"q={UNICODE_TEXT}&source=en&target=de".encode(), headers=form)
+    assert raw.status_code == 200, raw.text
+    assert raw.json() == {"translatedText": UNICODE_TEXT}
+    escaped = client.post("/translate", data={"q": UNICODE_TEXT, "source": "en", "target": "de"})
+    assert escaped.json() == {"translatedText": UNICODE_TEXT}
+    invalid = client.post("/translate", content=b"q=\xff%FE&source=en&target=de", headers=form)
+    assert invalid.json() == {"translatedText": "\ufffd\ufffd"}
+
+
 def test_single_text_with_alternatives_has_flat_lists(client: httpx.Client) -> None:
     result = client.post("/translate", json={"q": TEXT, "source": "en", "target": "de", "alternatives": 1}).json()
     assert isinstance(result["translatedText"], str)
@@ -130,6 +147,7 @@ JSON = {"Content-Type": "application/json"}
             "Invalid JSON format",
         ),
         ({"content": b"\xff", "headers": JSON}, 400, "Invalid JSON format"),
+        ({"content": b'{"q": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "headers": JSON}, 400, "Invalid JSON format"),
         # the service's words, in LibreTranslate's shape
         ({"json": {"q": 7, **PAIR}}, 400, None),
         ({"json": {"q": TEXT, **PAIR, "alternatives": -1}}, 400, None),

@@ -113,6 +113,18 @@ def test_form_body_with_repeated_text(native: httpx.Client) -> None:
     assert len(translations) == 2 and all(set(t) == {"detected_source_language", "text"} for t in translations)
 
 
+def test_a_form_body_with_utf8_sent_as_it_is_reads_as_utf8(native: httpx.Client) -> None:
+    """``curl -d 'text=Straße…'`` sends its bytes unescaped: they are UTF-8, as DeepL reads them."""
+    text = "🐕 → ½ © https://de.wikipedia.org/wiki/Straße"  # passed through: comes back as it was read
+    response = native.post(
+        "/v2/translate",
+        content=f"text={text}&source_lang=EN&target_lang=DE".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 200, response.text
+    assert [t["text"] for t in response.json()["translations"]] == [text]
+
+
 @pytest.mark.parametrize(
     ("source", "translated", "kept"),
     [
@@ -276,6 +288,14 @@ def test_errors_in_deepl_shape(native: httpx.Client) -> None:
         ({"json": {"text": [TEXT], "target_lang": "DE", "formality": "rude"}}, 400),
         ({"json": {"text": [TEXT], "target_lang": "DE", "tag_handling": "pdf"}}, 400),
         ({"content": b'{"text": ', "headers": {**headers, "Content-Type": "application/json"}}, 400),
+        # nested past the JSON parser's recursion limit: was a 500
+        (
+            {
+                "content": b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                "headers": {**headers, "Content-Type": "application/json"},
+            },
+            400,
+        ),
         ({"json": {"text": ["a"] * 9, "target_lang": "DE"}}, 413),
         ({"json": {"text": ["<p>a</b>"], "target_lang": "DE", "tag_handling": "xml"}}, 400),
     ]
