@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
+from starlette.middleware.cors import CORSMiddleware
 
 from service import openapi
 from service.errors import install_error_handlers
@@ -26,6 +27,8 @@ from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
+
+CORS_MAX_AGE_S = 24 * 3600  # how long a browser may reuse a preflight's answer
 
 
 def create_app(
@@ -80,6 +83,16 @@ def create_app(
     app.add_middleware(CloseUnreadBody)
     if settings.root_path:
         app.add_middleware(RootPath, prefix=settings.root_path)
+    if settings.cors_origin_list:
+        # Outermost: a browser's preflight is answered before any other check, and every answer,
+        # errors included, carries the headers that let the calling page read it.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=CORS_MAX_AGE_S,
+        )
     for module in (v1, stream, files, glossaries, operations, libretranslate, deepl):
         app.include_router(module.router)
     if settings.web_ui:

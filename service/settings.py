@@ -137,6 +137,12 @@ class Settings(BaseSettings):
         description="URL clients reach the service at, path prefix included (https://mt.example.com/mt): "
         "/translate_file's download links start with it; empty = links relative to the host, under MT_ROOT_PATH.",
     )
+    cors_origins: str = Field(
+        "",
+        description="Comma-separated origins (https://app.example.com) whose web pages may call the API from a "
+        "browser, or * for any (as LibreTranslate answers); empty = none: browsers keep other sites' pages from "
+        "reading the answers.",
+    )
     idle_timeout_s: float = Field(
         30,
         gt=0,
@@ -162,7 +168,7 @@ class Settings(BaseSettings):
     @classmethod
     def _names_a_key(cls, value: str) -> str:
         # A value left by a template or a typo must not turn authentication off without a word.
-        if value and not _split_keys(value):
+        if value and not _comma_separated(value):
             raise ValueError(
                 f"names no key ({value!r}): give comma-separated keys, or leave it empty for no authentication"
             )
@@ -175,6 +181,15 @@ class Settings(BaseSettings):
         if value and (url.scheme not in ("http", "https") or not url.netloc or url.query or url.fragment):
             raise ValueError(f"must be an http:// or https:// URL without query or fragment (got {value!r})")
         return url.geturl()
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for origin in _comma_separated(value) - {"*"}:
+            url = urlsplit(origin)
+            if url.scheme not in ("http", "https") or not url.netloc or url.path or url.query or url.fragment:
+                raise ValueError(f"{origin!r} is not an origin: give scheme://host[:port], as a browser sends it")
+        return value
 
     @model_validator(mode="after")
     def _public_url_has_the_prefix(self) -> Settings:
@@ -209,8 +224,12 @@ class Settings(BaseSettings):
 
     @property
     def api_key_set(self) -> frozenset[str]:
-        return _split_keys(self.api_keys)
+        return _comma_separated(self.api_keys)
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return sorted(_comma_separated(self.cors_origins))
 
 
-def _split_keys(value: str) -> frozenset[str]:
+def _comma_separated(value: str) -> frozenset[str]:
     return frozenset(key.strip() for key in value.split(",") if key.strip())
