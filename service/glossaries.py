@@ -18,7 +18,8 @@ unchanged, and sees a change made by any process sharing the database at once.
 
 Each glossary belongs to an owner (the routes pass a digest of the API key, or "" when the service
 has no keys): an owner sees only its own. Entries are checked as DeepL checks them (every line a
-source and a target term, neither empty, no control characters) and as the engine will use them
+source and a target term, neither empty, no control characters; a CSV row naming other languages
+than the glossary's left out) and as the engine will use them
 (``engine.glossary.Glossary``): no source term twice as it matches ("Dog" and "dog" are one
 case-insensitive term), at most ``engine.glossary.MAX_TERM_WORDS`` words a term, and at most
 ``MAX_ENTRIES`` entries a glossary.
@@ -37,9 +38,13 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from engine.glossary import BuiltGlossaries, Glossary, Term
+from engine.languages import UnsupportedLanguage
+
+if TYPE_CHECKING:
+    from engine.repository import Router
 
 DATABASE_NAME = "glossaries.sqlite3"
 BUSY_TIMEOUT_S = 30.0
@@ -52,6 +57,7 @@ MAX_ENTRIES = 10_000
 MAX_GLOSSARIES = 1_000
 MAX_BUILT_MB = 64  # of the glossaries kept built for translation (engine.glossary.BuiltGlossaries)
 EntriesFormat = Literal["tsv", "csv"]
+Side = Literal["source", "target"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS glossaries (
@@ -77,7 +83,12 @@ CREATE TABLE IF NOT EXISTS entries (
 
 
 class InvalidEntries(ValueError):
-    """Entries that cannot make a glossary (DeepL answers 400)."""
+    """Entries that cannot make a glossary (DeepL answers 400); ``entry`` is the line or row of a
+    TSV or CSV text that is wrong (from 1), where one is."""
+
+    def __init__(self, message: str, *, entry: int | None = None) -> None:
+        super().__init__(message)
+        self.entry = entry
 
 
 class TooManyGlossaries(Exception):
@@ -94,27 +105,80 @@ class GlossaryInfo:
     entry_count: int
 
 
-def parse_entries(text: str, entries_format: EntriesFormat) -> list[Term]:
-    """Case-insensitive terms, in order, from DeepL's TSV (``source<TAB>target`` a line) or CSV
-    (``source,target`` a row, optionally with the languages after them, RFC 4180 quoting); blank
-    lines are skipped and terms stripped. InvalidEntries says which line is wrong; the terms
-    themselves are checked by ``checked``."""
+def parse_entries(text: str, entries_format: EntriesFormat, pair: tuple[str, str], served: Router) -> list[Term]:
+    """Case-insensitive terms, in order, for the glossary of ``pair`` (source, target), from DeepL's
+    TSV (``source<TAB>target`` a line) or CSV (``source,target`` a row, RFC 4180 quoting); blank
+    lines are skipped and terms stripped. A CSV row may name its languages after its terms
+    (``source,target,source_lang,target_lang``; further columns are ignored, as DeepL's glossary
+    exports add one): as DeepL does, a row whose languages are not ``pair`` is left out, each
+    language read as ``served`` reads a request's (any case, a model's own code, a regional variant
+    such as EN-GB for its language). InvalidEntries says which line is wrong, or the first left out
+    when all were; the terms themselves are checked by ``checked``."""
+    terms: list[Term] = []
+    left_out: list[tuple[int, list[str]]] = []
+    for n, fields in _rows(text, entries_format):
+        _check_width(n, fields, entries_format)
+        if _for_pair(fields[2:4], pair, served):
+            terms.append(Term(fields[0].strip(), fields[1].strip()))
+        else:
+            left_out.append((n, fields[2:4]))
+    if not terms and left_out:
+        n, languages = left_out[0]
+        named = " to ".join(repr(name.strip()) for name in languages)
+        raise InvalidEntries(
+            f"entry {n}: its languages ({named}) are not the glossary's, {pair[0]} to {pair[1]}, "
+            "and no entry is for them",
+            entry=n,
+        )
+    return terms
+
+
+def _rows(text: str, entries_format: EntriesFormat) -> list[tuple[int, list[str]]]:
+    """The non-blank lines or rows of ``text``, numbered from 1, split into their fields."""
     if entries_format == "tsv":
-        rows = [(n, line.split("\t")) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    elif entries_format == "csv":
+        return [(n, line.split("\t")) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if entries_format == "csv":
         try:
-            rows = [(n, row) for n, row in enumerate(csv.reader(io.StringIO(text), strict=True), 1) if any(row)]
+            return [(n, row) for n, row in enumerate(csv.reader(io.StringIO(text), strict=True), 1) if any(row)]
         except csv.Error as e:
             raise InvalidEntries(f"entries: malformed CSV: {e}") from None
-    else:
-        raise InvalidEntries(f"entries_format: must be tsv or csv, not {entries_format!r}")
-    terms = []
-    for n, fields in rows:
-        if len(fields) not in (2, 4) or (entries_format == "tsv" and len(fields) != 2):
-            expected = "source<TAB>target" if entries_format == "tsv" else "source,target"
-            raise InvalidEntries(f"entry {n}: expected {expected}, found {len(fields)} field(s)")
-        terms.append(Term(fields[0].strip(), fields[1].strip()))
-    return terms
+    raise InvalidEntries(f"entries_format: must be tsv or csv, not {entries_format!r}")
+
+
+def _check_width(n: int, fields: list[str], entries_format: EntriesFormat) -> None:
+    # A CSV row of three fields names one language (or has a term with an unquoted comma): which
+    # pair it is for cannot be told, so it is refused rather than guessed at.
+    if entries_format == "tsv" and len(fields) != 2:
+        raise InvalidEntries(f"entry {n}: expected source<TAB>target, found {len(fields)} field(s)", entry=n)
+    if entries_format == "csv" and len(fields) in (1, 3):
+        raise InvalidEntries(
+            f"entry {n}: expected source,target or source,target,source_lang,target_lang, found {len(fields)} field(s)",
+            entry=n,
+        )
+
+
+def _for_pair(languages: Sequence[str], pair: tuple[str, str], served: Router) -> bool:
+    """Whether a row's language columns, where it has them, name ``pair``; an empty one names none
+    (a spreadsheet writes empty cells for a column some rows leave blank)."""
+    sides: tuple[Side, Side] = ("source", "target")
+    return all(
+        _language(served, name, side) == code
+        for name, side, code in zip(languages, sides, pair, strict=False)
+        if name.strip()
+    )
+
+
+def _language(served: Router, name: str, side: Side) -> str | None:
+    """The served language ``name`` means on ``side``, as the router resolves a request's; None if
+    it names none. DeepL names a glossary's language by its base code, and its exports may name a
+    regional variant (EN-GB): that is its language where the variant itself is not served."""
+    wanted = name.strip()
+    for candidate in dict.fromkeys((wanted, wanted.split("-")[0])):
+        try:
+            return served.code(candidate, side)
+        except UnsupportedLanguage:
+            continue
+    return None
 
 
 def checked(terms: Sequence[Term]) -> Glossary:

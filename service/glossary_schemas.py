@@ -48,7 +48,8 @@ class GlossaryCreate(BaseModel):
     entries_text: str | None = Field(
         None,
         description="Instead of entries, as DeepL takes them: TSV (source<TAB>target a line) or CSV (source,target "
-        "a row); terms are case-insensitive.",
+        "a row, or source,target,source_lang,target_lang: a row for other languages than the glossary's is left "
+        "out); terms are case-insensitive.",
     )
     entries_format: Literal["tsv", "csv"] = Field("tsv", description="The format of entries_text.")
 

@@ -501,6 +501,9 @@ class ErrorDetail(BaseModel):
     text_index: int | None = Field(None, description="malformed_markup: which text of the request")
     line: int | None = Field(None, description="malformed_markup: where in that text (from 1)")
     column: int | None = Field(None, description="malformed_markup: where in that line (from 1)")
+    entry: int | None = Field(
+        None, description="invalid_glossary: the line or row of entries_text that is wrong (from 1)"
+    )
 
 
 class ErrorResponse(BaseModel):

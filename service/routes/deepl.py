@@ -550,7 +550,7 @@ async def create_glossary(request: Request) -> JSONResponse:
     if (source, target) not in served.pairs():
         raise UnsupportedLanguage(f"Unsupported glossary language pair: {source.upper()} to {target.upper()}.")
     with entries_checked():
-        entries = parse_entries(body.entries, body.entries_format)
+        entries = parse_entries(body.entries, body.entries_format, (source, target), served)
     store, whose = glossary_store(request), owner(runtime, key)
     glossary = await stored(lambda: store.create(whose, body.name, source, target, entries))
     return JSONResponse(_glossary_json(glossary), status_code=201)

@@ -81,11 +81,12 @@ def glossary_store(request: Request) -> GlossaryStore:
 
 @contextmanager
 def entries_checked() -> Iterator[None]:
-    """Entries refused (``InvalidEntries``) as the service's InvalidGlossary (422)."""
+    """Entries refused (``InvalidEntries``) as the service's InvalidGlossary (422), with the entry
+    of the text that is wrong, where one is, for a client to point at."""
     try:
         yield
     except InvalidEntries as e:
-        raise InvalidGlossary(str(e)) from None
+        raise InvalidGlossary(str(e), details=None if e.entry is None else {"entry": e.entry}) from None
 
 
 async def stored(call: Callable[[], T]) -> T:
@@ -174,7 +175,8 @@ async def create_glossary(request: Request) -> GlossaryOut:
     source, target = _pair(runtime, body.source_lang, body.target_lang)
     if body.entries_text is not None:
         with entries_checked():
-            terms = parse_entries(body.entries_text, body.entries_format)
+            _, served = runtime.serving()
+            terms = parse_entries(body.entries_text, body.entries_format, (source, target), served)
     else:
         terms = [entry.term() for entry in body.entries or []]
     return GlossaryOut.of(await stored(lambda: store.create(whose, body.name, source, target, terms)))

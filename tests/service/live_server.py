@@ -70,7 +70,7 @@ def assert_error(response: httpx.Response, status: int, error_type: str) -> dict
     assert response.status_code == status, response.text
     body = response.json()
     assert set(body) == {"error"} and {"type", "message"} <= set(body["error"]), body
-    details = {"supported_pairs", "detected_language", "text_index", "line", "column"}
+    details = {"supported_pairs", "detected_language", "text_index", "line", "column", "entry"}
     assert set(body["error"]) <= {"type", "message", *details}, body
     assert body["error"]["type"] == error_type
     assert body["error"]["message"]

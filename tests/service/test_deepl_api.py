@@ -265,6 +265,41 @@ def test_glossary_from_csv_and_invalid_entries(translator: deepl.Translator) -> 
     assert pair.value.http_status_code == 400
 
 
+def test_glossary_csv_rows_name_their_languages(translator: deepl.Translator) -> None:
+    # DeepL's CSV may give each row's languages after its terms; a row for another pair is ignored.
+    rows = "dog,katze,EN,DE\ncat,Hund,en,de\nfox,Fuchs,fr,de\nbird,Vogel,en,en\nmouse,Maus,En,dE,0.87\n"
+    created = translator.create_glossary_from_csv("languages", "EN", "DE", csv_data=rows)
+    assert created.entry_count == 3
+    assert translator.get_glossary_entries(created) == {"dog": "katze", "cat": "Hund", "mouse": "Maus"}
+    translator.delete_glossary(created)
+
+
+@pytest.mark.parametrize(
+    ("csv_data", "entry"),
+    [
+        ("cat,Katze,fr,es\n", 1),
+        ("cat,Katze,de,de\n", 1),  # another source
+        ("dog,katze,en,fr\ncat,Katze,EN,EN\n", 1),  # another target
+        ("dog,katze\ncat,Katze,en\n", 2),  # three fields
+    ],
+)
+def test_glossary_csv_with_no_row_for_its_languages_is_refused(
+    translator: deepl.Translator, csv_data: str, entry: int
+) -> None:
+    before = len(translator.list_glossaries())
+    with pytest.raises(deepl.DeepLException) as refused:
+        translator.create_glossary_from_csv("other", "EN", "DE", csv_data=csv_data)
+    assert refused.value.http_status_code == 400
+    assert f"entry {entry}: " in str(refused.value)
+    assert len(translator.list_glossaries()) == before
+
+
+def test_glossary_tsv_has_no_language_columns(translator: deepl.Translator) -> None:
+    created = translator.create_glossary("tsv", "EN", "DE", entries={"dog,fr": "katze,es"})
+    assert translator.get_glossary_entries(created) == {"dog,fr": "katze,es"}
+    translator.delete_glossary(created)
+
+
 def test_a_bad_key_is_refused(deepl_server: ServiceProcess) -> None:
     with pytest.raises(deepl.AuthorizationException):
         deepl.Translator("not-a-key", server_url=deepl_server.url).translate_text(TEXT, target_lang="DE")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.bundle import Language, Languages, Manifest
 from engine.glossary import Term
+from engine.repository import ModelEntry, Router
 from service import glossaries
 from service.errors import InsufficientStorage, InternalError
 from service.glossaries import (
@@ -27,6 +29,27 @@ from service.glossaries import (
 from service.routes.glossaries import stored
 
 ENTRIES = [Term("dog", "Hund"), Term("cat", "Katze")]
+PAIR = ("en", "de")
+
+
+def _model(name: str, source: Language, target: Language) -> ModelEntry:
+    # Only the languages of a manifest route: the rest of a bundle's is not needed to resolve codes.
+    languages = Languages(source=[source], target=[target])
+    return ModelEntry(name, Path(name), Manifest.model_construct(name=name, languages=languages))
+
+
+# en->de and de->en, named as NLLB names them too: "de" is served, but not as a target of English.
+SERVED = Router(
+    [
+        _model("en-de", Language(code="en", model_code="eng_Latn"), Language(code="de", model_code="deu_Latn")),
+        _model("de-en", Language(code="de", model_code="deu_Latn"), Language(code="en", model_code="eng_Latn")),
+    ],
+    pivot=False,
+)
+
+
+def parse(text: str, entries_format: str = "csv") -> list[Term]:
+    return parse_entries(text, entries_format, PAIR, SERVED)  # type: ignore[arg-type]
 
 
 def test_create_get_list_entries_delete(tmp_path: Path) -> None:
@@ -99,14 +122,14 @@ def test_create_refuses_an_empty_name_or_no_entries(tmp_path: Path) -> None:
 
 
 def test_parse_tsv_and_csv() -> None:
-    assert parse_entries("dog\tHund\n\n cat \t Katze \r\n", "tsv") == ENTRIES
-    assert parse_entries('dog,Hund\n"cat, big",Großkatze\nfox,Fuchs,en,de\n', "csv") == [
+    assert parse("dog\tHund\n\n cat \t Katze \r\n", "tsv") == ENTRIES
+    assert parse('dog,Hund\n"cat, big",Großkatze\nfox,Fuchs,en,de\n') == [
         Term("dog", "Hund"),
         Term("cat, big", "Großkatze"),
         Term("fox", "Fuchs"),
     ]
     assert to_tsv(ENTRIES) == "dog\tHund\ncat\tKatze\n"
-    assert parse_entries(to_tsv(ENTRIES), "tsv") == ENTRIES
+    assert parse(to_tsv(ENTRIES), "tsv") == ENTRIES
 
 
 @pytest.mark.parametrize(
@@ -121,6 +144,8 @@ def test_parse_tsv_and_csv() -> None:
         ("", "tsv", "at least one entry"),
         ("\n\n", "csv", "at least one entry"),
         ("dog,Hund,en", "csv", "expected source,target"),
+        ("dog", "csv", "expected source,target"),
+        ("dog,Hund,fr,es", "csv", "not the glossary's, en to de"),
         ("dog,Hu\x07nd", "csv", "control character"),
         ('"dog,Hund', "csv", "malformed CSV"),
         ("a,b", "json", "entries_format"),
@@ -128,7 +153,64 @@ def test_parse_tsv_and_csv() -> None:
 )
 def test_invalid_entries(text: str, entries_format: str, says: str) -> None:
     with pytest.raises(InvalidEntries, match=says):
-        checked(parse_entries(text, entries_format))  # type: ignore[arg-type]
+        checked(parse(text, entries_format))
+
+
+@pytest.mark.parametrize(
+    "languages",
+    [
+        "en,de",
+        "EN,DE",
+        "En,dE",
+        " en , de ",
+        "en-US,de-DE",
+        "EN-GB,DE-AT",
+        "eng_Latn,deu_Latn",
+        "ENG_LATN,de",
+        ",",
+        "en,",
+    ],
+)
+def test_csv_rows_naming_the_glossarys_languages_are_kept(languages: str) -> None:
+    # As the router resolves a request's codes: any case, a regional variant, the model's own code;
+    # an empty column names no language.
+    assert parse(f"dog,Hund,{languages}\ncat,Katze\n") == ENTRIES
+
+
+@pytest.mark.parametrize(
+    "languages",
+    ["fr,de", "de,de", "de,en", "en,fr", "en,en", "en,es", "xx,de", "en,deu", "fr,es"],
+)
+def test_csv_rows_for_other_languages_are_left_out(languages: str) -> None:
+    # As DeepL does: such a row is ignored, the glossary made of the others.
+    assert parse(f"dog,Hund\nfox,Fuchs,{languages}\ncat,Katze,en,de\n") == ENTRIES
+
+
+def test_a_csv_text_with_no_row_for_the_glossarys_languages_names_the_first() -> None:
+    with pytest.raises(InvalidEntries, match=r"entry 2: its languages \('fr' to 'es'\)") as refused:
+        parse("\ncat,Katze,fr,es\ndog,Hund,de,en\n")
+    assert refused.value.entry == 2
+
+
+def test_csv_columns_after_the_languages_are_ignored() -> None:
+    # DeepL's glossary exports may add a relevance column.
+    assert parse("dog,Hund,en,de,0.9\ncat,Katze,EN,DE,,x\n") == ENTRIES
+    assert parse("dog,Hund,en,de,0.9\nfox,Fuchs,fr,de,0.9\ncat,Katze,en,de\n") == ENTRIES
+
+
+@pytest.mark.parametrize(("text", "entry"), [("dog,Hund\ncat,Katze,en\n", 2), ("dog\tHund\tx", 1)])
+def test_a_row_of_three_fields_is_refused_naming_it(text: str, entry: int) -> None:
+    entries_format = "tsv" if "\t" in text else "csv"
+    with pytest.raises(InvalidEntries, match=f"entry {entry}: expected source") as refused:
+        parse(text, entries_format)
+    assert refused.value.entry == entry
+
+
+def test_tsv_lines_are_not_read_for_languages() -> None:
+    # A TSV line has two fields and no languages: commas in it are its terms'.
+    assert parse("dog,fr\tHund,es\n", "tsv") == [Term("dog,fr", "Hund,es")]
+    with pytest.raises(InvalidEntries, match="entry 1: expected source<TAB>target"):
+        parse("dog\tHund\ten\tde\n", "tsv")
 
 
 def test_duplicates_are_judged_as_the_engine_matches_terms(tmp_path: Path) -> None:

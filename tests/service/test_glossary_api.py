@@ -153,6 +153,44 @@ def test_entries_as_deepl_takes_them(api: httpx.Client) -> None:
     ]
 
 
+def test_csv_rows_naming_other_languages_are_left_out(api: httpx.Client) -> None:
+    # As DeepL reads its CSV: languages after the terms, in any case or as a regional variant, and
+    # a row for another pair (fr is served, but as a source into English only) left out.
+    text = "dog,katze,EN,de\ncat,Hund,en-US,DE-de\nfox,Fuchs,fr,de\nbird,Vogel,en,en\nmouse,Maus,en,de,0.87\n"
+    created = create(api, entries_text=text, entries_format="csv")
+    assert created["entry_count"] == 3
+    entries = api.get(f"/v1/glossaries/{created['glossary_id']}").json()["entries"]
+    assert [(e["source"], e["target"]) for e in entries] == [("dog", "katze"), ("cat", "Hund"), ("mouse", "Maus")]
+    assert api.delete(f"/v1/glossaries/{created['glossary_id']}").status_code == 204
+
+
+@pytest.mark.parametrize(
+    ("text", "entry"),
+    [
+        ("cat,Katze,fr,es\n", 1),  # the defect: stored as an en->de entry
+        ("\ncat,Katze,fr,de\nfox,Fuchs,de,en\n", 2),  # no row for the glossary's source
+        ("cat,Katze,en,fr\n", 1),  # nor for its target
+        ("dog,katze\ncat,Katze,en\n", 2),  # one language: which pair cannot be told
+    ],
+)
+def test_csv_rows_for_no_glossary_languages_are_refused_naming_the_entry(
+    api: httpx.Client, text: str, entry: int
+) -> None:
+    body = {"name": "animals", "source_lang": "en", "target_lang": "de", "entries_text": text, "entries_format": "csv"}
+    error = assert_error(api.post("/v1/glossaries", json=body), 422, "invalid_glossary")
+    assert error["entry"] == entry
+    assert error["message"].startswith(f"entry {entry}: ")
+
+
+def test_tsv_lines_have_no_language_columns(api: httpx.Client) -> None:
+    created = create(api, entries_text="dog,fr\tkatze,es\n")
+    entries = api.get(f"/v1/glossaries/{created['glossary_id']}").json()["entries"]
+    assert [(e["source"], e["target"]) for e in entries] == [("dog,fr", "katze,es")]
+    body = {"name": "animals", "source_lang": "en", "target_lang": "de", "entries_text": "dog\tkatze\ten\tde\n"}
+    assert assert_error(api.post("/v1/glossaries", json=body), 422, "invalid_glossary")["entry"] == 1
+    assert api.delete(f"/v1/glossaries/{created['glossary_id']}").status_code == 204
+
+
 def test_a_key_sees_only_its_glossaries(api: httpx.Client, glossary_server: ServiceProcess) -> None:
     gid = create(api)["glossary_id"]
     with httpx.Client(base_url=glossary_server.url, headers={"Authorization": f"Bearer {API_KEYS[1]}"}) as other:
