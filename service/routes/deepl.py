@@ -74,6 +74,9 @@ MAX_PENDING_DOCUMENTS = 64
 DOCUMENT_RETRIES = 5
 # DeepL's target codes for a language served under its bare code, and their names.
 REGIONAL_TARGETS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
+# Every variant DeepL's codes name (developers.deepl.com, "Languages supported"): each is served by
+# its language's model.
+DEEPL_VARIANTS = frozenset({"en-gb", "en-us", "pt-br", "pt-pt", "zh-hans", "zh-hant", "es-419"})
 REGIONAL_NAMES = {
     "EN-GB": "English (British)",
     "EN-US": "English (American)",
@@ -248,10 +251,12 @@ def _targets(router: Router) -> list[str]:
 
 
 def _language(router: Router, code: str, side: Literal["source", "target"]) -> str:
-    """The served language a DeepL code names (EN-GB: en), or DeepL's 400."""
+    """The served language a DeepL code names (EN-GB: en), or DeepL's 400: a variant DeepL does not
+    name (DE-XX) is no language, not its prefix's."""
     served = router.sources() if side == "source" else _targets(router)
     wanted = code.strip().lower()
-    for candidate in (wanted, wanted.split("-")[0]):
+    base = wanted.split("-")[0] if wanted in DEEPL_VARIANTS else None
+    for candidate in (wanted, base):
         if candidate and candidate in served:
             return candidate
     raise UnsupportedLanguage(f"Value for '{side}_lang' not supported.")

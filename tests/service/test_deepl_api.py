@@ -333,6 +333,10 @@ def test_errors_in_deepl_shape(native: httpx.Client) -> None:
         ),
         ({"json": {"text": ["a"] * 9, "target_lang": "DE"}}, 413),
         ({"json": {"text": ["<p>a</b>"], "target_lang": "DE", "tag_handling": "xml"}}, 400),
+        # a variant DeepL does not name is no language, not its prefix's
+        ({"json": {"text": [TEXT], "target_lang": "DE-XX"}}, 400),
+        ({"json": {"text": [TEXT], "target_lang": "DE-"}}, 400),
+        ({"json": {"text": [TEXT], "source_lang": "EN-XX", "target_lang": "DE"}}, 400),
     ]
     for kwargs, status in cases:
         response = native.post("/v2/translate", **{"headers": headers, **kwargs})
