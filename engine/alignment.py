@@ -84,6 +84,16 @@ def hard_alignment(words: np.ndarray) -> list[tuple[int, int]]:
     return [(int(s), t) for t, s in enumerate(words.argmax(axis=1))]
 
 
+@dataclass(frozen=True)
+class KnownLink:
+    """Target pieces [target) known to translate source pieces [source), whatever the attention
+    says: a glossary term put in the translation, which the model did not choose and may attend
+    to its neighbours while writing."""
+
+    source: tuple[int, int]
+    target: tuple[int, int]
+
+
 @dataclass
 class WordLinks:
     """The hard word alignment alone, and how many words each side has."""
@@ -94,25 +104,67 @@ class WordLinks:
 
 
 def word_links(
-    attention: np.ndarray, source_ids: Sequence[int], target_ids: Sequence[int], codec: PieceCodec
+    attention: np.ndarray,
+    source_ids: Sequence[int],
+    target_ids: Sequence[int],
+    codec: PieceCodec,
+    known: Sequence[KnownLink] = (),
 ) -> WordLinks:
-    """``build_alignment``'s word pairs, without its strings and matrices."""
-    _, _, _, source_groups, target_groups, pairs = _words(attention, source_ids, target_ids, codec)
+    """``build_alignment``'s word pairs, without its strings and matrices; with the words of each
+    ``known`` link linked as ``_pinned`` says."""
+    _, _, _, source_groups, target_groups, pairs = _words(attention, source_ids, target_ids, codec, known)
     return WordLinks(pairs, len(source_groups), len(target_groups))
 
 
 def _words(
-    attention: np.ndarray, source_ids: Sequence[int], target_ids: Sequence[int], codec: PieceCodec
+    attention: np.ndarray,
+    source_ids: Sequence[int],
+    target_ids: Sequence[int],
+    codec: PieceCodec,
+    known: Sequence[KnownLink] = (),
 ) -> tuple[list[str], list[str], np.ndarray, list[list[int]], list[list[int]], list[tuple[int, int]]]:
     """Pieces, piece weights, word groups and hard word pairs of one hypothesis."""
     source_pieces, target_pieces = codec.source_pieces(source_ids), codec.target_pieces(target_ids)
     weights = subword_matrix(attention, len(source_ids), len(target_ids))
     source_groups, target_groups = word_groups(source_pieces), word_groups(target_pieces)
     if source_groups and target_groups:
-        pairs = hard_alignment(word_matrix(weights, source_groups, target_groups))
+        words = word_matrix(weights, source_groups, target_groups)
+        spans = [(words_over(source_groups, k.source), words_over(target_groups, k.target)) for k in known]
+        pairs = _pinned(words, spans) if spans else hard_alignment(words)
     else:
         pairs = []
     return source_pieces, target_pieces, weights, source_groups, target_groups, pairs
+
+
+def words_over(groups: Sequence[Sequence[int]], span: tuple[int, int]) -> list[int]:
+    """The words (``word_groups``) with a piece in pieces [span)."""
+    return [w for w, group in enumerate(groups) if span[0] <= group[-1] and group[0] < span[1]]
+
+
+def _pinned(words: np.ndarray, known: Sequence[tuple[list[int], list[int]]]) -> list[tuple[int, int]]:
+    """Hard word pairs of the (Tw, Sw) ``words``, in target order, where each of ``known`` (source
+    words, target words) translate each other alone: its target words are linked to its source
+    words, every one to every one, and other target words to their best other source word (none
+    if they attend to nothing else).
+
+    Every one to every one: a term translates as a whole ("e-mail address", "E-Mail-Adresse"), so
+    an element over part of it takes all of its translation rather than a guess at a part. Other
+    words are kept off the term's source words: after a word it was made to write, the model's
+    attention lags on that word's source ("A hound runs", "runs" on "Hund")."""
+    words = words.copy()
+    pinned: dict[int, list[int]] = {}
+    for sources, targets in known:
+        if sources and targets:
+            others = [t for t in range(len(words)) if t not in targets]
+            words[np.ix_(others, sources)] = 0.0
+            pinned.update(dict.fromkeys(targets, sources))
+    pairs: list[tuple[int, int]] = []
+    for t, row in enumerate(words):
+        if t in pinned:
+            pairs += [(s, t) for s in pinned[t]]
+        elif row.max() > 0:
+            pairs.append((int(row.argmax()), t))
+    return pairs
 
 
 def build_alignment(

@@ -88,10 +88,20 @@ class SentenceConstraints:
 
     def met_by(self, tokens: Sequence[int]) -> bool:
         """Whether ``tokens`` meet every constraint, as the search would judge them."""
+        return None not in self.places(tokens)
+
+    def places(self, tokens: Sequence[int]) -> list[tuple[int, int] | None]:
+        """Where ``tokens`` meet each constraint, as the search would judge them: the positions
+        [start, end) of the pieces that met it; None for one they do not meet."""
+        places: list[tuple[int, int] | None] = [None] * len(self.tokens)
         progress = Progress()
-        for token in tokens:
-            progress = self.advance(progress, token)
-        return not self.missing(progress)
+        for i, token in enumerate(tokens):
+            after = self.advance(progress, token)
+            if after.met != progress.met:  # a token meets one constraint at most: its last piece
+                c = (after.met ^ progress.met).bit_length() - 1
+                places[c] = (i + 1 - len(self.tokens[c]), i + 1)
+            progress = after
+        return places
 
     def missing(self, progress: Progress) -> int:
         """Constraints not met."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.alignment import subword_matrix, word_groups, word_matrix
+from engine.alignment import subword_matrix, word_groups, word_matrix, words_over
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class WordAttention:
     def translated_by(self, span: tuple[int, int]) -> tuple[int, int] | None:
         """The target pieces [start, end) that translate the source words of source pieces [span);
         None when they are not one run of words."""
-        said = [w for w, group in enumerate(self.source_groups) if span[0] <= group[-1] and group[0] < span[1]]
+        said = words_over(self.source_groups, span)
         if not said or not self.target_groups:
             return None
         chosen = sorted({int(self.words[:, w].argmax()) for w in said})

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import beam_search, forced_decoding
-from engine.alignment import Alignment, build_alignment, concat_alignments, word_links
+from engine.alignment import Alignment, KnownLink, build_alignment, concat_alignments, word_links
 from engine.api import (
     BatchStats,
     Hypothesis,
@@ -127,11 +127,33 @@ class _Sentence:
     hypotheses: list[beam_search.Hypothesis] = field(default_factory=list)
     terms: list[_SentenceTerm] = field(default_factory=list)  # the glossary terms it says
     forced: list[Forced] = field(default_factory=list)  # its translations with those terms put in
+    # Its hypotheses had its terms put in (forced or constrained), not chosen by the model itself.
+    terms_put_in: bool = False
 
     def constraints(self, guide: Guide) -> SentenceConstraints:
         """Its glossary terms as constraints, begun where ``guide`` says."""
-        spelled = [t for t in self.terms if t.pieces]
+        spelled = self._spelled()
         return SentenceConstraints([t.pieces for t in spelled], [t.source_ids for t in spelled], guide)
+
+    def term_links(self, tokens: Sequence[int], pair: _Pair) -> list[KnownLink]:
+        """The source and target pieces (language tokens left out) of each glossary term it says
+        and its translation ``tokens`` was made to use, found as the search judges a term met:
+        the model's attention at a term it was made to write is no guide to the words it
+        translates. None if it used its terms by itself: its attention shows that, and its tags
+        go as without the glossary."""
+        if not self.terms_put_in:
+            return []
+        src, tgt = len(pair.source_prefix), len(pair.target_prefix)
+        places = self.constraints(Guide()).places(tokens)
+        return [
+            KnownLink((term.source_ids[0] - src, term.source_ids[1] - src), (place[0] - tgt, place[1] - tgt))
+            for term, place in zip(self._spelled(), places, strict=True)
+            if term.source_ids is not None and place is not None
+        ]
+
+    def _spelled(self) -> list[_SentenceTerm]:
+        """Its glossary terms the target vocabulary can spell: those it is made to use."""
+        return [t for t in self.terms if t.pieces]
 
     def misses_terms(self) -> bool:
         """Whether its best translation misses a glossary term it can use."""
@@ -364,6 +386,8 @@ class Translator:
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
         for guide in GUIDES:
             pending = [s for s in sentences if s.misses_terms()]
+            for s in pending:
+                s.terms_put_in = True
             if not pending:
                 break
             self._run([_Job(batch, wide, guide) for batch in self._sub_batches(pending)], call)
@@ -376,6 +400,7 @@ class Translator:
         if not mended or mended[0] is None:
             return False
         sentence.forced = list(dict.fromkeys(m for m in mended if m is not None))
+        sentence.terms_put_in = True
         return True
 
     def _mended(self, sentence: _Sentence, hypothesis: beam_search.Hypothesis, pair: _Pair) -> Forced | None:
@@ -545,7 +570,8 @@ class Translator:
             if sentence.verbatim is not None:  # copied word for word
                 words.add(piece.text, source_at, target, target_at, None)
             elif hypothesis is not None and hypothesis.attention is not None:
-                links = word_links(*self._alignment_inputs(sentence, hypothesis, pair), self.tokenizer)
+                inputs = self._alignment_inputs(sentence, hypothesis, pair)
+                links = word_links(*inputs, self.tokenizer, sentence.term_links(hypothesis.tokens, pair))
                 groups = links.source_words, links.target_words
                 words.add(piece.text, source_at, target, target_at, links.pairs, groups)
             else:

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 from engine.alignment import (
+    KnownLink,
     build_alignment,
     concat_alignments,
     hard_alignment,
     subword_matrix,
     word_groups,
+    word_links,
     word_matrix,
 )
 
@@ -110,3 +112,30 @@ def test_subword_rows_sum_to_one_for_random_attention(rows: int) -> None:
     attention = rng.random((rows + 1, 9)).astype(np.float32)
     attention /= attention.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(subword_matrix(attention, 6, rows).sum(axis=1), 1.0)
+
+
+def test_known_links_override_the_attention_of_their_words() -> None:
+    """A glossary term's target pieces ("Hund e", 1-2) attend to "The"; they translate "dogs"
+    (source pieces 1-2) alone, so "rennen.", which attends to "dogs" most, takes its next best
+    ("run."), and "Die", which attends to nothing else, is linked to nothing."""
+    codec = PieceTable(SOURCE + TARGET)
+    source_ids, target_ids = [0, 1, 2, 3, 4], [5, 6, 7, 8, 9]
+    attention = np.zeros((6, 6), dtype=np.float32)
+    attention[0, 1] = 1.0  # "Die" -> "dog"
+    attention[[1, 2], 0] = 1.0  # "Hund", "e" -> "The"
+    attention[3, 1] = 1.0  # "rennen" -> "dog"
+    attention[4, [1, 3]] = [0.2, 0.8]  # "." -> "dog", "run"
+    plain = word_links(attention, source_ids, target_ids, codec)
+    assert plain.pairs == [(1, 0), (0, 1), (1, 2)]
+    known = word_links(attention, source_ids, target_ids, codec, [KnownLink((1, 3), (1, 3))])
+    assert known.pairs == [(1, 1), (2, 2)]
+    assert (known.source_words, known.target_words) == (3, 3)
+    assert build_alignment(attention, source_ids, target_ids, codec).word_alignment == plain.pairs
+
+
+def test_a_known_link_of_several_words_links_each_to_each() -> None:
+    """A term translates as a whole: an element over one of its source words takes all its translation."""
+    codec = PieceTable(SOURCE + TARGET)
+    attention = np.eye(6, dtype=np.float32)
+    links = word_links(attention, [0, 1, 2, 3, 4], [5, 6, 7, 8, 9], codec, [KnownLink((0, 3), (0, 3))])
+    assert links.pairs == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 2)]

@@ -160,3 +160,11 @@ def test_tokens_meet_the_constraints_as_the_search_judges_them() -> None:
     assert s.met_by([A, B, D, C, A, B])
     assert not s.met_by([A, B, C])  # A B is needed twice
     assert not s.met_by([A, D, B, C, A, B])
+
+
+def test_places_are_where_the_tokens_meet_each_constraint() -> None:
+    """Each constraint in the order the search meets them: the first A B is the first term's."""
+    s = SentenceConstraints([(A, B), (A, B), (C,)])
+    assert s.places([A, B, D, C, A, B]) == [(0, 2), (4, 6), (3, 4)]
+    assert s.places([A, D, A, B, C]) == [(2, 4), None, (4, 5)]  # a stray A starts over
+    assert s.places([]) == [None, None, None]

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.skipif(not (BUNDLE / "manifest.json").is_file(), reason
 
 # Valid but unusual German for common caption words: the model never says them by itself.
 UNUSUAL = Glossary.of({"dog": "Köter", "park": "Grünanlage", "red shirt": "rotes Oberteil"})
+MARKUP_TERMS = Glossary.of({"dog": "Köter", "park": "Grünanlage", "red shirt": "rotes Oberteil", "woman": "Dame"})
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +87,44 @@ def test_terms_inside_markup_are_used_and_the_tags_kept(translator: Translator) 
     assert result.text.startswith("<p>") and result.text.endswith("</p>") and "<b>" in result.text
     assert [u.used for u in result.terms] == [True, True]
     assert all(u.source_span is None for u in result.terms)
+
+
+@pytest.mark.parametrize(
+    ("html", "elements"),
+    [
+        ("<p>A <b>dog</b> runs.</p>", ["<p>Ein <b>Köter</b> rennt.</p>"]),
+        ('<p>A <a href="/dogs" title="A dog">dog</a> runs.</p>', ['<a href="/dogs" title="Ein Köter">Köter</a>']),
+        ("<p>A dog<sup>1</sup> runs.</p>", ["Köter<sup>1</sup>"]),
+        ("<p><b>A dog</b> runs in the <i>park.</i></p>", ["<b>Ein Köter</b>", "<i>Grünanlage.</i>"]),
+        ("<p>A man in a <b>red shirt</b> walks.</p>", ["einem <b>rotes Oberteil</b>"]),
+        ("<p>A man in a <b>red</b> shirt walks.</p>", ["<b>rotes Oberteil</b>"]),  # a term is one whole
+        ("<p>A <b>dog</b> runs. A <i>woman</i> sits.</p>", ["<b>Köter</b>", "<i>Dame</i>"]),
+    ],
+)
+def test_a_term_put_in_markup_stays_in_its_elements(translator: Translator, html: str, elements: list[str]) -> None:
+    """The model does not attend to the source words of a term it was made to write: the term's
+    words are linked to them alone, whatever the attention says."""
+    result = translate(translator, [html], glossary=MARKUP_TERMS, format="html")[0]
+    assert all(element in result.text for element in elements), result.text
+
+
+def test_the_words_after_a_term_put_in_stay_out_of_its_element() -> None:
+    """The attention of the word after a term the model was made to write lags on the term's source."""
+    bundle = BUNDLE.parents[1] / "de-en" / "bundle"
+    if not (bundle / "manifest.json").is_file():
+        pytest.skip(f"no shipped model at {bundle}")
+    translator = Translator(TranslatorConfig(model_dir=bundle, warmup=False))
+    html = "<p>Ein <b>Hund</b> läuft im Park.</p>"
+    result = translate(translator, [html], glossary=Glossary.of({"Hund": "hound"}), format="html")[0]
+    assert result.text == "<p>A <b>hound</b> runs in the park.</p>"
+
+
+def test_a_term_the_model_already_uses_leaves_the_markup_as_it_was(translator: Translator) -> None:
+    html = "<p>A <b>woman</b> and a <i>dog</i> run.</p>"
+    plain = translate(translator, [html], format="html")[0].text
+    assert "<b>Eine Frau</b>" in plain  # the model's attention puts the article with its noun
+    glossary = Glossary.of({"woman": "Frau", "dog": "Hund"})
+    assert translate(translator, [html], glossary=glossary, format="html")[0].text == plain
 
 
 def test_a_term_the_vocabulary_cannot_spell_is_reported_unused(translator: Translator) -> None:
