@@ -21,7 +21,7 @@ from service.errors import install_error_handlers
 from service.file_store import FileStore
 from service.glossaries import GlossaryStore
 from service.metrics import Metrics
-from service.middleware import BodyLimit, CloseUnreadBody, RequestAccounting, RootPath, SlowBody
+from service.middleware import BodyLimit, CloseUnreadBody, HeadAsGet, RequestAccounting, RootPath, SlowBody
 from service.routes import deepl, files, glossaries, libretranslate, operations, stream, v1, web
 from service.runtime import EngineFactory, Runtime
 from service.settings import Settings
@@ -77,6 +77,7 @@ def create_app(
     # theirs too, closes its connection.
     upload_paths = (*files.UPLOAD_PATHS, *deepl.UPLOAD_PATHS)
     uploads = dict.fromkeys(upload_paths, settings.max_file_bytes + files.FORM_OVERHEAD_BYTES)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics, path_limits=uploads)
     app.add_middleware(SlowBody, timeout_s=settings.idle_timeout_s)
     app.add_middleware(RequestAccounting, runtime=runtime)

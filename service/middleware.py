@@ -1,6 +1,6 @@
 """Pure ASGI middleware: request accounting (metrics, in-flight, draining), the body's size limit and
-timeout, the connection's end after an answer given before the body was read, and the path prefix
-behind a reverse proxy.
+timeout, the connection's end after an answer given before the body was read, the path prefix
+behind a reverse proxy, and HEAD answered as GET.
 
 Accounting and the limit run before routing and body parsing, so that a draining server refuses
 new translation requests before reading them, a request counts as accepted from its first byte
@@ -168,6 +168,27 @@ class RootPath:
                 if "raw_path" in scope:
                     scope["raw_path"] = self.prefix.encode() + scope["raw_path"]
         await self.app(scope, receive, send)
+
+
+class HeadAsGet:
+    """HEAD as GET without the body, as HTTP asks of every server (RFC 9110, 9.3.2): FastAPI's
+    routes take only the methods they name, so monitors' and ``curl -I``'s HEADs would be 405s."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] != "http.response.body":
+                await send(message)
+            elif not message.get("more_body", False):
+                await send({"type": "http.response.body", "body": b""})
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
 def route_path(scope: Scope) -> str:

@@ -157,6 +157,15 @@ def test_every_configured_key_works_and_operations_stay_open(anonymous: httpx.Cl
         assert anonymous.get(path).status_code == 200, path
 
 
+def test_head_is_get_without_the_body(client: httpx.Client) -> None:
+    for path in ("/healthz", "/readyz", "/metrics", "/languages", "/v1/models", "/"):
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == got.status_code == 200, path
+        assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"], path
+    assert client.head("/v1/translate").status_code == 405  # POST only, as for GET
+    assert client.head("/nowhere").status_code == 404
+
+
 def test_unknown_route_and_method_use_the_error_shape(client: httpx.Client) -> None:
     assert_error(client.get("/nowhere"), 404, "not_found")
     assert_error(client.get("/v1/translate"), 405, "method_not_allowed")
