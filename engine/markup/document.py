@@ -5,8 +5,13 @@ The tree (``engine.markup.tree``) is cut into blocks:
 - HTML: block elements (p, li, h1-h6, td, div, br, ...) bound blocks; the text and inline elements
   (b, i, a, span, ...) between them form one block, translated as a whole (sentence by sentence)
   with its inline elements re-inserted around the aligned target words (``engine.markup.projection``).
+  A ``<br>`` inside an inline element (``A <b>dog<br>runs</b>``) cannot bound blocks, since the
+  element goes on after it: it ends a line of its block instead, each line a unit of its own as
+  the lines of ``A dog<br>runs`` are, and the lines' translations are joined for the element to
+  be placed across them.
 - XML has no block names: an element with text of its own holds one block, its child elements
-  being inline; an element with only child elements bounds blocks.
+  being inline; an element with only child elements bounds blocks. A ``<br/>`` ends a line of its
+  block as in HTML: placed as an item, it would leave the words on either side glued into one.
 
 Kept as written and never translated: code, kbd, samp, var, pre, script, style, textarea, svg, math
 and template elements, anything under ``translate="no"`` or ``class="notranslate"``, comments,
@@ -23,8 +28,9 @@ import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
-from engine.markup.projection import Span, WordAlignment, place
+from engine.markup.projection import LineBreak, Positions, Span, WordAlignment, place
 from engine.markup.tree import P_CLOSERS, Element, MarkupFormat, Node, Text, parse
 
 # Elements that bound blocks: those that end a paragraph, and others that hold no inline text.
@@ -39,6 +45,7 @@ HTML_KEPT = frozenset(KEPT_NAMES.split())
 TRANSLATED_ATTRIBUTES = ("alt", "title")
 SPACE = " \t\n\r\f"
 SPACES = re.compile(r"([ \t\n\r\f]+)")
+LINE_END = "\n"  # ends a line of a block's text; never the text's own, whose whitespace reads as " "
 REFERENCE = re.compile(r"&#?\w+;")
 # name, then `=value`, inside a start tag the parser has already read: where to put a translation.
 ATTRIBUTES = {
@@ -57,7 +64,8 @@ class Translation:
 
 @dataclass
 class _Block:
-    unit: int
+    lines: list[tuple[int, int | None]]  # where each line starts in ``source``; its unit, None if it has no text
+    source: str  # the block's text, its lines joined by LINE_END
     lead: str  # whitespace before and after the text, kept as written
     trail: str
     root: Span
@@ -83,6 +91,7 @@ class Document:
         self.units: list[str] = []
         self._parts: list[str | _Block | _StartTag | _Verbatim] = []
         self._attributes: dict[int, list[tuple[str, int]]] = {}  # id(element) -> [(name, unit)]
+        self._break_spaces: dict[int, tuple[str, str]] = {}  # id(<br>) -> whitespace around it, as written
         nodes = parse(markup, kind)
         self._entities = _entities(nodes)  # character -> the reference the input wrote it as
         self._flow(nodes)
@@ -140,16 +149,34 @@ class Document:
             return
         text = _TextBuffer()
         root = Span(None, 0, 0)
-        self._inline(run, root, text)
-        unit = len(self.units)
-        self.units.append(text.finish(root))
-        self._parts.append(_Block(unit, _space(run[0], leading=True), _space(run[-1], leading=False), root))
+        self._inline(run, root, text, outer=True)
+        source = text.finish(root)
+        lead, trail = _space(run[0], leading=True), _space(run[-1], leading=False)
+        self._parts.append(_Block(self._lines(source), source, lead, trail, root))
 
-    def _inline(self, nodes: list[Node], span: Span, text: _TextBuffer) -> None:
+    def _lines(self, source: str) -> list[tuple[int, int | None]]:
+        """Each line of a block's text as a unit, if it has text: where it starts, and the unit."""
+        lines: list[tuple[int, int | None]] = []
+        start = 0
+        for line in source.split(LINE_END):
+            unit = len(self.units) if line.strip(SPACE) else None
+            if unit is not None:
+                self.units.append(line.rstrip(SPACE))
+            lines.append((start, unit))
+            start += len(line) + len(LINE_END)
+        return lines
+
+    def _inline(self, nodes: list[Node], span: Span, text: _TextBuffer, *, outer: bool = False) -> None:
+        """``outer``: ``nodes`` are the block's, whose whitespace at either end is kept apart."""
         for i, node in enumerate(nodes):
             if isinstance(node, Text):
                 text.add(node)
-            elif isinstance(node, Element) and self._text_in(node) and not _marker(node, nodes[i - 1] if i else None):
+            elif _line_break(node):
+                self._note_subtree(node)
+                span.children.append(Span(None, text.position, text.position, atom=node, line_break=True))
+                self._break_spaces[id(node)] = _break_space(nodes, i, outer=outer)
+                text.break_line()
+            elif isinstance(node, Element) and self._inline_element(node, nodes[i - 1] if i else None):
                 self._note_attributes(node)
                 child = Span(node, text.position, 0)
                 self._inline(node.children, child, text)
@@ -159,6 +186,16 @@ class Document:
                 self._note_subtree(node)
                 spaced = _space_at(nodes[i - 1], end=True) if i else False, _space_at(nodes[i + 1 : i + 2], end=False)
                 span.children.append(Span(None, text.position, text.position, atom=node, spaced=spaced))
+
+    def _inline_element(self, element: Element, before: Node | None) -> bool:
+        """Whether ``element`` is placed around the translation of its words, rather than kept
+        whole at a place in it (it has none, or is a footnote mark): one that ends a line is too."""
+        return (self._text_in(element) and not _marker(element, before)) or self._breaks_in(element)
+
+    def _breaks_in(self, element: Element) -> bool:
+        if self._kept(element):
+            return False
+        return any(_line_break(c) or (isinstance(c, Element) and self._breaks_in(c)) for c in element.children)
 
     def _text_in(self, node: Node) -> bool:
         if isinstance(node, Text):
@@ -186,17 +223,23 @@ class Document:
     # -- rendering --------------------------------------------------------------------------
 
     def _block(self, block: _Block, translations: Sequence[Translation]) -> str:
-        translation = translations[block.unit]
-        alignment = translation.alignment or WordAlignment()
-        ranges = place(block.root, alignment)
+        target, alignment, breaks = _joined(block, translations)
+        ranges = place(block.root, alignment, breaks)
+        positions = Positions(alignment, breaks)
         words = alignment.target_words
-        target = translation.text
         out: list[str] = []
 
         def char_range(span: Span) -> tuple[int, int]:
+            if span.line_break:
+                at = positions.break_at[span.start].char
+                return at, at
+            return _reaching(span, positions, aligned_range(span))
+
+        def aligned_range(span: Span) -> tuple[int, int]:
             a, b = ranges[id(span)]
             if a < b:
-                return _punctuation_out(span, self.units[block.unit], alignment, target, words[a][0], words[b - 1][1])
+                covered = [alignment.source_words[w] for w in positions.words(span)]
+                return _punctuation_out(span, block.source, covered, target, words[a][0], words[b - 1][1])
             if span.spaced[0] and a < len(words):  # after the space before the next word
                 return words[a][0], words[a][0]
             at = words[a - 1][1] if a > 0 else (words[0][0] if words else 0)
@@ -208,7 +251,11 @@ class Document:
                 start, stop = char_range(child)
                 start, stop = min(max(start, cursor), end), min(max(stop, cursor), end)
                 out.append(self._escape(target[cursor:start]))
-                if child.atom is not None:
+                if child.line_break:
+                    assert child.atom is not None
+                    before, after = self._break_spaces[id(child.atom)]
+                    out.append(before + self._verbatim(child.atom, translations) + after)
+                elif child.atom is not None:
                     out.append(" " if child.spaced[0] and start > 0 and not target[start - 1].isspace() else "")
                     out.append(self._verbatim(child.atom, translations))
                     out.append(" " if _needs_space(child, target, start) else "")
@@ -254,8 +301,11 @@ class _TextBuffer:
         for piece in SPACES.split(node.text):
             if piece and piece[0] not in SPACE:
                 self._append(piece)
-            elif piece and self.parts and self.parts[-1] != " ":
+            elif piece and self.parts and self.parts[-1] not in (" ", LINE_END):
                 self._append(" ")
+
+    def break_line(self) -> None:
+        self._append(LINE_END)
 
     def _append(self, piece: str) -> None:
         self.parts.append(piece)
@@ -281,8 +331,61 @@ def plain_text(markup: str, kind: MarkupFormat) -> str:
 
 
 def holds_blocks(element: Element) -> bool:
-    """Whether an HTML block element is somewhere inside ``element``."""
-    return any(isinstance(c, Element) and (c.name in HTML_BLOCKS or holds_blocks(c)) for c in element.children)
+    """Whether an HTML block element is somewhere inside ``element``; a <br> is not one there, as
+    it only ends a line of the block that the element is in."""
+    return any(
+        isinstance(c, Element) and ((c.name in HTML_BLOCKS and c.name != "br") or holds_blocks(c))
+        for c in element.children
+    )
+
+
+def _joined(block: _Block, translations: Sequence[Translation]) -> tuple[str, WordAlignment, list[LineBreak]]:
+    """The translations of a block's lines as one text, their alignments as one, and where each
+    line's translation ends."""
+    target, alignment, breaks = "", WordAlignment(), []
+    for n, (source_at, unit) in enumerate(block.lines):
+        if n:
+            breaks.append(LineBreak(source_at - len(LINE_END), len(alignment.target_words), len(target)))
+        if unit is not None:
+            translation = translations[unit]
+            alignment.extend(translation.alignment or WordAlignment(), source_at, len(target))
+            target += translation.text
+    return target, alignment, breaks
+
+
+def _reaching(span: Span, positions: Positions, at: tuple[int, int]) -> tuple[int, int]:
+    """Characters ``at`` widened to the line ends ``span`` holds: its <br>s stay inside it."""
+    first, last = positions.lines(span)
+    if first == last:
+        return at
+    return min(at[0], positions.breaks[first].char), max(at[1], positions.breaks[last - 1].char)
+
+
+def _line_break(node: Node) -> TypeGuard[Element]:
+    """A <br> in a block: it ends a line there (in HTML, only inside an inline element, since one
+    between them bounds blocks)."""
+    return isinstance(node, Element) and node.name == "br"
+
+
+def _break_space(nodes: list[Node], i: int, *, outer: bool) -> tuple[str, str]:
+    """The whitespace before and after the <br> ``nodes[i]``, written with it, as its lines'
+    translations have none at their ends. Whitespace alone is written once: between two <br>s,
+    after the first; at either end of the block (``outer``), as the block's own."""
+    at_end = (0, len(nodes) - 1) if outer else ()
+    before = nodes[i - 1] if i else None
+    after = nodes[i + 1] if i + 1 < len(nodes) else None
+    if before is not None and _blank(before) and (i - 1 in at_end or (i > 1 and _line_break(nodes[i - 2]))):
+        before = None
+    if after is not None and _blank(after) and i + 1 in at_end:
+        after = None
+    return (
+        _space(before, leading=False) if before is not None else "",
+        _space(after, leading=True) if after is not None else "",
+    )
+
+
+def _blank(node: Node) -> bool:
+    return isinstance(node, Text) and not node.text.strip(SPACE)
 
 
 def kept(element: Element, kind: MarkupFormat) -> bool:
@@ -304,11 +407,10 @@ def _space(node: Node, *, leading: bool) -> str:
 
 
 def _punctuation_out(
-    span: Span, source: str, alignment: WordAlignment, target: str, start: int, stop: int
+    span: Span, source: str, covered: list[tuple[int, int]], target: str, start: int, stop: int
 ) -> tuple[int, int]:
     """Target characters [start, stop) less the punctuation at either end that the element left
-    out of its source words: "<b>runs</b>." gives "<b>rennt</b>.", not "<b>rennt.</b>"."""
-    covered = [(s, e) for s, e in alignment.source_words if s < span.end and e > span.start]
+    out of its source words (``covered``): "<b>runs</b>." gives "<b>rennt</b>.", not "<b>rennt.</b>"."""
     if not covered:
         return start, stop
     if span.start > covered[0][0] and not _has_word_character(source[covered[0][0] : span.start]):

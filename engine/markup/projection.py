@@ -10,10 +10,16 @@ exactly once, so the output has the same elements, nested the same way, as the i
 
 Positions are word boundaries: boundary k lies before target word k, and a range (a, b) covers
 target words a..b-1; (k, k) is empty.
+
+A block may be translated line by line, its lines ending at ``<br>``s inside inline elements
+(``LineBreak``): each ``<br>`` then sits exactly where one line's translation ends and the next
+begins, an element stays within the translation of the lines it covers, and one that holds a
+``<br>`` reaches it, so that the ``<br>`` stays inside.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +40,18 @@ class Span:
     children: list[Span] = field(default_factory=list)
     atom: Node | None = None
     spaced: tuple[bool, bool] = (False, False)  # an atom: whitespace before it, after it in the source
+    line_break: bool = False  # an atom that ends a line: placed where its ``LineBreak`` says
+
+
+@dataclass(frozen=True)
+class LineBreak:
+    """Where one line of a block ends: ``source``, the position of the separator after it in the
+    block's text; ``word`` and ``char``, the target word boundary and character where its
+    translation ends in the joined translation."""
+
+    source: int
+    word: int
+    char: int
 
 
 @dataclass
@@ -69,24 +87,58 @@ class WordAlignment:
         self.source_words += source_words
         self.target_words += target_words
 
+    def extend(self, other: WordAlignment, source_at: int, target_at: int) -> None:
+        """Append ``other``, its text found at ``source_at`` of the whole source and its
+        translation at ``target_at``."""
+        first_source, first_target = len(self.source_words), len(self.target_words)
+        self.pairs += [(s + first_source, t + first_target) for s, t in other.pairs]
+        self.source_words += [(s + source_at, e + source_at) for s, e in other.source_words]
+        self.target_words += [(s + target_at, e + target_at) for s, e in other.target_words]
+
 
 def _scale(index: int, count: int, to: int) -> int:
     return min(to - 1, index * to // max(count, 1)) if to else 0
 
 
-def place(root: Span, alignment: WordAlignment) -> dict[int, tuple[int, int]]:
-    """Target word range of every span below ``root`` (by ``id``), nested and non-overlapping."""
-    placer = _Placer(alignment)
+class Positions:
+    """A block's source words and line ends found by position, by bisection: a block of thousands
+    of lines (a page in one ``<font>`` with a ``<br>`` per line) has as many spans to place."""
+
+    def __init__(self, alignment: WordAlignment, breaks: Sequence[LineBreak]) -> None:
+        self.starts = [s for s, _ in alignment.source_words]
+        self.ends = [e for _, e in alignment.source_words]
+        self.breaks = breaks
+        self.break_sources = [line_end.source for line_end in breaks]
+        self.break_at = {line_end.source: line_end for line_end in breaks}
+
+    def words(self, span: Span) -> range:
+        """The source words that ``span`` covers part of."""
+        return range(bisect.bisect_right(self.ends, span.start), bisect.bisect_left(self.starts, span.end))
+
+    def words_before(self, position: int) -> int:
+        return bisect.bisect_left(self.starts, position)
+
+    def lines(self, span: Span) -> tuple[int, int]:
+        """The lines ``span`` starts and ends on; the line ends it holds lie between them."""
+        sources = self.break_sources
+        return bisect.bisect_left(sources, span.start), bisect.bisect_left(sources, span.end)
+
+
+def place(root: Span, alignment: WordAlignment, breaks: Sequence[LineBreak] = ()) -> dict[int, tuple[int, int]]:
+    """Target word range of every span below ``root`` (by ``id``), nested and non-overlapping;
+    ``breaks``: where the block's lines end, in order."""
+    placer = _Placer(alignment, Positions(alignment, breaks))
     ranges: dict[int, tuple[int, int]] = {}
     placer.visit(root, 0, len(alignment.target_words), ranges)
     return ranges
 
 
 class _Placer:
-    def __init__(self, alignment: WordAlignment) -> None:
-        self.words = alignment.source_words
+    def __init__(self, alignment: WordAlignment, positions: Positions) -> None:
+        self.n_words = len(alignment.source_words)
         self.n_target = len(alignment.target_words)
-        self.targets: list[list[int]] = [[] for _ in self.words]  # target words of each source word
+        self.positions = positions
+        self.targets: list[list[int]] = [[] for _ in range(self.n_words)]  # target words of each source word
         for s, t in alignment.pairs:
             self.targets[s].append(t)
 
@@ -102,9 +154,23 @@ class _Placer:
             self.visit(child, a, b, ranges)
 
     def _wanted(self, span: Span) -> tuple[int, int]:
+        breaks = self.positions.breaks
+        if span.line_break:
+            k = self.positions.break_at[span.start].word
+            return k, k
+        first, last = self.positions.lines(span)
+        # Within the translation of its lines: a word aligned to another line's would pull the
+        # element, and the text between, across a <br>.
+        low = breaks[first - 1].word if first else 0
+        high = breaks[last].word if last < len(breaks) else self.n_target
+        a, b = self._clip(self._aligned(span), low, high)
+        if first == last:
+            return a, b
+        return min(a, breaks[first].word), max(b, breaks[last - 1].word)  # reaching the <br>s it holds
+
+    def _aligned(self, span: Span) -> tuple[int, int]:
         if span.atom is None:
-            words = [w for w, (s, e) in enumerate(self.words) if s < span.end and e > span.start]
-            covered = [t for w in words for t in self.targets[w]]
+            covered = [t for w in self.positions.words(span) for t in self.targets[w]]
             if covered:
                 return min(covered), max(covered) + 1
         k = self._anchor(span.start)
@@ -113,15 +179,15 @@ class _Placer:
     def _anchor(self, position: int) -> int:
         """The boundary after the translation of the source word before ``position`` (or before
         that of the word after it)."""
-        before = [w for w, (s, _) in enumerate(self.words) if s < position]
-        if before and self.targets[before[-1]]:
-            return max(self.targets[before[-1]]) + 1
-        after = [w for w, (s, _) in enumerate(self.words) if s >= position]
-        if after and self.targets[after[0]]:
-            return min(self.targets[after[0]])
+        before = self.positions.words_before(position)
+        if before and self.targets[before - 1]:
+            return max(self.targets[before - 1]) + 1
+        after = before < self.n_words
+        if after and self.targets[before]:
+            return min(self.targets[before])
         if not before:
             return 0
-        return self.n_target if not after else round(len(before) / len(self.words) * self.n_target)
+        return self.n_target if not after else round(before / self.n_words * self.n_target)
 
     @staticmethod
     def _clip(wanted: tuple[int, int], low: int, high: int) -> tuple[int, int]:

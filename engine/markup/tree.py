@@ -110,9 +110,12 @@ def parse(markup: str, kind: MarkupFormat) -> list[Node]:
 class _TreeBuilder:
     """Nodes from tokens, each token with its exact source; HTML's implied end tags, strict otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, html: bool = True) -> None:
         self.root = Element("", "", {}, 1, 1)
         self.open: list[Element] = [self.root]
+        # HTML's void elements and implied end tags mean nothing in XML, where expat reports every
+        # end: applied there, an element named br or p would be closed twice and lose the markup after it.
+        self.html = html
 
     @property
     def current(self) -> Element:
@@ -130,10 +133,10 @@ class _TreeBuilder:
         self.current.children.append(Other(source))
 
     def start(self, element: Element, *, closed: bool) -> None:
-        while self.current.name in IMPLIED_END_BY and element.name in IMPLIED_END_BY[self.current.name]:
+        while self.html and element.name in IMPLIED_END_BY.get(self.current.name, ()):
             self.open.pop()
         self.current.children.append(element)
-        if not closed and element.name not in VOID:
+        if not closed and not (self.html and element.name in VOID):
             if len(self.open) > MAX_DEPTH:
                 where = f"line {element.line}, column {element.column}"
                 raise MarkupError(
@@ -320,7 +323,7 @@ def _parse_xml(markup: str) -> list[Node]:
 
 
 def _xml_tree(events: list[tuple[int, str, tuple]], data: bytes, begin: int, end: int) -> list[Node]:
-    tree = _TreeBuilder()
+    tree = _TreeBuilder(html=False)
     in_cdata = False
     positions = [position for position, _, _ in events] + [end]
     for (start, kind, args), stop in zip(events, positions[1:], strict=True):

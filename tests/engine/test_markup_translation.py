@@ -45,6 +45,7 @@ SNIPPETS = {
     "link with attributes": "<p>Two <a href='/dogs?a=1&amp;b=2' class=\"x\">dogs</a> play in the water.</p>",
     "list": "<ul>\n  <li>A girl is <strong>jumping</strong>.</li>\n  <li>A boy sits.</li>\n</ul>",
     "line break": "<p>A dog runs.<br>A cat sleeps.</p>",
+    "line break inside inline elements": "<p>A <i>big <b>dog<br>runs</b></i> fast.<br/>A cat sleeps.</p>",
 }
 
 
@@ -117,3 +118,22 @@ def test_a_heading_cell_or_alt_text_without_a_period_gets_none(translator: Trans
 def test_a_footnote_mark_follows_the_translation_of_its_word(translator: Translator) -> None:
     out = html(translator, '<p>A dog<sup><a href="#n1">1</a></sup> runs on the grass.</p>')
     assert 'Hund<sup><a href="#n1">1</a></sup>' in out, out
+
+
+@pytest.mark.parametrize(
+    "markup",
+    ["<p>A <b>dog<br>runs</b>.</p>", "<p>A <i>big <b>dog<br/>runs</b></i> fast.</p>", "<p><b>A dog<br>runs</b></p>"],
+)
+def test_a_br_inside_an_inline_element_gives_the_lines_the_same_translation_as_without_it(
+    translator: Translator, markup: str
+) -> None:
+    # Cut at <b> as well, "A" was translated alone, into "Eine Person": the model's invention.
+    out = html(translator, markup)
+    assert_same_elements(markup, out)
+    assert re.sub(r"</?[bi]>", "", out) == html(translator, re.sub(r"</?[bi]>", "", markup))
+
+
+def test_a_br_inside_an_inline_element_stays_inside_it_after_its_words(translator: Translator) -> None:
+    assert "<b>Hund<br>" in html(translator, "<p>A <b>dog<br>runs</b>.</p>")
+    out = translator.translate_batch(["<p>A <b>dog<br/>runs</b>.</p>"], TranslationOptions(format="xml")).results[0]
+    assert "<b>Hund<br/>" in out.text and out.text.startswith("<p>Ein ")
