@@ -76,6 +76,13 @@ def chunks(texts: Sequence[str], *, max_texts: int, max_chars: int) -> Iterator[
         yield chunk
 
 
+def plain_texts(document: Document) -> Iterator[str]:
+    """What each of the document's texts says, without the tags a format built it with (a Word
+    run's ``<span>``): what is identified, and billed."""
+    for text in document.texts:
+        yield plain_text(text, document.format) if document.format != "text" else text
+
+
 def _read(data: bytes, filename: str, max_bytes: int) -> Document:
     try:
         return read_document(data, filename, max_bytes=max_bytes)
@@ -108,8 +115,8 @@ def _source_language(runtime: Runtime, document: Document, asked: str | None) ->
     if (asked is not None and asked.lower() != "auto") or not document.texts:
         return asked
     sample = ""
-    for text in document.texts:
-        sample += "\n" + (plain_text(text, document.format) if document.format != "text" else text)
+    for text in plain_texts(document):
+        sample += "\n" + text
         if len(sample) >= IDENTIFICATION_SAMPLE_CHARS:
             break
     _, router = runtime.serving()

@@ -57,6 +57,13 @@ class FileStore:
         self.expire()
         return self._files.get(name)
 
+    async def delete(self, name: str) -> None:
+        """Delete the file stored under ``name`` now (async so that a response's background task
+        runs it on the event loop, as every other use of the store)."""
+        stored = self._files.pop(name, None)
+        if stored is not None:
+            stored.path.unlink(missing_ok=True)
+
     def expire(self) -> None:
         """Delete the files whose time is up."""
         now = self.clock()

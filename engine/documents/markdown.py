@@ -47,12 +47,22 @@ PARSER = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + 3}).enable(["tabl
 # higher one.
 INLINE_PARSER = MarkdownIt("commonmark").enable("strikethrough")
 PAIRED_TAGS = {"em": "em", "strong": "strong", "s": "s", "link": "a"}  # markdown-it token name -> fragment tag
-# Characters that Markdown could read as syntax in translated text ("|" ends a table cell).
-# An underscore inside a word is never emphasis: left alone.
 DATA_MARK = "data-i"  # numbers an element of a fragment: its index in the block's marks
-MARKDOWN_SYNTAX = re.compile(r"([\\`*\[\]<|]|(?<!\w)_|_(?!\w))")
-# YAML front matter (Jekyll, Hugo, ...): not Markdown, never translated.
-FRONT_MATTER = re.compile(r"\A---[ \t]*(?:\r\n|\r|\n).*?^(?:---|\.\.\.)[ \t]*$", re.DOTALL | re.MULTILINE)
+# Characters that Markdown could read as syntax in translated text ("|" ends a table cell; an "&"
+# that begins a character reference: "&amp;copy;" would come back as "&copy;", read as "©").
+# An underscore inside a word is never emphasis: left alone.
+MARKDOWN_SYNTAX = re.compile(r"([\\`*\[\]<|]|(?<!\w)_|_(?!\w)|&(?=#?[0-9A-Za-z]+;))")
+# What would make translated text at the start of a line begin another block: a heading's "#", a
+# list item's bullet or number, a block quote's ">", a thematic break or setext underline, a fence.
+# The backslash goes before the marker, or between an ordered item's number and its "." or ")".
+LINE_START_SYNTAX = re.compile(
+    r"[ \t]*(?P<marker>(?P<number>\d{1,9})(?=[.)](?:[ \t]|$))|#{1,6}(?=[ \t]|$)|[-+](?=[ \t]|$)|[-=]+[ \t]*$|>|~~~)"
+)
+# Front matter, YAML (Jekyll, Hugo, ...) or TOML (Hugo): not Markdown, never translated.
+FRONT_MATTER = re.compile(
+    r"\A(?:---[ \t]*(?:\r\n|\r|\n).*?^(?:---|\.\.\.)|\+\+\+[ \t]*(?:\r\n|\r|\n).*?^\+\+\+)[ \t]*$",
+    re.DOTALL | re.MULTILINE,
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,9 @@ class _Block:
     end: int
     marks: list[_Mark]
     continuation: str  # what begins the block's second line (its container markers): for hard breaks
+    # Its text begins its lines (a paragraph's, a setext heading's; not an ATX heading's or a cell's),
+    # where a translation must not begin another block.
+    begins_lines: bool = True
 
 
 def read(data: bytes, *, max_bytes: int) -> Document:
@@ -138,7 +151,8 @@ def _locate(text: str) -> list[tuple[_Block, list[Token]]]:
     located = []
     # Front matter is parsed as blank lines, so that the other lines keep their numbers.
     markdown = FRONT_MATTER.sub(lambda match: re.sub(r"[^\r\n]", "", match.group()), text)
-    for token in PARSER.parse(markdown):
+    tokens = PARSER.parse(markdown)
+    for token, opening in zip(tokens[1:], tokens, strict=False):
         if token.type != "inline" or token.map is None or not token.content.strip():
             continue
         spans = []  # (line, start column, end column) of each content line
@@ -151,7 +165,10 @@ def _locate(text: str) -> list[tuple[_Block, list[Token]]]:
             (first, start, _), (last, _, end) = spans[0], spans[-1]
             cursor[last] = end
             continuation = lines[spans[1][0]][1][: spans[1][1]] if len(spans) > 1 else ""
-            block = _Block(lines[first][0] + start, lines[last][0] + end, [], continuation)
+            begins_lines = opening.type == "paragraph_open" or (
+                opening.type == "heading_open" and not opening.markup.startswith("#")
+            )
+            block = _Block(lines[first][0] + start, lines[last][0] + end, [], continuation, begins_lines)
             located.append((block, token.children or []))
     return located
 
@@ -226,6 +243,7 @@ def _markdown(fragment: str, block: _Block, eol: str) -> str:
     """A translated fragment as Markdown: each numbered element with its markers, every atomic
     one exactly once."""
     marks = block.marks
+    hard_break = "\\" + eol + block.continuation
     written: set[int] = set()
     stack: list[tuple[str, int | None, list[str]]] = [("", None, [])]  # (tag, mark, output) per open element
     skipping = 0  # depth inside an atomic element: its translated content is not used
@@ -240,7 +258,7 @@ def _markdown(fragment: str, block: _Block, eol: str) -> str:
         elif isinstance(event, fragments.Start):
             number = event.number(DATA_MARK, len(marks))
             if event.tag == "br" and number is None:
-                out.append("\\" + eol + block.continuation)
+                out.append(hard_break)
             elif number is not None and marks[number].atomic:
                 if number not in written:
                     out.append(marks[number].open)
@@ -253,7 +271,19 @@ def _markdown(fragment: str, block: _Block, eol: str) -> str:
     while len(stack) > 1:
         _close(stack, marks)
     missing = [marks[n].open for n, mark in enumerate(marks) if mark.atomic and n not in written]
-    return " ".join(["".join(stack[0][2]).strip(), *missing]).strip()
+    markdown = " ".join(["".join(stack[0][2]).strip(), *missing]).strip()
+    if not block.begins_lines:
+        return markdown
+    return hard_break.join(_escape_line_start(line) for line in markdown.split(hard_break))
+
+
+def _escape_line_start(line: str) -> str:
+    """``line`` with a backslash where its beginning would begin another block ("1\\." is no list)."""
+    match = LINE_START_SYNTAX.match(line)
+    if match is None:
+        return line
+    at = match.end("number") if match.group("number") else match.start("marker")
+    return line[:at] + "\\" + line[at:]
 
 
 def _close(stack: list[tuple[str, int | None, list[str]]], marks: list[_Mark]) -> None:

@@ -35,11 +35,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from starlette.background import BackgroundTask
 
 from engine.api import TranslationOptions
-from engine.documents import SUPPORTED_EXTENSIONS
+from engine.documents import SUPPORTED_EXTENSIONS, Document
 from engine.repository import Router
-from service.documents import FileJob, translate_document
+from service.documents import FileJob, plain_texts, translate_document
 from service.errors import (
     InvalidRequest,
     NotFound,
@@ -435,7 +436,8 @@ async def _translate_document(
                         raise
                     await asyncio.sleep(e.retry_after_s)
             document.result = await files.put(data, filename=document.filename, media_type=read.media_type)
-            document.characters = sum(map(len, read.texts))
+            # Off the event loop: a large document's markup takes seconds to read again.
+            document.characters = await asyncio.to_thread(_billed_characters, read)
             state.characters += document.characters
             document.status = "done"
     except ServiceError as e:
@@ -446,6 +448,11 @@ async def _translate_document(
     finally:
         document.expires = time.monotonic() + runtime.settings.file_expiry_s
         runtime.leave()
+
+
+def _billed_characters(document: Document) -> int:
+    """The characters of the document's texts as written, not the tags they were translated with."""
+    return sum(map(len, plain_texts(document)))
 
 
 def _expire(state: _State) -> None:
@@ -496,8 +503,12 @@ async def document_result(request: Request, document_id: str) -> Response:
     del state.documents[document.document_id]  # downloaded once, as from DeepL
     if stored is None:
         raise NotFound("Document not found.")
+    # Deleted once sent: it cannot be downloaded again, so it must not wait on the disk for its expiry.
     return FileResponse(
-        stored.path, media_type=stored.media_type, headers={"Content-Disposition": _attachment(stored.filename)}
+        stored.path,
+        media_type=stored.media_type,
+        headers={"Content-Disposition": _attachment(stored.filename)},
+        background=BackgroundTask(files.delete, document.result),
     )
 
 

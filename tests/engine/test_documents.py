@@ -299,6 +299,36 @@ def test_markdown_escapes_syntax_in_translated_text() -> None:
     assert doc.write(["x|y", "[b]", "*c*", "`d`"]) == b"| x\\|y | \\[b\\] |\n|---|---|\n| \\*c\\* | \\`d\\` |\n"
 
 
+@pytest.mark.parametrize(
+    ("markdown", "kept"),
+    [
+        ("\\# Not a heading.\n", "\\# NOT A HEADING.\n"),
+        ("1\\. Not a list.\n", "1\\. NOT A LIST.\n"),
+        ("2024\\) Not a list.\n", "2024\\) NOT A LIST.\n"),
+        ("\\- Not a list.\n", "\\- NOT A LIST.\n"),
+        ("\\> Not a quote.\n", "\\> NOT A QUOTE.\n"),
+        ("- \\+ Not nested.\n", "- \\+ NOT NESTED.\n"),
+        ("> Hard\\\n> \\# break.\n", "> HARD\\\n> \\# BREAK.\n"),
+        ("\\~~~ Not a fence.\n", "\\~~~ NOT A FENCE.\n"),
+        ("## 1. A heading's own text\n", "## 1. A HEADING'S OWN TEXT\n"),
+    ],
+)
+def test_markdown_text_beginning_a_line_begins_no_other_block(markdown: str, kept: str) -> None:
+    assert round_trip(markdown.encode(), "a.md").decode() == kept
+
+
+def test_markdown_text_that_reads_as_a_character_reference_stays_text() -> None:
+    doc = read_document(b"Write &amp;copy; for \xc2\xa9, &amp;#169; too; Tom & Jerry.\n", "a.md")
+    assert doc.texts == ["Write &amp;copy; for \xa9, &amp;#169; too; Tom &amp; Jerry."]
+    assert doc.write(doc.texts) == b"Write \\&copy; for \xc2\xa9, \\&#169; too; Tom & Jerry.\n"
+
+
+def test_markdown_toml_front_matter_is_kept() -> None:
+    data = b'+++\ntitle = "Hello"\n+++\n\nBody.\n'
+    assert read_document(data, "a.md").texts == ["Body."]
+    assert round_trip(data, "a.md") == b'+++\ntitle = "Hello"\n+++\n\nBODY.\n'
+
+
 # -- HTML ---------------------------------------------------------------------------------------
 
 HTML = """\

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import deepl
+import docx
 import httpx
 import pytest
 from live_server import API_KEYS, ServiceProcess, StartService
@@ -188,6 +189,29 @@ def test_a_document_is_downloaded_once_and_with_its_key(
     with pytest.raises(deepl.DeepLException) as gone:
         translator.translate_document_get_status(handle)
     assert gone.value.http_status_code == 404
+
+
+def test_a_document_bills_its_text_and_is_deleted_from_disk_once_downloaded(
+    start_service: StartService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the server keeps translated files
+    server = start_service(file_expiry_s=600)
+    word = docx.Document()
+    paragraph = word.add_paragraph("A man with a ")
+    paragraph.add_run("red").bold = True
+    paragraph.add_run(" hat walks.")
+    source = tmp_path / "hat.docx"
+    word.save(str(source))
+    client = deepl.Translator("any", server_url=server.url)
+    handle = client.translate_document_upload(source.read_bytes(), filename=source.name, target_lang="DE")
+    status = client.translate_document_wait_until_done(handle)
+    # The runs' text, not the <span>s each group of runs was translated in.
+    assert status.billed_characters == len("A man with a red hat walks.")
+    [store] = tmp_path.glob("mt-files-*")
+    assert len(list(store.iterdir())) == 1
+    assert client.translate_document_download(handle).content  # type: ignore[union-attr]
+    client.close()
+    assert list(store.iterdir()) == []  # not kept for MT_FILE_EXPIRY_S: it cannot be downloaded again
 
 
 def test_document_errors(translator: deepl.Translator) -> None:
