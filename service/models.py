@@ -87,6 +87,7 @@ class ModelPool:
         self.config, self.loader, self.metrics = config, loader, metrics
         self.slots = {e.id: ModelSlot(e, asyncio.Lock(), error=e.error) for e in entries}
         self._load_lock = asyncio.Lock()  # one load at a time: its memory is measured around it
+        self._abandoned: set[asyncio.Task[None]] = set()  # loads whose requester left, until released
         for model in self.slots:
             metrics.add_model(model)
 
@@ -98,9 +99,7 @@ class ModelPool:
         try:
             yield loaded
         finally:
-            loaded.users -= 1
-            loaded.last_used = time.monotonic()
-            await self._fit_budget()
+            await self._release(loaded)
 
     async def preload(self, models: Iterable[str]) -> None:
         """Load ``models`` now (in order; with a budget, later ones may unload earlier ones)."""
@@ -115,6 +114,8 @@ class ModelPool:
         return sum(slot.loaded is not None for slot in self.slots.values())
 
     async def close(self) -> None:
+        # An abandoned load still running would put its engine in a slot after these are emptied.
+        await asyncio.gather(*self._abandoned, return_exceptions=True)
         for slot in self.slots.values():
             if slot.loaded is not None:
                 await slot.loaded.batcher.close()
@@ -126,16 +127,48 @@ class ModelPool:
 
     async def _acquire(self, slot: ModelSlot) -> Loaded:
         """The slot's model with one more user, counted before any await so that no unload in
-        between can take it."""
-        if slot.loaded is None:
-            async with slot.lock:
-                if slot.loaded is None:
-                    if slot.error is not None:
-                        raise Unavailable(f"model {slot.entry.id!r} is unavailable: {slot.error}")
-                    slot.loaded = await self._load(slot)
-        slot.loaded.users += 1
+        between can take it. A load goes on when its requester leaves (a client disconnecting, a
+        deadline): the thread that loads cannot be stopped, and the engine it returns must reach
+        the slot, where the budget can unload it, instead of staying loaded in the engine
+        processes with nothing left to unload it."""
+        if slot.loaded is not None:
+            slot.loaded.users += 1
+            loaded = slot.loaded
+        else:
+            loading = asyncio.ensure_future(self._load_for_user(slot))
+            try:
+                loaded = await asyncio.shield(loading)
+            except asyncio.CancelledError:
+                task = asyncio.ensure_future(self._release_when_loaded(loading))
+                self._abandoned.add(task)
+                task.add_done_callback(self._abandoned.discard)
+                raise
         await self._fit_budget()
-        return slot.loaded
+        return loaded
+
+    async def _load_for_user(self, slot: ModelSlot) -> Loaded:
+        """The slot's model, loaded if it is not, with one more user."""
+        async with slot.lock:
+            if slot.loaded is None:
+                if slot.error is not None:
+                    raise Unavailable(f"model {slot.entry.id!r} is unavailable: {slot.error}")
+                slot.loaded = await self._load(slot)
+            slot.loaded.users += 1
+            return slot.loaded
+
+    async def _release_when_loaded(self, loading: asyncio.Future[Loaded]) -> None:
+        """Release the user a load counted for a requester that has left, once it is loaded."""
+        try:
+            loaded = await loading
+        except Unavailable:
+            return  # recorded in the slot
+        await self._release(loaded)
+
+    async def _release(self, loaded: Loaded) -> None:
+        """One user fewer; then unload what the budget no longer fits."""
+        loaded.users -= 1
+        loaded.last_used = time.monotonic()
+        await self._fit_budget()
 
     async def _load(self, slot: ModelSlot) -> Loaded:
         model = slot.entry.id

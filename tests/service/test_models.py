@@ -4,6 +4,7 @@ budget by count and by memory, models in use kept, failures kept per model."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -58,6 +59,19 @@ class FakeLoader:
         pass
 
 
+class GatedLoader(FakeLoader):
+    """A loader whose loads wait until the test opens ``gate``, telling it (``loading``) that one has begun."""
+
+    def __init__(self, sizes: dict[str, int]) -> None:
+        super().__init__(sizes)
+        self.loading, self.gate = threading.Event(), threading.Event()
+
+    def load(self, config: TranslatorConfig) -> FakeEngine:
+        self.loading.set()
+        assert self.gate.wait(timeout=10), "the test never opened the gate"
+        return super().load(config)
+
+
 def pool(loader: FakeLoader, **budget: int) -> tuple[ModelPool, Metrics]:
     entries = [ModelEntry(id=name, path=Path(name)) for name in loader.sizes]
     metrics = Metrics()
@@ -110,5 +124,35 @@ def test_a_failed_load_is_kept_and_the_others_serve() -> None:
                 pass
         assert metrics.registry.get_sample_value("mt_model_load_failures_total", {"model": "broken"}) == 1
         await models.close()
+
+    asyncio.run(main())
+
+
+def test_a_load_whose_requester_left_is_kept_in_the_pool_and_unloaded_by_the_budget() -> None:
+    """A client that disconnects (or a deadline that passes) while its model loads: the load goes
+    on in its thread, and the engine must reach the pool, which unloads it under the budget, rather
+    than stay loaded with nothing to unload it."""
+
+    async def main() -> None:
+        loader = GatedLoader({"a": 10 * MB, "b": 10 * MB})
+        models, metrics = pool(loader, max_loaded_models=1)
+
+        async def use_a() -> None:
+            async with models.use("a"):
+                raise AssertionError("the requester left before its model loaded")
+
+        requester = asyncio.create_task(use_a())
+        await asyncio.to_thread(loader.loading.wait, 10)
+        requester.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await requester
+        loader.gate.set()
+        async with models.use("b"):  # loads once "a" has: only one model may stay loaded
+            pass
+        assert loader.loaded == ["b"] and loader.loads == ["a", "b"]
+        unloads = metrics.registry.get_sample_value("mt_model_unloads_total", {"model": "a"})
+        assert metrics.registry.get_sample_value("mt_model_loads_total", {"model": "a"}) == unloads == 1
+        await models.close()
+        assert loader.loaded == []
 
     asyncio.run(main())
