@@ -180,6 +180,13 @@ class Runtime:
         self._entries = {entry.id: entry for entry in self.router.entries}
         if not self.router.entries:
             raise RuntimeError("; ".join(e.error or "" for e in entries) or f"no model bundle in {s.models_dir}")
+        names = s.preload_names
+        unknown = sorted((names or set()) - {e.id for e in entries})
+        if unknown:  # a typo would otherwise preload nothing and report ready
+            raise RuntimeError(
+                f"MT_PRELOAD names no model of the repository: {', '.join(unknown)} "
+                f"(its models: {', '.join(sorted(e.id for e in entries))})"
+            )
         detect = [c.strip() for c in s.detect_languages.split(",") if c.strip()]
         # Served languages the identifier does not know are left out: text in them is taken for
         # its nearest known language, and pairs from them need source_lang.
@@ -187,7 +194,6 @@ class Runtime:
         candidates = detect or [c for c in default_languages(self.router.sources()) if c in known]
         self.identifier = await asyncio.to_thread(LanguageIdentifier, candidates)
         pool = ModelPool(entries, self._pool_config(), self._loader(), self.metrics)
-        names = s.preload_names
         await pool.preload([e.id for e in self.router.entries if names is None or e.id in names])
         self.pool = pool
         loaded = [model for model, slot in pool.slots.items() if slot.loaded]

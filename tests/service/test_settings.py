@@ -91,6 +91,14 @@ def test_the_service_refuses_to_start_with_keys_naming_none(tiny_bundle: Path, t
     assert "MT_API_KEYS: names no key (' , ')" in service.log()
 
 
+def test_the_service_refuses_to_start_when_preload_names_no_model(tiny_bundle: Path, tmp_path: Path) -> None:
+    settings = {"MT_MODEL_DIR": str(tiny_bundle), "MT_PRELOAD": "all-the-models"}
+    service = LiveService(settings, tmp_path / "service.log")
+    with pytest.raises(RuntimeError, match="exited with 1 while starting"):
+        service.wait_ready()
+    assert "MT_PRELOAD names no model of the repository: all-the-models" in service.log()
+
+
 def test_the_public_url_is_kept_without_its_trailing_slash(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MT_PUBLIC_URL", "https://mt.example.com/mt/")
     monkeypatch.setenv("MT_ROOT_PATH", "/mt")
