@@ -6,7 +6,8 @@ Rules (pure string work; nothing here raises on any ``str``):
   whitespace between sentences is kept verbatim, so N input lines give N output lines.
 - A line is split into sentences after ``.``, ``!``, ``?``, ``…`` (and their CJK forms), with any
   closing quotes or brackets, when whitespace and then a character that is not a lower-case letter
-  follow, and the word before a period is not a common abbreviation or initials (``J.``, ``E.S.E.``).
+  follow, and the word before a period is not a common abbreviation or initials (``J.``, ``E.S.E.``);
+  after ``。``, ``！`` and ``？`` without whitespace too, as Chinese and Japanese write them.
 - A sentence longer than ``max_tokens`` pieces (the model's limit) is split at clause punctuation
   (``,;:``), then at whitespace, then inside a word, into chunks that fit; its chunks are translated
   separately and flagged ``truncated``. Nothing is ever dropped.
@@ -23,7 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
-SENTENCE_END = re.compile(r"""[.!?…。！？]["'”’»)\]]*(\s+)(?=\S)""")  # group 1: the whitespace between
+# Group 1: the whitespace between; none after the full-width forms, as Chinese and Japanese write
+# no space between sentences.
+SENTENCE_END = re.compile(r"""[.!?…。！？]["'”’»)\]」』]*(\s+|(?<=[。！？」』]))(?=\S)""")
 CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 WHITESPACE = re.compile(r"\s+")
 # Words after which a period rarely ends a sentence (English and German, lower-cased, final period removed).
@@ -61,10 +64,14 @@ class SegmentedText:
         length = len(self.separators[0])
         starts = []
         tail = self.separators[0][-1:]  # the last character so far
-        for translation, separator in zip(translations, self.separators[1:], strict=True):
-            if tail and not tail.isspace() and translation[:1] and not translation[0].isspace():
+        kept = False  # the previous translation is its segment as it was (passed through)
+        for segment, translation, separator in zip(self.segments, translations, self.separators[1:], strict=True):
+            touching = tail and not tail.isspace() and translation[:1] and not translation[0].isspace()
+            # Two segments passed through as they were stay as they touched ("狗跑。猫睡。").
+            if touching and not (kept and translation == segment.text):
                 parts.append(word_separator)
                 length += len(word_separator)
+            kept = translation == segment.text and not separator
             starts.append(length)
             parts += [translation, separator]
             length += len(translation) + len(separator)

@@ -369,9 +369,19 @@ class Translator:
         if is_passthrough(text):  # symbols, numbers, URLs: a model would only invent words for them
             return _Sentence(text_index, [], truncated, verbatim=text)
         ids = self.tokenizer.encode(text, prefix=pair.source_prefix)
+        if not self._reads_a_word(ids, pair):  # a script it has no pieces for: it would invent a sentence
+            return _Sentence(text_index, [], truncated, verbatim=text)
         if len(ids) > self.max_source_ids:  # the segmenter's estimate was off: cut, keep EOS, and say so
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
         return _Sentence(text_index, ids, truncated)
+
+    def _reads_a_word(self, ids: list[int], pair: _Pair) -> bool:
+        """Whether the model knows a piece of the sentence with a letter in it: a text wholly in a
+        script its vocabulary lacks is one unknown piece per run of letters ("狗在公园里跑。" is
+        3 ids), whatever its length."""
+        unknown = self.tokenizer.specials.unk
+        known = [i for i in ids[len(pair.source_prefix) : -1] if i != unknown]
+        return not is_passthrough("".join(self.tokenizer.source_pieces(known)))
 
     def _decode(self, sentences: list[_Sentence], search: SearchOptions, call: _Call) -> None:
         """Fill in each sentence's hypotheses, in length-sorted sub-batches, ``streams`` at a time.

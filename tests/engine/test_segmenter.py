@@ -41,6 +41,14 @@ def test_sentences_are_split_at_terminal_punctuation() -> None:
     assert split('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
 
 
+def test_chinese_and_japanese_sentences_split_without_a_space() -> None:
+    assert split("狗在公园里跑。猫在睡觉！你好吗？好。") == ["狗在公园里跑。", "猫在睡觉！", "你好吗？", "好。"]
+    assert split("「走。」他说。犬が走る。") == ["「走。」", "他说。", "犬が走る。"]
+    assert identity("狗跑。 猫睡。猫。") == "狗跑。 猫睡。猫。", "passed through as they touched"
+    seg = segment("猫睡。猫。", count_tokens=words, max_tokens=50)
+    assert seg.join(["Eine Katze schläft.", "Katze."]) == "Eine Katze schläft. Katze.", "translated: a space between"
+
+
 def test_abbreviations_initials_and_lowercase_continuations_do_not_split() -> None:
     assert split("Mr. Smith met Dr. Jones. They talked.") == ["Mr. Smith met Dr. Jones.", "They talked."]
     assert split("J. R. R. Tolkien wrote it.") == ["J. R. R. Tolkien wrote it."]

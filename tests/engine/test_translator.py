@@ -174,6 +174,15 @@ def test_text_longer_than_the_model_limit_is_split_and_flagged(translator: Trans
     assert result[0].text
 
 
+def test_text_in_a_script_the_model_cannot_read_is_passed_through(translator: Translator) -> None:
+    """Its letters are unknown pieces, a few ids for any length: the model would write a sentence
+    of its own for them."""
+    unreadable = ["狗在公园里跑。" * 50, "Привет, мир!", "🙂 Привет 123"]
+    results = translator.translate_batch([*unreadable, "a dog 狗"], TranslationOptions()).results
+    assert [r.text for r in results[:3]] == unreadable
+    assert results[3].text and results[3].text != "a dog 狗", "a word it knows: translated"
+
+
 def test_n_best_hypotheses_are_ordered_and_bounded(translator: Translator) -> None:
     result = translator.translate_batch(
         ["The man plays with the dog."], TranslationOptions(beam_size=4, num_hypotheses=3)
