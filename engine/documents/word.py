@@ -5,9 +5,10 @@ Paragraphs are found wherever the document body and its headers and footers hold
 fragment, translated with format "html": each group of adjacent runs that share their formatting is
 a ``<span data-r="N">``, so the engine places each group's formatting around the translated words
 aligned with it. The translation of a group goes into the text of its first run and the group's
-other runs are emptied; a group whose span came back empty is emptied. Only text (``<w:t>``)
-changes: run and paragraph formatting, styles, numbering, tabs, line breaks, images, field codes,
-bookmarks and section layout are the document's own and stay as they were.
+other runs are emptied; a group whose span came back empty is emptied, but a hyperlink's takes the
+nearest word of the translation: a link without text is invisible, and would be lost. Only text
+(``<w:t>``) changes: run and paragraph formatting, styles, numbering, tabs, line breaks, images,
+field codes, bookmarks and section layout are the document's own and stay as they were.
 
 Not translated: footnotes, endnotes and comments (python-docx does not read them), document
 properties (title, author), and text in charts or SmartArt. A tab or line break inside a paragraph
@@ -20,11 +21,14 @@ any is read, and no member is decompressed past its declared size.
 
 from __future__ import annotations
 
+import bisect
 import io
 import lzma
+import re
 import zipfile
 import zlib
 from dataclasses import dataclass, field
+from itertools import accumulate, pairwise
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE
@@ -37,6 +41,7 @@ from engine.documents.base import Document, DocumentError, DocumentTooLarge
 
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PARAGRAPH, RUN, TEXT, RUN_PROPERTIES = qn("w:p"), qn("w:r"), qn("w:t"), qn("w:rPr")
+HYPERLINK = qn("w:hyperlink")
 # Run content that separates the text around it: a group of runs never spans one.
 SEPARATORS = frozenset(
     qn(tag) for tag in ("w:tab", "w:ptab", "w:br", "w:cr", "w:drawing", "w:pict", "w:object", "w:sym", "w:fldChar")
@@ -45,6 +50,10 @@ DATA_RUN = "data-r"
 # Paragraphs with text, found by libxml2 rather than element by element in Python: a document within
 # the size limit can still hold millions of empty ones.
 PARAGRAPHS_WITH_TEXT = etree.XPath(".//w:p[.//w:t]", namespaces={"w": nsmap["w"]})
+# A word of a translation, as an emptied hyperlink is given one: without the punctuation at its ends,
+# which stays outside the link ("Seite," gives "Seite").
+WORD = re.compile(r"\w(?:\S*\w)?")
+SPACE = re.compile(r"\s+")
 
 
 @dataclass
@@ -53,6 +62,7 @@ class _Group:
 
     texts: list[etree._Element] = field(default_factory=list)
     separated: bool = False  # a tab, break, image or field comes before it: words must not run together
+    linked: bool = False  # its runs are a hyperlink's text
 
     @property
     def text(self) -> str:
@@ -77,7 +87,7 @@ def read(data: bytes, *, max_bytes: int) -> Document:
 
     def write(translations: list[str]) -> bytes:
         for groups, translation in zip(paragraphs, translations, strict=True):
-            for group, text in zip(groups, _span_texts(translation, groups), strict=True):
+            for group, text in zip(groups, _keeping_links(_span_texts(translation, groups), groups), strict=True):
                 group.replace(text)
         out = io.BytesIO()
         document.save(out)
@@ -182,7 +192,7 @@ def _groups(paragraph: etree._Element) -> list[_Group]:
         properties = run.find(RUN_PROPERTIES)
         key = (run.getparent(), b"" if properties is None else etree.tostring(properties))
         if key != previous:
-            groups.append(_Group(separated=separated))
+            groups.append(_Group(separated=separated, linked=_in_hyperlink(run)))
             separated = False
         groups[-1].texts.append(element)
         previous = key
@@ -191,6 +201,13 @@ def _groups(paragraph: etree._Element) -> list[_Group]:
 
 def _paragraph_of(element: etree._Element) -> etree._Element | None:
     return next(element.iterancestors(PARAGRAPH), None)
+
+
+def _in_hyperlink(run: etree._Element) -> bool:
+    """Whether ``run`` is in a hyperlink of its paragraph (directly, or in a smart tag or tracked
+    change inside one)."""
+    nearest = next(run.iterancestors(HYPERLINK, PARAGRAPH), None)
+    return nearest is not None and nearest.tag == HYPERLINK
 
 
 def _fragment(groups: list[_Group]) -> str:
@@ -222,3 +239,52 @@ def _span_texts(fragment: str, groups: list[_Group]) -> list[str]:
     if between and groups:
         texts[len(groups) - 1 if last is None else last] += between
     return texts
+
+
+def _keeping_links(texts: list[str], groups: list[_Group]) -> list[str]:
+    """``texts``, the translation of each group, with a word for each hyperlink whose words the
+    engine aligned with none of the translation's, and so left out of the link. An empty element is
+    what the markup engine makes of an element whose words it cannot place (in HTML the element
+    stays, empty); in Word an empty hyperlink is invisible, and the link lost with it. The word comes
+    from the nearest group, in the paragraph's order, that can spare one (ties: the words after);
+    only the boundaries between groups move, and so the paragraph still says the same."""
+    text = "".join(texts)
+    words = list(WORD.finditer(text))
+    cuts = list(accumulate((len(t) for t in texts), initial=0))
+    starts = [word.start() for word in words]
+    before = [bisect.bisect_left(starts, cut) for cut in cuts]  # words before each cut
+    counts = [end - start for start, end in pairwise(before)]
+    wanting = [group.linked and WORD.search(group.text) is not None for group in groups]
+    filled: set[int] = set()
+    for i in range(len(groups)):
+        if wanting[i] and not counts[i] and (donor := _donor(counts, wanting, i)) is not None:
+            counts[i], counts[donor] = counts[i] + 1, counts[donor] - 1
+            filled.add(i)
+    if not filled:
+        return texts
+    moved = list(accumulate(counts, initial=0))
+    for k in range(1, len(groups)):
+        if moved[k] != before[k] or {k - 1, k} & filled:
+            cuts[k] = _cut(text, words, moved[k], groups[k - 1], groups[k])
+        # A boundary kept where it was may lie further on, between the same two words.
+        cuts[k] = max(cuts[k], cuts[k - 1])
+    return [text[start:end] for start, end in pairwise(cuts)]
+
+
+def _donor(counts: list[int], wanting: list[bool], i: int) -> int | None:
+    """The group nearest group ``i`` with a word to spare: a link keeps one."""
+    spare = [j for j, count in enumerate(counts) if count > wanting[j]]
+    return min(spare, key=lambda j: (abs(j - i), j < i), default=None)
+
+
+def _cut(text: str, words: list[re.Match[str]], k: int, before: _Group, after: _Group) -> int:
+    """Where in ``text`` the boundary between groups ``before`` and ``after`` falls that has ``k``
+    of its ``words`` before it. What lies between two words stays outside a link (a link's text is
+    underlined: "<Seite>, um", not "<Seite,> um"); between two other groups, punctuation stays with
+    the word before it and space goes to the group after, unless a tab or break begins that one."""
+    end = words[k - 1].end() if k else 0
+    start = words[k].start() if k < len(words) else len(text)
+    if not before.linked and (after.linked or after.separated):
+        return start
+    space = None if before.linked else SPACE.search(text, end, start)
+    return end if space is None else space.start()

@@ -15,6 +15,7 @@ import pytest
 from docx.enum.text import WD_COLOR_INDEX
 from docx.shared import Pt
 from word_bombs import word_bomb
+from word_links import links, paragraph_text, word_with_links
 
 from engine.documents import (
     MAX_DOCUMENT_BYTES,
@@ -455,6 +456,75 @@ def test_word_runs_follow_their_spans_wherever_the_engine_put_them() -> None:
     first = '<span data-r="3">Kursiv</span> <span data-r="1">fett</span><span data-r="0">Schlicht</span>'
     translated = doc.write([first, *doc.texts[1:]])
     assert [text for text, *_ in runs(translated)[0]] == ["Schlicht", "fett", "", "Kursiv ", "", "\t"]
+
+
+SITE, TERMS, PRIVACY = "https://example.com/", "https://example.com/terms", "https://example.com/privacy"
+
+
+@pytest.mark.parametrize(
+    ("pieces", "translated", "expected"),
+    [
+        (  # as the shipped model did it: every word after the link, none aligned with its words
+            ("Visit ", ("our website", SITE), " today."),
+            '<span data-r="0"></span><span data-r="2">Besuchen Sie uns heute.</span><span data-r="1"></span>',
+            [("Besuchen", SITE)],
+        ),
+        (  # the nearest words: from the group before, the link's own punctuation and space outside it
+            ("For details, see ", ("the manual", SITE), "."),
+            '<span data-r="0">Details siehe Handbuch</span><span data-r="1"></span>.<span data-r="2"></span>',
+            [("Handbuch", SITE)],
+        ),
+        (  # as near before as after: the word after
+            ("Contact ", ("support", SITE), " if in doubt."),
+            '<span data-r="0">Im Zweifel</span><span data-r="1"></span> <span data-r="2">kontaktieren, bitte.</span>',
+            [("kontaktieren", SITE)],
+        ),
+        (
+            ("Read the ", ("terms", TERMS), " and the ", ("privacy policy", PRIVACY), "."),
+            '<span data-r="0">Lesen Sie die</span> <span data-r="1">AGB</span><span data-r="2"> und die </span>'
+            '<span data-r="3"></span><span data-r="4">Datenschutzerklärung.</span>',
+            [("AGB", TERMS), ("Datenschutzerklärung", PRIVACY)],
+        ),
+        (  # a link keeps its word: with no other, the second link stays empty
+            (("Home", SITE), ("Help", TERMS)),
+            '<span data-r="0">Start</span><span data-r="1"></span>',
+            [("Start", SITE), ("", TERMS)],
+        ),
+    ],
+    ids=["every word after the link", "at the end", "in the middle", "two links", "no word to spare"],
+)
+def test_word_hyperlink_whose_words_the_engine_left_out_takes_the_nearest_word(
+    pieces: tuple[str | tuple[str, str], ...], translated: str, expected: list[tuple[str, str]]
+) -> None:
+    """A hyperlink without text is invisible: the link would be lost. Moving a word into it moves
+    only a boundary between runs, so the paragraph says what the translation says."""
+    doc = read_document(word_with_links(*pieces), "links.docx")
+    out = doc.write([translated])
+    assert links(out) == expected
+    assert paragraph_text(out) == re.sub(r"<[^>]+>", "", translated)
+
+
+def test_word_hyperlink_takes_a_word_the_engine_wrote_across_two_runs_whole() -> None:
+    doc = read_document(word_with_links(("Docs", SITE), "read ", "me", bold="me"), "links.docx")
+    out = doc.write(['<span data-r="0"></span><span data-r="1">Lies</span><span data-r="2">mich</span>'])
+    assert links(out) == [("Liesmich", SITE)]
+    assert [text for text, *_ in runs(out)[0]] == ["", ""]  # the runs outside the link
+
+
+def test_word_hyperlink_the_engine_gave_words_keeps_them() -> None:
+    doc = read_document(word_with_links("Visit ", ("our website", SITE), " today."), "links.docx")
+    out = doc.write(
+        ['<span data-r="0">Besuchen Sie</span> <span data-r="1">unsere Website</span><span data-r="2"> heute.</span>']
+    )
+    assert links(out) == [("unsere Website", SITE)]
+    assert paragraph_text(out) == "Besuchen Sie unsere Website heute."
+
+
+def test_word_formatting_whose_words_the_engine_left_out_is_emptied_as_in_html() -> None:
+    # Bold on some other word would be wrong; only a link is lost for good when it is empty.
+    doc = read_document(word_with_links("A ", "bold", " word.", bold="bold"), "bold.docx")
+    out = doc.write(['<span data-r="0">Ein</span><span data-r="1"></span><span data-r="2"> Wort.</span>'])
+    assert [text for text, *_ in runs(out)[0]] == ["Ein", "", " Wort."]
 
 
 def test_word_that_is_not_a_docx_is_refused() -> None:

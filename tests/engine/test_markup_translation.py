@@ -1,5 +1,5 @@
 """Markup translated by the shipped English-German model: tags where their words went, well formed,
-what must be kept kept byte for byte."""
+what must be kept kept byte for byte; a Word document's hyperlinks never emptied."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Iterator
 import pytest
 from markup_checks import assert_same_elements
 from repo_root import REPO
+from word_links import links, paragraph_text, word_with_links
 
 from engine.api import TranslationOptions
+from engine.documents import read_document
 from engine.translator import Translator, TranslatorConfig
 
 BUNDLE = REPO / "models" / "en-de" / "bundle"
@@ -137,3 +139,30 @@ def test_a_br_inside_an_inline_element_stays_inside_it_after_its_words(translato
     assert "<b>Hund<br>" in html(translator, "<p>A <b>dog<br>runs</b>.</p>")
     out = translator.translate_batch(["<p>A <b>dog<br/>runs</b>.</p>"], TranslationOptions(format="xml")).results[0]
     assert "<b>Hund<br/>" in out.text and out.text.startswith("<p>Ein ")
+
+
+SITE, TERMS = "https://example.com/", "https://example.com/terms"
+LINKED = {
+    "reported": ("Visit ", ("our website", SITE), " today."),
+    "middle": ("Contact ", ("support", SITE), " if you have any questions."),
+    "start": (("Click here", SITE), " to download the report."),
+    "end": ("For more information, see ", ("the documentation", SITE), "."),
+    "two": ("Read the ", ("terms", TERMS), " and the ", ("privacy policy", SITE), " before you sign up."),
+    "whole": (("Visit our website today.", SITE),),
+}
+
+
+@pytest.mark.parametrize("pieces", LINKED.values(), ids=LINKED.keys())
+def test_a_word_hyperlink_keeps_text_whatever_the_alignment(
+    translator: Translator, pieces: tuple[str | tuple[str, str], ...]
+) -> None:
+    # The model aligned none of the translation with "our website" (all of it with "today."): the
+    # link came back empty, invisible, and so was lost.
+    doc = read_document(word_with_links(*pieces), "links.docx")
+    translated = [result.text for result in translator.translate_batch(doc.texts, HTML).results]
+    out = doc.write(translated)
+    addresses = [piece[1] for piece in pieces if isinstance(piece, tuple)]
+    assert [address for _, address in links(out)] == addresses
+    assert all(re.search(r"\w", text) for text, _ in links(out)), links(out)
+    # No word lost or made up (the runs keep the paragraph's order, not the spans').
+    assert sorted(re.sub(r"\s", "", paragraph_text(out))) == sorted(re.sub(r"<[^>]+>|\s", "", translated[0]))
