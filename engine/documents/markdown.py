@@ -1,16 +1,18 @@
 """Markdown (.md): the text of each paragraph, heading, list item and table cell is translated.
 
-markdown-it-py (CommonMark, with GitHub's tables and strikethrough) finds the blocks and their
-inline structure; the file itself is rewritten in place, so everything outside a block's text stays
-byte for byte: front matter, list markers and indentation, block quote markers, heading markers,
-table rows and delimiters, code blocks and fences, HTML blocks, reference definitions, blank lines,
-line endings and a byte order mark.
+markdown-it-py (CommonMark, with GitHub's tables, strikethrough and footnotes) finds the blocks and
+their inline structure; the file itself is rewritten in place, so everything outside a block's text
+stays byte for byte: front matter, list markers and indentation, task list checkboxes (``[ ]``,
+``[x]``), block quote markers, heading markers and a heading's attribute block (``{#id .class}``),
+table rows and delimiters (a cell's escaped ``\\|`` too), footnote definitions' labels, code blocks
+and fences, HTML blocks, reference definitions, blank lines, line endings and a byte order mark.
 
 A block's inline content becomes an HTML fragment translated with format "html": emphasis, strong
 and strikethrough as ``<em>``, ``<strong>`` and ``<s>``, links as ``<a>`` (their text translated),
 each numbered (``data-i``) so that it is written back with its own Markdown markers (``*`` or ``_``,
-the link's destination and title). Inline code, autolinks, images and inline HTML are written back
-as they were, wherever the engine put them (at the end if it dropped them).
+the link's destination and title). Inline code, autolinks, images, inline HTML and footnote
+references are written back as they were, wherever the engine put them (at the end if it dropped
+them).
 
 Changed, not lost: a paragraph's soft line breaks become spaces (its sentences are reordered by the
 translation, so its source lines cannot be kept); hard breaks are written as a backslash and a new
@@ -24,11 +26,12 @@ block quotes nested deeper than ``MAX_NESTING`` levels.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
 from markdown_it.rules_core import StateCore
+from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
 from engine.documents import fragments
@@ -36,10 +39,10 @@ from engine.documents.base import Document, DocumentError, Utf8Text
 from engine.segmenter import LINE_BREAK
 
 MEDIA_TYPE = "text/markdown; charset=utf-8"
-# Blocks nested deeper than this (a block quote is one level, a list two: the list and its item) are
-# refused; markdown-it would leave them out of its tokens, untranslated, past its own limit (the
-# preset's 20: nine lists), which is set past ours (a list opens two levels at once). Deeper than any
-# real document; each level of nesting parses its lines once more.
+# Blocks nested deeper than this (a block quote or a footnote definition is one level, a list two:
+# the list and its item) are refused; markdown-it would leave them out of its tokens, untranslated,
+# past its own limit (the preset's 20: nine lists), which is set past ours (a list opens two levels at
+# once). Deeper than any real document; each level of nesting parses its lines once more.
 MAX_NESTING = 50
 PARSER = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + 3}).enable(["table", "strikethrough"])
 # Inline elements (emphasis in a link in emphasis) keep the preset's limit, past which markdown-it
@@ -58,6 +61,19 @@ MARKDOWN_SYNTAX = re.compile(r"([\\`*\[\]<|]|(?<!\w)_|_(?!\w)|&(?=#?[0-9A-Za-z]+
 LINE_START_SYNTAX = re.compile(
     r"[ \t]*(?P<marker>(?P<number>\d{1,9})(?=[.)](?:[ \t]|$))|#{1,6}(?=[ \t]|$)|[-+](?=[ \t]|$)|[-=]+[ \t]*$|>|~~~)"
 )
+# GitHub's footnotes: a reference, `[^label]`, and a definition, `[^label]: text` at the start of a
+# line. A reference is kept as written only where its label is defined, as GitHub reads it: otherwise
+# `[^label](url)` would be no link.
+FOOTNOTE_REFERENCE = re.compile(r"\[\^([^\s\[\]]+)\]")
+FOOTNOTE_DEFINITION = re.compile(FOOTNOTE_REFERENCE.pattern + ":")
+FOOTNOTES = "footnotes"  # the markdown-it env's key for the labels defined
+FOOTNOTE_OPEN = "footnote_definition_open"
+# A task list item's checkbox, GitHub's, at the start of its first paragraph.
+TASK_MARKER = re.compile(r"\[[ xX]\](?:[ \t]+|\Z)")
+# An attribute block ending a heading: `{#id .class key=value}` (Pandoc, Hugo, kramdown's `{: #id}`,
+# MkDocs' attr_list) or Pandoc's `{-}`. It holds no braces: it begins at the heading's last "{".
+HEADING_ATTRIBUTE = r"""(?:[#.][^\s{}]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s{}"']+)|-)"""
+HEADING_ATTRIBUTES = re.compile(rf"\{{:?[ \t]*{HEADING_ATTRIBUTE}(?:[ \t]+{HEADING_ATTRIBUTE})*[ \t]*\}}")
 # Front matter, YAML (Jekyll, Hugo, ...) or TOML (Hugo): not Markdown, never translated.
 FRONT_MATTER = re.compile(
     r"\A(?:---[ \t]*(?:\r\n|\r|\n).*?^(?:---|\.\.\.)|\+\+\+[ \t]*(?:\r\n|\r|\n).*?^\+\+\+)[ \t]*$",
@@ -88,6 +104,11 @@ class _Block:
     # Its text begins its lines (a paragraph's, a setext heading's; not an ATX heading's or a cell's),
     # where a translation must not begin another block.
     begins_lines: bool = True
+    # Its first line follows a task's checkbox, after which no other block can begin: left unescaped.
+    after_checkbox: bool = False
+    # In a table cell, where a "|" that is not escaped would end it: in code spans too, as GitHub
+    # reads a cell before its inline content.
+    cell: bool = False
 
 
 def read(data: bytes, *, max_bytes: int) -> Document:
@@ -96,6 +117,8 @@ def read(data: bytes, *, max_bytes: int) -> Document:
     blocks, texts = [], []
     for block, children in _locate(text):
         fragment, translatable = _fragment(children, block.marks)
+        if block.cell:
+            block.marks[:] = map(_in_cell, block.marks)
         if translatable:
             blocks.append(block)
             texts.append(fragment)
@@ -122,15 +145,94 @@ def _refuse_deeper_blocks(state: StateBlock, start_line: int, end_line: int, sil
     return False
 
 
+def _footnote_definition(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+    """A block rule for a footnote definition, as markdown-it-footnote reads it: the text after its
+    label, and the lines indented under it, are blocks of their own. It ends a paragraph before it
+    (so that definitions on consecutive lines stay apart) and takes ``[^label]: url`` from the
+    reference definitions. A definition in a definition would mean nothing: it is text there."""
+    if state.is_code_block(start_line) or state.parentType == "footnote":
+        return False
+    begin = state.bMarks[start_line] + state.tShift[start_line]
+    match = FOOTNOTE_DEFINITION.match(state.src, begin, state.eMarks[start_line])
+    if match is None or silent:
+        return match is not None
+    state.env.setdefault(FOOTNOTES, set()).add(match[1].casefold())
+    opening = state.push(FOOTNOTE_OPEN, "", 1)
+    # Where its text begins in the line: the label is not looked for its text ("[^a]: a").
+    opening.meta["column"] = match.end() - state.bMarks[start_line]
+    _tokenize_footnote(state, start_line, end_line, match.end())
+    opening.map = [start_line, state.line]
+    state.push("footnote_definition_close", "", -1)
+    return True
+
+
+def _tokenize_footnote(state: StateBlock, start_line: int, end_line: int, text: int) -> None:
+    """Parse a footnote's blocks: its first line from offset ``text`` on, counted as indented as far
+    as the lines under it must be (4 columns) plus the whitespace it begins with (a wide gap still
+    makes code), and the lines indented under it."""
+    saved = (state.bMarks[start_line], state.tShift[start_line], state.sCount[start_line], state.parentType)
+    column = state.sCount[start_line] + text - (state.bMarks[start_line] + state.tShift[start_line])
+    first = state.skipSpaces(text)
+    width = len((" " * column + state.src[text:first]).expandtabs(4)) - column
+    state.blkIndent += 4
+    state.bMarks[start_line], state.tShift[start_line] = text, first - text
+    state.sCount[start_line] = width + (state.blkIndent if width < state.blkIndent else 0)
+    state.parentType = "footnote"
+    state.md.block.tokenize(state, start_line, end_line)
+    state.blkIndent -= 4
+    state.bMarks[start_line], state.tShift[start_line], state.sCount[start_line], state.parentType = saved
+
+
+def _footnote_reference(state: StateInline, silent: bool) -> bool:
+    """An inline rule for a reference to a footnote defined in the document: an atom, kept as written.
+
+    Silent, it matches nothing: markdown-it scans a link's text so, and would take a reference there
+    for a nested link, making ``[see [^1]](url)`` no link."""
+    match = FOOTNOTE_REFERENCE.match(state.src, state.pos, state.posMax)
+    if silent or match is None or match[1].casefold() not in state.env.get(FOOTNOTES, ()):
+        return False
+    state.push("footnote_ref", "", 0).content = match[0]
+    state.pos = match.end()
+    return True
+
+
 def _inline(state: StateCore) -> None:
-    """markdown-it's inline stage (its core rule "inline"), with ``INLINE_PARSER``'s nesting limit."""
-    for token in state.tokens:
+    """markdown-it's inline stage (its core rule "inline"), with ``INLINE_PARSER``'s nesting limit,
+    on each inline token's content less what ``_kept`` keeps (recorded in its meta as "kept")."""
+    for index, token in enumerate(state.tokens):
         if token.type == "inline":
-            token.children = INLINE_PARSER.inline.parse(token.content, INLINE_PARSER, state.env, [])
+            prefix, suffix = token.meta["kept"] = _kept(state.tokens, index)
+            content = token.content[prefix : len(token.content) - suffix]
+            token.children = INLINE_PARSER.inline.parse(content, INLINE_PARSER, state.env, [])
+
+
+def _kept(tokens: list[Token], index: int) -> tuple[int, int]:
+    """How many characters at the start and at the end of inline ``tokens[index]`` are kept as
+    written, outside its text: a task list item's checkbox, a heading's attribute block (ids that
+    links point to)."""
+    content, opening = tokens[index].content, tokens[index - 1]
+    if opening.type == "heading_open":
+        return 0, _heading_attributes(content)
+    if opening.type == "paragraph_open" and index > 1 and tokens[index - 2].type == "list_item_open":
+        match = TASK_MARKER.match(content)
+        return (match.end() if match else 0), 0
+    return 0, 0
+
+
+def _heading_attributes(content: str) -> int:
+    """The length of the attribute block that ends a heading's ``content``, with the spaces before
+    it; 0 if there is none."""
+    brace = content.rfind("{")
+    before = content[: max(brace, 0)]
+    if brace < 0 or before[-1:] not in ("", " ", "\t") or not HEADING_ATTRIBUTES.fullmatch(content, brace):
+        return 0
+    return len(content) - len(before.rstrip(" \t"))
 
 
 PARSER.block.ruler.before("table", "refuse_deeper_blocks", _refuse_deeper_blocks)
+PARSER.block.ruler.before("reference", "footnote_definition", _footnote_definition, {"alt": ["paragraph", "reference"]})
 PARSER.core.ruler.at("inline", _inline)
+INLINE_PARSER.inline.ruler.before("link", "footnote_reference", _footnote_reference)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
@@ -152,15 +254,19 @@ def _locate(text: str) -> list[tuple[_Block, list[Token]]]:
     # Front matter is parsed as blank lines, so that the other lines keep their numbers.
     markdown = FRONT_MATTER.sub(lambda match: re.sub(r"[^\r\n]", "", match.group()), text)
     tokens = PARSER.parse(markdown)
-    for token, opening in zip(tokens[1:], tokens, strict=False):
+    for index, token in enumerate(tokens):
+        if token.type == FOOTNOTE_OPEN:
+            cursor[token.map[0]] = max(cursor[token.map[0]], token.meta["column"])
         if token.type != "inline" or token.map is None or not token.content.strip():
             continue
+        opening = tokens[index - 1]
+        cell = opening.type in ("th_open", "td_open")
         spans = []  # (line, start column, end column) of each content line
         for number, content in enumerate(token.content.split("\n"), start=token.map[0]):
-            column = lines[number][1].find(content, cursor[number])
-            if column < 0:
+            span = _find(lines[number][1], content, cursor[number], cell)
+            if span is None:
                 break
-            spans.append((number, column, column + len(content)))
+            spans.append((number, *span))
         else:
             (first, start, _), (last, _, end) = spans[0], spans[-1]
             cursor[last] = end
@@ -168,9 +274,22 @@ def _locate(text: str) -> list[tuple[_Block, list[Token]]]:
             begins_lines = opening.type == "paragraph_open" or (
                 opening.type == "heading_open" and not opening.markup.startswith("#")
             )
-            block = _Block(lines[first][0] + start, lines[last][0] + end, [], continuation, begins_lines)
+            prefix, suffix = token.meta["kept"]
+            start, end = lines[first][0] + start + prefix, lines[last][0] + end - suffix
+            block = _Block(start, end, [], continuation, begins_lines, after_checkbox=prefix > 0, cell=cell)
             located.append((block, token.children or []))
     return located
+
+
+def _find(line: str, content: str, start: int, cell: bool) -> tuple[int, int] | None:
+    """Where ``content`` lies in ``line``, from column ``start`` on. A table cell's "|" is escaped
+    in the file, its backslash removed by markdown-it before it reads the cell."""
+    if cell and "|" in content:
+        escaped = re.compile(re.escape(content).replace(re.escape("|"), re.escape("\\|")))
+        match = escaped.search(line, start)
+        return match.span() if match else None
+    column = line.find(content, start)
+    return None if column < 0 else (column, column + len(content))
 
 
 def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
@@ -206,7 +325,7 @@ def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
             parts.append(numbered("code", _Mark(_code_span(token), atomic=True), token.content))
         elif token.type == "image":
             parts.append(numbered("img", _Mark(_image(token), atomic=True)))
-        elif token.type == "html_inline":
+        elif token.type in ("html_inline", "footnote_ref"):
             parts.append(numbered("img", _Mark(token.content, atomic=True)))
     return "".join(parts), translatable
 
@@ -237,6 +356,11 @@ def _code_span(token: Token) -> str:
     where the content begins or ends with a backtick or a space (CommonMark strips one)."""
     pad = " " if token.content[:1] in ("`", " ") or token.content[-1:] in ("`", " ") else ""
     return f"{token.markup}{pad}{token.content}{pad}{token.markup}"
+
+
+def _in_cell(mark: _Mark) -> _Mark:
+    """``mark`` as written in a table cell: its pipes escaped."""
+    return replace(mark, open=mark.open.replace("|", "\\|"), close=mark.close.replace("|", "\\|"))
 
 
 def _markdown(fragment: str, block: _Block, eol: str) -> str:
@@ -274,7 +398,10 @@ def _markdown(fragment: str, block: _Block, eol: str) -> str:
     markdown = " ".join(["".join(stack[0][2]).strip(), *missing]).strip()
     if not block.begins_lines:
         return markdown
-    return hard_break.join(_escape_line_start(line) for line in markdown.split(hard_break))
+    lines = markdown.split(hard_break)
+    return hard_break.join(
+        line if number == 0 and block.after_checkbox else _escape_line_start(line) for number, line in enumerate(lines)
+    )
 
 
 def _escape_line_start(line: str) -> str:

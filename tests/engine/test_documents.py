@@ -330,6 +330,116 @@ def test_markdown_toml_front_matter_is_kept() -> None:
     assert round_trip(data, "a.md") == b'+++\ntitle = "Hello"\n+++\n\nBODY.\n'
 
 
+def test_markdown_keeps_task_list_checkboxes() -> None:
+    markdown = (
+        "- [ ] a task with a [link](https://example.com) and **bold** text\n"
+        "- [x] done\n"
+        "  - [X] nested, `code`\n"
+        "    1. [ ] ordered\n"
+        "- [x] x\n"
+        "- [ ] 1. a step, no list\n"
+        "- [y] not a checkbox\n"
+        "\n"
+        "[ ] not in a list\n"
+    )
+    doc = read_document(markdown.encode(), "tasks.md")
+    assert doc.texts[:2] == ['a task with a <a data-i="0">link</a> and <strong data-i="1">bold</strong> text', "done"]
+    assert round_trip(markdown.encode(), "tasks.md").decode() == (
+        "- [ ] A TASK WITH A [LINK](https://example.com) AND **BOLD** TEXT\n"
+        "- [x] DONE\n"
+        "  - [X] NESTED, `code`\n"
+        "    1. [ ] ORDERED\n"
+        "- [x] X\n"
+        "- [ ] 1. A STEP, NO LIST\n"
+        "- \\[Y\\] NOT A CHECKBOX\n"
+        "\n"
+        "\\[ \\] NOT IN A LIST\n"
+    )
+
+
+FOOTNOTES = """\
+A note[^1] and [a link[^note]](https://example.com)[^note].
+
+[^1]: The note, with a [link](https://example.com).
+[^note]: A note
+    continued on an indented line
+and a lazy one.
+
+    Its second paragraph.
+
+        code in a note
+
+[^a]: a
+    - [ ] a task in a note[^1]
+
+Not notes: [^missing] and [^b](https://example.com/b).
+"""
+
+FOOTNOTES_TRANSLATED = """\
+A NOTE[^1] AND [A LINK[^note]](https://example.com)[^note].
+
+[^1]: THE NOTE, WITH A [LINK](https://example.com).
+[^note]: A NOTE CONTINUED ON AN INDENTED LINE AND A LAZY ONE.
+
+    ITS SECOND PARAGRAPH.
+
+        code in a note
+
+[^a]: A
+    - [ ] A TASK IN A NOTE[^1]
+
+NOT NOTES: \\[^MISSING\\] AND [^B](https://example.com/b).
+"""
+
+
+def test_markdown_keeps_footnote_references_and_labels() -> None:
+    doc = read_document(FOOTNOTES.encode(), "notes.md")
+    assert doc.texts[:2] == [
+        'A note<img data-i="0"> and <a data-i="1">a link<img data-i="2"></a><img data-i="3">.',
+        'The note, with a <a data-i="0">link</a>.',
+    ]
+    assert round_trip(FOOTNOTES.encode(), "notes.md").decode() == FOOTNOTES_TRANSLATED
+    # A reference the engine dropped is written at the end, as code is.
+    assert doc.write(["Eine Notiz.", *doc.texts[1:]]).startswith(b"Eine Notiz. [^1] [^note] [^note]\n")
+
+
+@pytest.mark.parametrize(
+    ("markdown", "kept"),
+    [
+        ("# Title {#id}\n", "# TITLE {#id}\n"),
+        ("## Title {#sec-2 .class key=value} ##\n", "## TITLE {#sec-2 .class key=value} ##\n"),
+        ("### Title {: #id .class }\n", "### TITLE {: #id .class }\n"),
+        ('Setext {#id lang="en us"}\n===\n', 'SETEXT {#id lang="en us"}\n===\n'),
+        ("# Title {-}\n", "# TITLE {-}\n"),
+        ("# {#only-an-id}\n", "# {#only-an-id}\n"),
+        ("# Using {braces}\n", "# USING {BRACES}\n"),
+        ("Not a heading {#id}\n", "NOT A HEADING {#ID}\n"),
+    ],
+)
+def test_markdown_keeps_a_headings_attribute_block(markdown: str, kept: str) -> None:
+    assert round_trip(markdown.encode(), "a.md").decode() == kept
+
+
+TABLE_WITH_PIPES = """\
+| a \\| b | see `x\\|y` and [l](https://example.com "t\\|t") |
+|---|---|
+| <b title="a\\|b">c</b> | d |
+"""
+
+TABLE_WITH_PIPES_TRANSLATED = """\
+| A \\| B | SEE `x\\|y` AND [L](https://example.com "t\\|t") |
+|---|---|
+| <b title="a\\|b">C</b> | D |
+"""
+
+
+def test_markdown_table_cell_with_escaped_pipes_is_translated_and_written_escaped() -> None:
+    # markdown-it reads a cell's "\\|" as "|", in code spans too: the file has it escaped.
+    doc = read_document(TABLE_WITH_PIPES.encode(), "t.md")
+    assert doc.texts[:2] == ["a | b", 'see <code data-i="0">x|y</code> and <a data-i="1">l</a>']
+    assert round_trip(TABLE_WITH_PIPES.encode(), "t.md").decode() == TABLE_WITH_PIPES_TRANSLATED
+
+
 # -- HTML ---------------------------------------------------------------------------------------
 
 HTML = """\
