@@ -20,6 +20,7 @@ streaming route translates one by one (each as a text of its own, so the third r
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -99,14 +100,50 @@ def segment(text: str, *, count_tokens: Callable[[str], int], max_tokens: int) -
     sentences = split_sentences(text)
     result = SegmentedText(separators=sentences.separators[:1])
     for sentence, space in zip(sentences.segments, sentences.separators[1:], strict=True):
-        if count_tokens(sentence.text) <= max_tokens:
-            result.add(sentence.text)
+        lead, text, trail = _symbol_edges(sentence.text)
+        for symbols, after in lead:
+            result.add(symbols)
+            result.add_space(after)
+        if count_tokens(text) <= max_tokens:
+            result.add(text)
         else:
-            for chunk, chunk_space in _fit(sentence.text, count_tokens, max_tokens):
+            for chunk, chunk_space in _fit(text, count_tokens, max_tokens):
                 result.add(chunk, truncated=True)
                 result.add_space(chunk_space)
+        for before, symbols in trail:
+            result.add_space(before)
+            result.add(symbols)
         result.add_space(space)
     return result
+
+
+def _symbol_edges(sentence: str) -> tuple[list[tuple[str, str]], str, list[tuple[str, str]]]:
+    """Runs of emoji and other symbols at the start and end of ``sentence`` (with the whitespace
+    after or before each), and the words between them: "😀 A dog runs. ✅" -> 😀, "A dog runs.", ✅.
+    A model's vocabulary has few of them, and an unknown piece at a sentence's edge can change
+    all of its translation ("😀 A dog runs.": "Ein Fallschirmspringer rennt."), so they are
+    segments of their own, passed through. A sentence of nothing but symbols stays whole."""
+    start, end = 0, len(sentence)
+    while start < end and (_is_symbol(sentence[start]) or (start and sentence[start].isspace())):
+        start += 1
+    while end > start and (_is_symbol(sentence[end - 1]) or (end < len(sentence) and sentence[end - 1].isspace())):
+        end -= 1
+    if start == end:
+        return [], sentence, []
+    lead, trail = sentence[:start], sentence[end:]
+    lead_words = lead.rstrip()
+    trail_words = trail.lstrip()
+    return (
+        [(lead_words, lead[len(lead_words) :])] if lead_words else [],
+        sentence[start:end],
+        [(trail[: len(trail) - len(trail_words)], trail_words)] if trail_words else [],
+    )
+
+
+def _is_symbol(char: str) -> bool:
+    # So: emoji, pictographs, ©; Sk: skin tones; Me: keycaps; Cf: joiners and flag tags; and the
+    # variation selectors that pick an emoji's presentation.
+    return unicodedata.category(char) in ("So", "Sk", "Me", "Cf") or char in "\ufe0e\ufe0f"
 
 
 def split_sentences(text: str) -> SegmentedText:

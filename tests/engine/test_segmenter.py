@@ -49,6 +49,16 @@ def test_chinese_and_japanese_sentences_split_without_a_space() -> None:
     assert seg.join(["Eine Katze schläft.", "Katze."]) == "Eine Katze schläft. Katze.", "translated: a space between"
 
 
+def test_symbols_at_a_sentence_s_edges_are_segments_of_their_own() -> None:
+    assert split("😀 A dog runs.") == ["😀", "A dog runs."]
+    assert split("👍🏽 Great job! 🎉🎉") == ["👍🏽", "Great job!", "🎉🎉"]
+    assert split("© 2024 ACME") == ["©", "2024 ACME"]
+    assert split("Emoji 😀 inside") == ["Emoji 😀 inside"]
+    assert split("😀😀") == ["😀😀"], "nothing but symbols: whole"
+    for text in ("😀 A dog runs.", " 😀 x 😀 ", "😀A dog", "👍🏽 Great job! 🎉🎉"):
+        assert identity(text) == text
+
+
 def test_abbreviations_initials_and_lowercase_continuations_do_not_split() -> None:
     assert split("Mr. Smith met Dr. Jones. They talked.") == ["Mr. Smith met Dr. Jones.", "They talked."]
     assert split("J. R. R. Tolkien wrote it.") == ["J. R. R. Tolkien wrote it."]

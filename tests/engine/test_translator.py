@@ -183,6 +183,15 @@ def test_text_in_a_script_the_model_cannot_read_is_passed_through(translator: Tr
     assert results[3].text and results[3].text != "a dog 狗", "a word it knows: translated"
 
 
+def test_symbols_at_a_sentence_s_edges_are_kept_out_of_its_translation(translator: Translator) -> None:
+    """Unknown pieces at its start or end could change the whole translation: they are segments of
+    their own, passed through, and the words between them translate as they do alone."""
+    plain = translator.translate_batch(["a dog runs ."], TranslationOptions()).results[0].text
+    texts = ["😀 a dog runs .", "a dog runs . ✅", "👍🏽 🎉 a dog runs . ©"]
+    results = [r.text for r in translator.translate_batch(texts, TranslationOptions()).results]
+    assert results == [f"😀 {plain}", f"{plain} ✅", f"👍🏽 🎉 {plain} ©"]
+
+
 def test_n_best_hypotheses_are_ordered_and_bounded(translator: Translator) -> None:
     result = translator.translate_batch(
         ["The man plays with the dog."], TranslationOptions(beam_size=4, num_hypotheses=3)
