@@ -20,7 +20,7 @@ def word_with_links(*pieces: Piece, bold: str = "") -> bytes:
     paragraph = document.add_paragraph()
     for piece in pieces:
         if isinstance(piece, tuple):
-            _add_hyperlink(paragraph, *piece)
+            add_hyperlink(paragraph, *piece)
         else:
             paragraph.add_run(piece).bold = piece == bold or None
     out = io.BytesIO()
@@ -28,7 +28,7 @@ def word_with_links(*pieces: Piece, bold: str = "") -> bytes:
     return out.getvalue()
 
 
-def _add_hyperlink(paragraph: docx.text.paragraph.Paragraph, text: str, address: str) -> None:
+def add_hyperlink(paragraph: docx.text.paragraph.Paragraph, text: str, address: str) -> None:
     link = OxmlElement("w:hyperlink")
     link.set(qn("r:id"), paragraph.part.relate_to(address, RELATIONSHIP_TYPE.HYPERLINK, is_external=True))
     run, t = OxmlElement("w:r"), OxmlElement("w:t")

@@ -4,15 +4,18 @@ Paragraphs are found wherever the document body and its headers and footers hold
 (nested too), text boxes, hyperlinks, fields and content controls. A paragraph becomes one HTML
 fragment, translated with format "html": each group of adjacent runs that share their formatting is
 a ``<span data-r="N">``, so the engine places each group's formatting around the translated words
-aligned with it. The translation of a group goes into the text of its first run and the group's
-other runs are emptied; a group whose span came back empty is emptied, but a hyperlink's takes the
-nearest word of the translation: a link without text is invisible, and would be lost. Only text
-(``<w:t>``) changes: run and paragraph formatting, styles, numbering, tabs, line breaks, images,
-field codes, bookmarks and section layout are the document's own and stay as they were.
+aligned with it; but the plain text (the paragraph's own runs of the formatting most of its text
+has) is bare, as in an HTML paragraph. The translation is written in its own order, which need not
+be the runs': a span's text goes into its group's first run if the spans before it left that in
+place, else into a copy of it (inside a copy of its hyperlink, with the same address) just after
+the text before it; text outside spans goes into a copy of a plain run. A group whose span came back
+empty is emptied, but a hyperlink's takes the nearest word of the translation: a link without text
+is invisible, and would be lost. Run and paragraph formatting, styles, numbering, tabs, line breaks,
+images, field codes, bookmarks and section layout are the document's own and stay as they were;
+a tab or line break stays among the runs that stayed in place, where it was.
 
 Not translated: footnotes, endnotes and comments (python-docx does not read them), document
-properties (title, author), and text in charts or SmartArt. A tab or line break inside a paragraph
-stays where it was among the runs, which the translation may have reordered around it.
+properties (title, author), and text in charts or SmartArt.
 
 A .docx is a ZIP archive whose XML compresses a hundredfold or more: a file of a few hundred KB can
 hold GBs of XML. One whose members' declared sizes come to more than ``max_bytes`` is refused before
@@ -27,8 +30,9 @@ import lzma
 import re
 import zipfile
 import zlib
+from copy import deepcopy
 from dataclasses import dataclass, field
-from itertools import accumulate, pairwise
+from itertools import accumulate, pairwise, takewhile
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE
@@ -61,45 +65,107 @@ class _Group:
     """Adjacent text of one formatting in a paragraph: its ``<w:t>`` elements in order."""
 
     texts: list[etree._Element] = field(default_factory=list)
+    formatting: bytes = b""  # its runs' <w:rPr>, as written
     separated: bool = False  # a tab, break, image or field comes before it: words must not run together
     linked: bool = False  # its runs are a hyperlink's text
+    own: bool = False  # its runs are the paragraph's own children, in no hyperlink, field or other element
+    plain: bool = False  # sent as the paragraph's bare text rather than as a span (``_Paragraph``)
 
     @property
     def text(self) -> str:
         return "".join(t.text or "" for t in self.texts)
 
-    def replace(self, text: str) -> None:
-        for i, element in enumerate(self.texts):
-            element.text = text if i == 0 else ""
-            # Word drops leading and trailing spaces of a <w:t> unless told to keep them.
-            element.set(qn("xml:space"), "preserve")
+
+@dataclass
+class _Piece:
+    """A piece of a translated fragment, in the translation's order: a span's text (``number``, its
+    group), or text outside every span."""
+
+    text: str
+    group: _Group | None = None
+    number: int | None = None
+
+    @property
+    def linked(self) -> bool:
+        return self.group is not None and self.group.linked
+
+    @property
+    def separated(self) -> bool:
+        return self.group is not None and self.group.separated
+
+
+class _Paragraph:
+    """A paragraph's groups, sent as a fragment, and written back in the order of its translation.
+
+    The formatting that most of the paragraph's own text has is its plain text: sent bare, as the
+    text of an HTML paragraph is, and not as spans. As spans, plain text would be placed too: the
+    span of the words after an italic run can reach over words aligned with it, and leave it empty
+    ("is <i>much faster</i> than" gave "ist schnell zu sehen, als" with "schnell" in the plain run)."""
+
+    def __init__(self, element: etree._Element, groups: list[_Group]) -> None:
+        self.element, self.groups = element, groups
+        self.base = _base(groups)
+        for group in groups:
+            group.plain = self.base is not None and _plain(group, self.base)
+
+    def fragment(self) -> str:
+        return "".join(
+            fragments.escape(g.text)
+            if g.plain
+            else (" " if g.separated else "") + f'<span {DATA_RUN}="{i}">{fragments.escape(g.text)}</span>'
+            for i, g in enumerate(self.groups)
+        )
+
+    def write(self, translation: str) -> None:
+        """The paragraph's text made the translation's: each span's text in a run of its group's
+        formatting, in the translation's order, and the text outside spans in runs of the plain text's."""
+        pieces = _pieces(translation, self.groups)
+        for piece, text in zip(pieces, _keeping_links(pieces), strict=True):
+            piece.text = text
+        home = _increasing([(i, piece.number) for i, piece in enumerate(pieces) if piece.number is not None])
+        _unspaced_before_breaks(pieces, home)
+        slots = [_slot(group) for group in self.groups]
+        template = _text_run(self.element) if self.base is None else slots[self.groups.index(self.base)]
+        _Placer(self.element, slots, template).place(pieces, home)
+        kept = {pieces[i].number for i in home}
+        for n, slot in enumerate(slots):
+            if n not in kept:
+                _remove(slot, self.element)
 
 
 def read(data: bytes, *, max_bytes: int) -> Document:
-    document = _open(_unpacked(data, max_bytes))
-    try:
-        grouped = [_groups(paragraph) for paragraph in _paragraphs(document)]
-    # A part whose root is not the element it must be (a document without a body): python-docx
-    # hands out None or an element without the attribute asked for.
-    except (AttributeError, TypeError) as e:
-        raise DocumentError(f"not a valid .docx file: {e}") from None
-    paragraphs = [groups for groups in grouped if any(group.text.strip() for group in groups)]
+    unpacked = _unpacked(data, max_bytes)
+    pending = [_parsed(unpacked)]
+    paragraphs = pending[0][1]
 
     def write(translations: list[str]) -> bytes:
-        for groups, translation in zip(paragraphs, translations, strict=True):
-            for group, text in zip(groups, _keeping_links(_span_texts(translation, groups), groups), strict=True):
-                group.replace(text)
+        # Writing moves runs: a second write starts again from the file as it was read.
+        document, paragraphs = pending.pop() if pending else _parsed(unpacked)
+        for paragraph, translation in zip(paragraphs, translations, strict=True):
+            paragraph.write(translation)
         out = io.BytesIO()
         document.save(out)
         return out.getvalue()
 
     return Document(
-        texts=[_fragment(groups) for groups in paragraphs],
+        texts=[paragraph.fragment() for paragraph in paragraphs],
         format="html",
         extension=".docx",
         media_type=MEDIA_TYPE,
         writer=write,
     )
+
+
+def _parsed(unpacked: bytes) -> tuple[docx.document.Document, list[_Paragraph]]:
+    """The document, and its paragraphs that have text."""
+    document = _open(unpacked)
+    try:
+        grouped = [_Paragraph(paragraph, _groups(paragraph)) for paragraph in _paragraphs(document)]
+    # A part whose root is not the element it must be (a document without a body): python-docx
+    # hands out None or an element without the attribute asked for.
+    except (AttributeError, TypeError) as e:
+        raise DocumentError(f"not a valid .docx file: {e}") from None
+    return document, [p for p in grouped if any(group.text.strip() for group in p.groups)]
 
 
 def _unpacked(data: bytes, max_bytes: int) -> bytes:
@@ -192,7 +258,8 @@ def _groups(paragraph: etree._Element) -> list[_Group]:
         properties = run.find(RUN_PROPERTIES)
         key = (run.getparent(), b"" if properties is None else etree.tostring(properties))
         if key != previous:
-            groups.append(_Group(separated=separated, linked=_in_hyperlink(run)))
+            own = run.getparent() is paragraph
+            groups.append(_Group(formatting=key[1], separated=separated, linked=_in_hyperlink(run), own=own))
             separated = False
         groups[-1].texts.append(element)
         previous = key
@@ -210,78 +277,265 @@ def _in_hyperlink(run: etree._Element) -> bool:
     return nearest is not None and nearest.tag == HYPERLINK
 
 
-def _fragment(groups: list[_Group]) -> str:
-    return "".join(
-        (" " if g.separated else "") + f'<span {DATA_RUN}="{i}">{fragments.escape(g.text)}</span>'
-        for i, g in enumerate(groups)
-    )
+def _base(groups: list[_Group]) -> _Group | None:
+    """The first group of the paragraph's own text (in no hyperlink or other element) in the
+    formatting that most of that text has; None if the paragraph has no text of its own."""
+    lengths: dict[bytes, int] = {}
+    for group in groups:
+        if group.own:
+            lengths[group.formatting] = lengths.get(group.formatting, 0) + len(group.text)
+    if not lengths:
+        return None
+    formatting = max(lengths, key=lengths.__getitem__)
+    return next(group for group in groups if group.own and group.formatting == formatting)
 
 
-def _span_texts(fragment: str, groups: list[_Group]) -> list[str]:
-    """The text of each group's span in a translated fragment. Text between spans joins the span
-    before it (the engine may leave the space between two words outside both), or the first span;
-    but the space put before a group after a tab or break (``_fragment``) is dropped again."""
-    texts = [""] * len(groups)
-    current: int | None = None  # the span the text is in
-    last: int | None = None  # the span that closed last
-    between = ""  # text outside any span since then
+def _plain(group: _Group, base: _Group) -> bool:
+    """Whether ``group`` is plain text, sent bare. One after a tab or break stays a span, which says
+    where the tab falls in the translation."""
+    return group.own and not group.separated and group.formatting == base.formatting
+
+
+def _pieces(fragment: str, groups: list[_Group]) -> list[_Piece]:
+    """A translated fragment's spans and the text between them, in order; it begins and ends with
+    text outside every span (empty, if need be), which a link's punctuation can go to."""
+    pieces = [_Piece("")]
+    inside = False
     for event in fragments.parse(fragment):
-        if isinstance(event, fragments.Text) and current is not None:
-            texts[current] += event.text
+        if isinstance(event, fragments.Text) and (inside or pieces[-1].group is None):
+            pieces[-1].text += event.text
         elif isinstance(event, fragments.Text):
-            between += event.text
+            pieces.append(_Piece(event.text))
         elif isinstance(event, fragments.Start) and (number := event.number(DATA_RUN, len(groups))) is not None:
-            if between.strip() or not groups[number].separated:
-                texts[number if last is None else last] += between
-            current, between = number, ""
-        elif isinstance(event, fragments.End) and event.tag == "span" and current is not None:
-            current, last = None, current
-    if between and groups:
-        texts[len(groups) - 1 if last is None else last] += between
-    return texts
+            pieces.append(_Piece("", groups[number], number))
+            inside = True
+        elif isinstance(event, fragments.End) and event.tag == "span":
+            inside = False
+    if pieces[-1].group is not None:
+        pieces.append(_Piece(""))
+    return pieces
 
 
-def _keeping_links(texts: list[str], groups: list[_Group]) -> list[str]:
-    """``texts``, the translation of each group, with a word for each hyperlink whose words the
-    engine aligned with none of the translation's, and so left out of the link. An empty element is
-    what the markup engine makes of an element whose words it cannot place (in HTML the element
-    stays, empty); in Word an empty hyperlink is invisible, and the link lost with it. The word comes
-    from the nearest group, in the paragraph's order, that can spare one (ties: the words after);
-    only the boundaries between groups move, and so the paragraph still says the same."""
+def _increasing(keyed: list[tuple[int, int]]) -> set[int]:
+    """Of ``keyed`` (item, key) pairs, the items of a longest run of strictly increasing keys:
+    the spans whose runs can stay where they are, since the translation has them in their order."""
+    tails: list[int] = []  # the smallest key that ends a run of each length
+    ends: list[int] = []  # the pair that ends it
+    before = [-1] * len(keyed)  # the pair before each in its run
+    for i, (_, key) in enumerate(keyed):
+        length = bisect.bisect_left(tails, key)
+        if length == len(tails):
+            tails.append(key)
+            ends.append(i)
+        else:
+            tails[length], ends[length] = key, i
+        before[i] = ends[length - 1] if length else -1
+    chosen: set[int] = set()
+    i = ends[-1] if ends else -1
+    while i >= 0:
+        chosen.add(keyed[i][0])
+        i = before[i]
+    return chosen
+
+
+def _unspaced_before_breaks(pieces: list[_Piece], home: set[int]) -> None:
+    """Drops the space that the fragment put before a group after a tab or break, which the
+    translation left outside its span, where that group stays after its tab: the tab separates."""
+    for i in home:
+        if pieces[i].separated and pieces[i - 1].group is None:
+            pieces[i - 1].text = pieces[i - 1].text.rstrip()
+
+
+def _slot(group: _Group) -> etree._Element:
+    """The run that holds ``group``'s text from now on: the run of its first ``<w:t>``, split from
+    whatever else that run holds. The runs of its other ``<w:t>``s go."""
+    runs = [_isolated(text) for text in group.texts]
+    for run in runs[1:]:
+        run.getparent().remove(run)
+    return runs[0]
+
+
+def _isolated(text: etree._Element) -> etree._Element:
+    """The run of ``text``, cut so that it holds nothing else but its formatting: a run's content cut
+    into runs of the same formatting shows the same, and a tab or image around the text can stay
+    where it is when the text moves."""
+    run = text.getparent()
+    content = [child for child in run if child.tag != RUN_PROPERTIES]
+    after = content[content.index(text) + 1 :]
+    if after:
+        run.addnext(_run_holding(run, after))
+    if content[0] is text:
+        return run
+    own = _run_holding(run, [text])
+    run.addnext(own)
+    return own
+
+
+def _run_holding(run: etree._Element, content: list[etree._Element]) -> etree._Element:
+    """A run of ``run``'s formatting, ``content`` moved into it."""
+    new = run.makeelement(run.tag, dict(run.attrib))
+    properties = run.find(RUN_PROPERTIES)
+    if properties is not None:
+        new.append(deepcopy(properties))
+    new.extend(content)
+    return new
+
+
+def _text_run(paragraph: etree._Element) -> etree._Element:
+    """A run of one empty ``<w:t>``, without formatting of its own."""
+    run = paragraph.makeelement(RUN, {})
+    run.append(paragraph.makeelement(TEXT, {}))
+    return run
+
+
+def _run_like(template: etree._Element, text: str) -> etree._Element:
+    run = deepcopy(template)
+    _set_text(run, text)
+    return run
+
+
+def _set_text(run: etree._Element, text: str) -> None:
+    element = run.find(TEXT)
+    element.text = text
+    # Word drops leading and trailing spaces of a <w:t> unless told to keep them.
+    element.set(qn("xml:space"), "preserve")
+
+
+def _containers(run: etree._Element, paragraph: etree._Element) -> list[etree._Element]:
+    """The elements between ``run`` and ``paragraph`` (a hyperlink, a field), outermost first."""
+    return list(reversed(list(takewhile(lambda ancestor: ancestor is not paragraph, run.iterancestors()))))
+
+
+def _remove(element: etree._Element, paragraph: etree._Element) -> None:
+    """``element`` taken out of ``paragraph``, with the containers it leaves empty: a hyperlink
+    whose text moved into a copy of it elsewhere."""
+    parent = element.getparent()
+    parent.remove(element)
+    while parent is not paragraph and len(parent) == 0:
+        element, parent = parent, parent.getparent()
+        parent.remove(element)
+
+
+class _Placer:
+    """Writes pieces into a paragraph in order. A span in ``home`` fills its group's run where it is
+    (``slots``); any other piece goes in a run just after the piece before it (before the
+    paragraph's first text, for the first): a span's in a copy of its group's run, inside its
+    group's hyperlink or other container (a copy of it, where the piece before is not in it), and
+    text outside spans in a copy of ``template``, in the paragraph itself. What is not text (tabs,
+    breaks, images, fields, bookmarks) stays where it was among the runs that stay."""
+
+    def __init__(self, paragraph: etree._Element, slots: list[etree._Element], template: etree._Element) -> None:
+        self.paragraph, self.slots, self.template = paragraph, slots, template
+        self.chains = [_containers(slot, paragraph) for slot in slots]
+        self.originals: dict[etree._Element, etree._Element] = {}  # copied container -> its original
+
+    def place(self, pieces: list[_Piece], home: set[int]) -> None:
+        cursor, after = self.slots[0], False
+        for i, piece in enumerate(pieces):
+            if i in home:
+                cursor, after = self.slots[piece.number], True  # type: ignore[index]
+                _set_text(cursor, piece.text)
+            elif piece.number is not None:
+                run = _run_like(self.slots[piece.number], piece.text)
+                cursor, after = self._insert(run, self.chains[piece.number], cursor, after=after), True
+            elif piece.text:
+                cursor, after = self._insert(_run_like(self.template, piece.text), [], cursor, after=after), True
+
+    def _insert(
+        self, run: etree._Element, chain: list[etree._Element], beside: etree._Element, *, after: bool
+    ) -> etree._Element:
+        """``run`` put just after (before) ``beside``, inside the containers of ``chain``: out of
+        those ``beside`` is in that are not in ``chain``, into copies of those it is not in."""
+        node = beside
+        while (parent := node.getparent()) is not self.paragraph and self._original(parent) not in chain:
+            self._split(parent, node, after=after)
+            node = parent
+        holder = self._original(node.getparent())
+        outer = run
+        for container in reversed(chain[chain.index(holder) + 1 :] if holder in chain else chain):
+            copy = self._copy(container)
+            copy.append(outer)
+            outer = copy
+        if after:
+            node.addnext(outer)
+        else:
+            node.addprevious(outer)
+        return run
+
+    def _split(self, container: etree._Element, node: etree._Element, *, after: bool) -> None:
+        """What follows (precedes) ``node`` in ``container`` moved into a copy of it just after
+        (before) it, so that what is put after (before) ``container`` lands next to ``node``, not
+        past runs of ``container`` that stay where they are (the rest of a hyperlink)."""
+        siblings = list(node.itersiblings(preceding=not after))
+        if not siblings:
+            return
+        copy = self._copy(container)
+        if after:
+            copy.extend(siblings)
+            container.addnext(copy)
+        else:
+            copy.extend(reversed(siblings))
+            container.addprevious(copy)
+
+    def _copy(self, container: etree._Element) -> etree._Element:
+        """An empty copy of ``container``: a hyperlink with the same address."""
+        copy = container.makeelement(container.tag, dict(container.attrib))
+        self.originals[copy] = self._original(container)
+        return copy
+
+    def _original(self, element: etree._Element) -> etree._Element:
+        return self.originals.get(element, element)
+
+
+def _keeping_links(pieces: list[_Piece]) -> list[str]:
+    """The pieces' texts, with a word for each hyperlink's span whose words the engine aligned with
+    none of the translation's, and so left out of the link. An empty element is what the markup
+    engine makes of an element whose words it cannot place (in HTML the element stays, empty); in
+    Word an empty hyperlink is invisible, and the link lost with it. The word comes from the nearest
+    piece, in the translation's order, that can spare one (ties: the words after); only the
+    boundaries between pieces move, and so the paragraph still says the same."""
+    texts = [piece.text for piece in pieces]
     text = "".join(texts)
     words = list(WORD.finditer(text))
     cuts = list(accumulate((len(t) for t in texts), initial=0))
     starts = [word.start() for word in words]
     before = [bisect.bisect_left(starts, cut) for cut in cuts]  # words before each cut
     counts = [end - start for start, end in pairwise(before)]
-    wanting = [group.linked and WORD.search(group.text) is not None for group in groups]
+    wanting = [p.group is not None and p.group.linked and WORD.search(p.group.text) is not None for p in pieces]
     filled: set[int] = set()
-    for i in range(len(groups)):
-        if wanting[i] and not counts[i] and (donor := _donor(counts, wanting, i)) is not None:
+    for i in range(len(pieces)):
+        # A word the engine glued across the link's edge ("ETA<a>ZETA</a>") is partly the link's: it shows.
+        if wanting[i] and not WORD.search(texts[i]) and (donor := _donor(counts, wanting, i)) is not None:
             counts[i], counts[donor] = counts[i] + 1, counts[donor] - 1
             filled.add(i)
     if not filled:
         return texts
     moved = list(accumulate(counts, initial=0))
-    for k in range(1, len(groups)):
+    for k in range(1, len(pieces)):
         if moved[k] != before[k] or {k - 1, k} & filled:
-            cuts[k] = _cut(text, words, moved[k], groups[k - 1], groups[k])
+            cuts[k] = _cut(text, words, moved[k], pieces[k - 1], pieces[k])
         # A boundary kept where it was may lie further on, between the same two words.
         cuts[k] = max(cuts[k], cuts[k - 1])
     return [text[start:end] for start, end in pairwise(cuts)]
 
 
 def _donor(counts: list[int], wanting: list[bool], i: int) -> int | None:
-    """The group nearest group ``i`` with a word to spare: a link keeps one."""
+    """The piece with a word to spare (a link keeps one) whose word is nearest piece ``i``: the
+    fewest words between them."""
+    words_before = list(accumulate(counts, initial=0))
     spare = [j for j, count in enumerate(counts) if count > wanting[j]]
-    return min(spare, key=lambda j: (abs(j - i), j < i), default=None)
+
+    def between(j: int) -> int:
+        return words_before[j] - words_before[i + 1] if j > i else words_before[i] - words_before[j + 1]
+
+    return min(spare, key=lambda j: (between(j), j < i), default=None)
 
 
-def _cut(text: str, words: list[re.Match[str]], k: int, before: _Group, after: _Group) -> int:
-    """Where in ``text`` the boundary between groups ``before`` and ``after`` falls that has ``k``
+def _cut(text: str, words: list[re.Match[str]], k: int, before: _Piece, after: _Piece) -> int:
+    """Where in ``text`` the boundary between pieces ``before`` and ``after`` falls that has ``k``
     of its ``words`` before it. What lies between two words stays outside a link (a link's text is
-    underlined: "<Seite>, um", not "<Seite,> um"); between two other groups, punctuation stays with
-    the word before it and space goes to the group after, unless a tab or break begins that one."""
+    underlined: "<Seite>, um", not "<Seite,> um"); between two other pieces, punctuation stays with
+    the word before it and space goes to the piece after, unless a tab or break begins that one."""
     end = words[k - 1].end() if k else 0
     start = words[k].start() if k < len(words) else len(text)
     if not before.linked and (after.linked or after.separated):

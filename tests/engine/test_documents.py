@@ -529,14 +529,15 @@ def runs(data: bytes) -> list[list[tuple[str, bool | None, bool | None, int | No
 def test_word_keeps_paragraphs_runs_and_their_formatting() -> None:
     doc = read_document(word_document(), "report.docx")
     assert doc.format == "html" and doc.media_type.endswith("wordprocessingml.document")
+    # Plain text is bare, as in HTML; text after a tab stays a span, which says where the tab goes.
     assert doc.texts == [
-        '<span data-r="0">Plain </span><span data-r="1">bold</span><span data-r="2"> and </span>'
-        '<span data-r="3">italic</span><span data-r="4"> split</span> <span data-r="5">after a tab</span>',
-        '<span data-r="0">A heading</span>',
-        '<span data-r="0">Cell</span>',
-        '<span data-r="0">Nested cell</span>',
-        '<span data-r="0">Header</span>',
-        '<span data-r="0">Footer</span>',
+        'Plain <span data-r="1">bold</span> and <span data-r="3">italic</span> split '
+        '<span data-r="5">after a tab</span>',
+        "A heading",
+        "Cell",
+        "Nested cell",
+        "Header",
+        "Footer",
     ]
     translated = doc.write([shout(t) for t in doc.texts])
     assert runs(translated) == [
@@ -545,8 +546,9 @@ def test_word_keeps_paragraphs_runs_and_their_formatting() -> None:
             ("BOLD", True, None, Pt(14)),
             (" AND ", None, None, None),
             ("ITALIC", None, True, None),
-            (" SPLIT", None, None, None),
-            ("\tAFTER A TAB", None, None, None),  # the second run of the group: its tab kept, its text moved
+            (" SPLIT", None, None, None),  # the space standing for the tab dropped again
+            ("\t", None, None, None),  # the run "it\tafter a tab" cut: its tab stays between the texts
+            ("AFTER A TAB", None, None, None),
         ],
         [],
         [("A HEADING", None, None, None)],
@@ -562,10 +564,17 @@ def test_word_keeps_paragraphs_runs_and_their_formatting() -> None:
 
 def test_word_runs_follow_their_spans_wherever_the_engine_put_them() -> None:
     doc = read_document(word_document(), "report.docx")
-    # Reordered, one span dropped, the space between words left outside the spans.
+    # Reordered, spans dropped, the space between words left outside the spans (plain, as the text
+    # outside spans is); the tab stays after the runs that stayed where they were.
     first = '<span data-r="3">Kursiv</span> <span data-r="1">fett</span><span data-r="0">Schlicht</span>'
     translated = doc.write([first, *doc.texts[1:]])
-    assert [text for text, *_ in runs(translated)[0]] == ["Schlicht", "fett", "", "Kursiv ", "", "\t"]
+    assert runs(translated)[0] == [
+        ("Kursiv", None, True, None),
+        (" ", None, None, None),
+        ("fett", True, None, Pt(14)),
+        ("Schlicht", None, None, None),
+        ("\t", None, None, None),
+    ]
 
 
 SITE, TERMS, PRIVACY = "https://example.com/", "https://example.com/terms", "https://example.com/privacy"
@@ -574,10 +583,10 @@ SITE, TERMS, PRIVACY = "https://example.com/", "https://example.com/terms", "htt
 @pytest.mark.parametrize(
     ("pieces", "translated", "expected"),
     [
-        (  # as the shipped model did it: every word after the link, none aligned with its words
+        (  # as the shipped model did it: every word before the link, none aligned with its words
             ("Visit ", ("our website", SITE), " today."),
             '<span data-r="0"></span><span data-r="2">Besuchen Sie uns heute.</span><span data-r="1"></span>',
-            [("Besuchen", SITE)],
+            [("heute", SITE)],
         ),
         (  # the nearest words: from the group before, the link's own punctuation and space outside it
             ("For details, see ", ("the manual", SITE), "."),

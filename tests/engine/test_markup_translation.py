@@ -162,7 +162,7 @@ def test_a_word_hyperlink_keeps_text_whatever_the_alignment(
     translated = [result.text for result in translator.translate_batch(doc.texts, HTML).results]
     out = doc.write(translated)
     addresses = [piece[1] for piece in pieces if isinstance(piece, tuple)]
-    assert [address for _, address in links(out)] == addresses
+    assert sorted(address for _, address in links(out)) == sorted(addresses)
     assert all(re.search(r"\w", text) for text, _ in links(out)), links(out)
-    # No word lost or made up (the runs keep the paragraph's order, not the spans').
-    assert sorted(re.sub(r"\s", "", paragraph_text(out))) == sorted(re.sub(r"<[^>]+>|\s", "", translated[0]))
+    # The paragraph reads as the translation: the runs were written in the spans' order.
+    assert paragraph_text(out) == re.sub(r"<[^>]+>", "", translated[0])
