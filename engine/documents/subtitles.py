@@ -12,7 +12,8 @@ separately, which is line by line, each half sentence on its own; rewrapping a t
 length would break it anywhere.) In a dialogue cue, where every line begins with a dash, each line
 is a speaker's own: the lines are separated by ``<br>`` instead, and translated one by one. A cue
 whose tags do not nest is translated without them. A timing too long for a ``timedelta`` (some
-2.7 million years) is refused.
+2.7 million years) is refused. A timing line right after a cue's text (no blank line, no number)
+starts a cue of its own, as players read it, rather than becoming text to translate.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ TAG = re.compile(r"(</?[A-Za-z][^<>]*>)")
 DASH = re.compile(r"^[-–—]\s*")  # a dialogue line's speaker dash
 LINE_BREAKS = ("wbr", "br")
 POSITION = re.compile(r"^(?:\{\\[^{}]*\})+")  # {\an8}: SSA override codes that players honour in SubRip
+TIMING_LINE = re.compile(r"[ \t]*\d+:\d+:\d+[,.]\d+[ \t]*-->")
 
 
 def read(data: bytes, *, max_bytes: int) -> Document:
@@ -58,7 +60,7 @@ def read(data: bytes, *, max_bytes: int) -> Document:
 def _cues(text: str) -> list[srt.Subtitle]:
     cues: list[srt.Subtitle] = []
     try:
-        for cue in srt.parse(text):  # one at a time: an error is in the cue after the last one parsed
+        for cue in srt.parse(_separated(text)):  # one at a time: an error is in the cue after the last one parsed
             cues.append(cue)
     except srt.SRTParseError as e:
         raise DocumentError(f"not a SubRip (.srt) file: {str(e)[:200]}") from None
@@ -67,6 +69,20 @@ def _cues(text: str) -> list[srt.Subtitle]:
     except (ValueError, OverflowError):
         raise DocumentError(f"the timing of cue {len(cues) + 1} (counted from the top) is out of range") from None
     return cues
+
+
+def _separated(text: str) -> str:
+    """``text`` with a blank line before each timing line that follows a cue's text directly. A
+    file that leaves it out (and the cue number) would otherwise have the next cue's timing and
+    text read as the text of the one before, and translated with it."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        before = lines[i - 1].strip() if i else ""
+        if TIMING_LINE.match(line) and before and not before.isdigit():
+            out.append(lines[i - 1][len(lines[i - 1].rstrip("\r\n")) :])  # the line ending it uses
+        out.append(line)
+    return "".join(out)
 
 
 @dataclass(frozen=True)

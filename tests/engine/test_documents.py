@@ -106,6 +106,14 @@ def test_a_cue_takes_the_lines_the_engine_gives_it_but_never_a_blank_one() -> No
     assert doc.write(["ONE TWO<wbr><wbr> <wbr/>"]) == b"1\n00:00:01,000 --> 00:00:02,000\nONE TWO\n\n"
 
 
+def test_a_cue_that_follows_another_without_a_blank_line_is_a_cue_of_its_own() -> None:
+    data = b"1\n00:00:01,000 --> 00:00:02,000\nHello.\n00:00:03,000 --> 00:00:04,500\nBye.\n\n"
+    doc = read_document(data, "a.srt")
+    assert doc.texts == ["Hello.", "Bye."]
+    written = doc.write(["Hallo.", "Tschüss."]).decode()
+    assert "00:00:03,000 --> 00:00:04,500\nTschüss." in written and "Hallo.\n\n" in written
+
+
 def test_a_dialogue_is_translated_line_by_line_its_dashes_kept() -> None:
     cue = "1\n00:00:01,000 --> 00:00:02,000\n"
     doc = read_document(f"{cue}- Where to?\n– Home.\n\n".encode(), "a.srt")
