@@ -13,7 +13,7 @@ length would break it anywhere.) In a dialogue cue, where every line begins with
 is a speaker's own: the lines are separated by ``<br>`` instead, and translated one by one. A cue
 whose tags do not nest is translated without them. A timing too long for a ``timedelta`` (some
 2.7 million years) is refused. A timing line right after a cue's text (no blank line, no number)
-starts a cue of its own, as players read it, rather than becoming text to translate.
+starts a cue of its own rather than becoming text to translate.
 """
 
 from __future__ import annotations
