@@ -14,6 +14,14 @@ is invisible, and would be lost. Run and paragraph formatting, styles, numbering
 images, field codes, bookmarks and section layout are the document's own and stay as they were;
 a tab or line break stays among the runs that stayed in place, where it was.
 
+A hyperlink is the only element around runs that is split or copied. Runs in any other (a content
+control, tracked change, simple field, smart tag, custom XML, ruby) or in a complex field's result
+are pinned: their text stays in them, where it was, whatever order the translation put it in (a
+span left out empties them), and text that would go next to it goes outside them instead. A copy of
+such an element would lack its properties or repeat its revision id, a field's result could show
+twice, and a field cut apart is broken: Word calls such a file corrupt. Where a pinned text sits
+away from the translation's order, a space keeps the words around it from running together.
+
 Not translated: footnotes, endnotes and comments (python-docx does not read them), document
 properties (title, author), and text in charts or SmartArt.
 
@@ -27,6 +35,7 @@ from __future__ import annotations
 import bisect
 import io
 import lzma
+import math
 import re
 import zipfile
 import zlib
@@ -46,10 +55,14 @@ from engine.documents.base import Document, DocumentError, DocumentTooLarge
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PARAGRAPH, RUN, TEXT, RUN_PROPERTIES = qn("w:p"), qn("w:r"), qn("w:t"), qn("w:rPr")
 HYPERLINK = qn("w:hyperlink")
+FIELD_CHARACTER, FIELD_CHARACTER_TYPE = qn("w:fldChar"), qn("w:fldCharType")
+FIELD_STEPS = {"begin": 1, "end": -1}  # how each w:fldChar changes how many fields are open
 # Run content that separates the text around it: a group of runs never spans one.
 SEPARATORS = frozenset(
     qn(tag) for tag in ("w:tab", "w:ptab", "w:br", "w:cr", "w:drawing", "w:pict", "w:object", "w:sym", "w:fldChar")
 )
+# Those that show as a space or more between the text around them (a field's code does not show).
+BREAKS = SEPARATORS - {FIELD_CHARACTER}
 DATA_RUN = "data-r"
 # Paragraphs with text, found by libxml2 rather than element by element in Python: a document within
 # the size limit can still hold millions of empty ones.
@@ -60,16 +73,27 @@ WORD = re.compile(r"\w(?:\S*\w)?")
 SPACE = re.compile(r"\s+")
 
 
+@dataclass(eq=False)
+class _Field:
+    """A complex field: its outermost ``<w:fldChar>`` begin and end in a paragraph, either None
+    where the field began in an earlier paragraph or ends in a later one."""
+
+    begin: etree._Element | None = None
+    end: etree._Element | None = None
+
+
 @dataclass
 class _Group:
     """Adjacent text of one formatting in a paragraph: its ``<w:t>`` elements in order."""
 
     texts: list[etree._Element] = field(default_factory=list)
     formatting: bytes = b""  # its runs' <w:rPr>, as written
-    separated: bool = False  # a tab, break, image or field comes before it: words must not run together
+    separated: bool = False  # a tab, break or image comes before it: words must not run together
     linked: bool = False  # its runs are a hyperlink's text
     own: bool = False  # its runs are the paragraph's own children, in no hyperlink, field or other element
     plain: bool = False  # sent as the paragraph's bare text rather than as a span (``_Paragraph``)
+    fields: tuple[_Field, ...] = ()  # the complex fields whose result it is in, outermost first
+    pinned: bool = False  # in a field or an element other than a hyperlink: its text stays there
 
     @property
     def text(self) -> str:
@@ -92,6 +116,10 @@ class _Piece:
     @property
     def separated(self) -> bool:
         return self.group is not None and self.group.separated
+
+    @property
+    def pinned(self) -> bool:
+        return self.group is not None and self.group.pinned
 
 
 class _Paragraph:
@@ -122,15 +150,17 @@ class _Paragraph:
         pieces = _pieces(translation, self.groups)
         for piece, text in zip(pieces, _keeping_links(pieces), strict=True):
             piece.text = text
-        home = _increasing([(i, piece.number) for i, piece in enumerate(pieces) if piece.number is not None])
+        home = _home(pieces)
         _unspaced_before_breaks(pieces, home)
         slots = [_slot(group) for group in self.groups]
+        edges = [_edges(slot, group.fields, self.element) for slot, group in zip(slots, self.groups, strict=True)]
         template = _text_run(self.element) if self.base is None else slots[self.groups.index(self.base)]
-        _Placer(self.element, slots, template).place(pieces, home)
+        written = _Placer(self.element, slots, edges, template).place(pieces, home)
         kept = {pieces[i].number for i in home}
-        for n, slot in enumerate(slots):
+        for n, (slot, group) in enumerate(zip(slots, self.groups, strict=True)):
             if n not in kept:
-                _remove(slot, self.element)
+                _vacate(slot, group, self.element)
+        _apart(self.element, written, pieces)
 
 
 def read(data: bytes, *, max_bytes: int) -> Document:
@@ -248,22 +278,46 @@ def _groups(paragraph: etree._Element) -> list[_Group]:
     groups: list[_Group] = []
     previous: tuple[object, bytes] | None = None  # the last text's (run parent, run formatting)
     separated = False
-    for element in paragraph.iter(TEXT, *SEPARATORS):
-        if _paragraph_of(element) is not paragraph:
-            continue
+    elements = _texts_and_separators(paragraph)
+    for element, fields in zip(elements, _open_fields(elements), strict=True):
         if element.tag != TEXT:
-            previous, separated = None, bool(groups)
+            previous, separated = None, separated or (bool(groups) and element.tag in BREAKS)
             continue
         run = element.getparent()
         properties = run.find(RUN_PROPERTIES)
         key = (run.getparent(), b"" if properties is None else etree.tostring(properties))
         if key != previous:
-            own = run.getparent() is paragraph
-            groups.append(_Group(formatting=key[1], separated=separated, linked=_in_hyperlink(run), own=own))
+            own = run.getparent() is paragraph and not fields
+            pinned = bool(fields) or _outside(run, paragraph) is not run
+            linked = _in_hyperlink(run)
+            groups.append(
+                _Group(formatting=key[1], separated=separated, linked=linked, own=own, fields=fields, pinned=pinned)
+            )
             separated = False
         groups[-1].texts.append(element)
         previous = key
     return groups
+
+
+def _texts_and_separators(paragraph: etree._Element) -> list[etree._Element]:
+    """The paragraph's ``<w:t>``s and separators in order, not those of paragraphs nested in it."""
+    return [element for element in paragraph.iter(TEXT, *SEPARATORS) if _paragraph_of(element) is paragraph]
+
+
+def _open_fields(elements: list[etree._Element]) -> list[tuple[_Field, ...]]:
+    """For each of a paragraph's texts and separators, the complex fields it lies in, outermost
+    first: between a ``<w:fldChar>`` begin and its end, or before an end whose begin is in an earlier
+    paragraph, or after a begin whose end is in a later one."""
+    steps = [FIELD_STEPS.get(e.get(FIELD_CHARACTER_TYPE), 0) if e.tag == FIELD_CHARACTER else 0 for e in elements]
+    open_fields = [_Field() for _ in range(-min(accumulate(steps, initial=0)))]
+    out: list[tuple[_Field, ...]] = []
+    for element, step in zip(elements, steps, strict=True):
+        if step > 0:
+            open_fields.append(_Field(begin=element))
+        elif step < 0:
+            open_fields.pop().end = element
+        out.append(tuple(open_fields))
+    return out
 
 
 def _paragraph_of(element: etree._Element) -> etree._Element | None:
@@ -316,6 +370,23 @@ def _pieces(fragment: str, groups: list[_Group]) -> list[_Piece]:
     return pieces
 
 
+def _home(pieces: list[_Piece]) -> set[int]:
+    """The pieces written into their groups' runs where those are: the first of each pinned group's
+    (its text cannot leave its field or element), and of the other spans' a longest run in the
+    translation's order that keeps the order of the pinned ones around it."""
+    # Read backwards, so that a group's first piece is the last one written down.
+    first = {piece.number: i for i, piece in reversed(list(enumerate(pieces))) if piece.pinned}
+    fixed = {i: number for number, i in first.items()}  # pinned piece -> its group's number
+    below = list(accumulate((fixed.get(i, -1) for i in range(len(pieces))), max))
+    above = list(accumulate((fixed.get(i, math.inf) for i in reversed(range(len(pieces)))), min))[::-1]
+    free = [
+        (i, n)
+        for i, piece in enumerate(pieces)
+        if (n := piece.number) is not None and not piece.pinned and below[i] < n < above[i]
+    ]
+    return set(fixed) | _increasing(free)
+
+
 def _increasing(keyed: list[tuple[int, int]]) -> set[int]:
     """Of ``keyed`` (item, key) pairs, the items of a longest run of strictly increasing keys:
     the spans whose runs can stay where they are, since the translation has them in their order."""
@@ -340,9 +411,10 @@ def _increasing(keyed: list[tuple[int, int]]) -> set[int]:
 
 def _unspaced_before_breaks(pieces: list[_Piece], home: set[int]) -> None:
     """Drops the space that the fragment put before a group after a tab or break, which the
-    translation left outside its span, where that group stays after its tab: the tab separates."""
+    translation left outside its span, where that group stays after its tab: the tab separates. A
+    pinned group stays there even where the text before it goes elsewhere, which needs its space."""
     for i in home:
-        if pieces[i].separated and pieces[i - 1].group is None:
+        if pieces[i].separated and not pieces[i].pinned and pieces[i - 1].group is None:
             pieces[i - 1].text = pieces[i - 1].text.rstrip()
 
 
@@ -406,6 +478,57 @@ def _containers(run: etree._Element, paragraph: etree._Element) -> list[etree._E
     return list(reversed(list(takewhile(lambda ancestor: ancestor is not paragraph, run.iterancestors()))))
 
 
+def _links(chain: list[etree._Element]) -> list[etree._Element]:
+    """The hyperlinks of ``chain`` outside every other element of it: those a copy of a run may be
+    put in."""
+    return list(takewhile(lambda container: container.tag == HYPERLINK, chain))
+
+
+def _outside(node: etree._Element, paragraph: etree._Element) -> etree._Element:
+    """The outermost element around ``node`` in ``paragraph`` that is not a hyperlink; ``node``, if
+    it is in none."""
+    return next((c for c in _containers(node, paragraph) if c.tag != HYPERLINK), node)
+
+
+def _edges(
+    slot: etree._Element, fields: tuple[_Field, ...], paragraph: etree._Element
+) -> tuple[etree._Element, etree._Element]:
+    """What text put before and after ``slot`` goes next to: outside the fields ``slot`` is in that
+    begin (end) in the paragraph, and outside every element around it but hyperlinks, which may be
+    split. Text inside a field's result would be replaced when the field is updated."""
+    begin = next((field.begin.getparent() for field in fields if field.begin is not None), slot)
+    end = next((field.end.getparent() for field in fields if field.end is not None), slot)
+    return _outside(begin, paragraph), _outside(end, paragraph)
+
+
+def _vacate(slot: etree._Element, group: _Group, paragraph: etree._Element) -> None:
+    """``group``'s run, whose span the translation left out, emptied; taken out if it is not pinned
+    (where a pinned run goes, its field or element could go with it)."""
+    if group.pinned:
+        _set_text(slot, "")
+    else:
+        _remove(slot, paragraph)
+
+
+def _apart(paragraph: etree._Element, written: dict[etree._Element, int], pieces: list[_Piece]) -> None:
+    """A space put before a text of the paragraph that follows another, with nothing between them
+    that shows as space, which the translation does not have next to it: a pinned text kept where it
+    was can come between texts that the translation has apart (or next to one it has elsewhere)."""
+    rank = list(accumulate((bool(piece.text) for piece in pieces), initial=0))  # texts before each piece
+    previous: tuple[int, etree._Element] | None = None
+    for element in _texts_and_separators(paragraph):
+        if element.tag in BREAKS:
+            previous = None
+        elif element.tag == TEXT and element.text and (i := written.get(element.getparent())) is not None:
+            if previous is not None and rank[i] != previous[0] + 1 and _run_together(previous[1].text, element.text):
+                element.text = " " + element.text
+            previous = (rank[i], element)
+
+
+def _run_together(before: str, after: str) -> bool:
+    return not before[-1].isspace() and not after[0].isspace()
+
+
 def _remove(element: etree._Element, paragraph: etree._Element) -> None:
     """``element`` taken out of ``paragraph``, with the containers it leaves empty: a hyperlink
     whose text moved into a copy of it elsewhere."""
@@ -419,33 +542,49 @@ def _remove(element: etree._Element, paragraph: etree._Element) -> None:
 class _Placer:
     """Writes pieces into a paragraph in order. A span in ``home`` fills its group's run where it is
     (``slots``); any other piece goes in a run just after the piece before it (before the
-    paragraph's first text, for the first): a span's in a copy of its group's run, inside its
-    group's hyperlink or other container (a copy of it, where the piece before is not in it), and
-    text outside spans in a copy of ``template``, in the paragraph itself. What is not text (tabs,
-    breaks, images, fields, bookmarks) stays where it was among the runs that stay."""
+    paragraph's first text, for the first), beyond the ``edges`` of a pinned run: a span's in a
+    copy of its group's run, inside its group's hyperlink (a copy of it, where the piece before is
+    not in it) unless the group is pinned inside another element, and text outside spans in a copy
+    of ``template``, in the paragraph itself. What is not text (tabs, breaks, images, fields,
+    bookmarks) stays where it was among the runs that stay."""
 
-    def __init__(self, paragraph: etree._Element, slots: list[etree._Element], template: etree._Element) -> None:
-        self.paragraph, self.slots, self.template = paragraph, slots, template
-        self.chains = [_containers(slot, paragraph) for slot in slots]
-        self.originals: dict[etree._Element, etree._Element] = {}  # copied container -> its original
+    def __init__(
+        self,
+        paragraph: etree._Element,
+        slots: list[etree._Element],
+        edges: list[tuple[etree._Element, etree._Element]],
+        template: etree._Element,
+    ) -> None:
+        self.paragraph, self.slots, self.edges, self.template = paragraph, slots, edges, template
+        self.chains = [_links(_containers(slot, paragraph)) for slot in slots]
+        self.originals: dict[etree._Element, etree._Element] = {}  # copied hyperlink -> its original
 
-    def place(self, pieces: list[_Piece], home: set[int]) -> None:
-        cursor, after = self.slots[0], False
+    def place(self, pieces: list[_Piece], home: set[int]) -> dict[etree._Element, int]:
+        """Each run written, with its piece."""
+        cursor, after = self.edges[0][0], False
+        written: dict[etree._Element, int] = {}
         for i, piece in enumerate(pieces):
+            n = piece.number
             if i in home:
-                cursor, after = self.slots[piece.number], True  # type: ignore[index]
-                _set_text(cursor, piece.text)
-            elif piece.number is not None:
-                run = _run_like(self.slots[piece.number], piece.text)
-                cursor, after = self._insert(run, self.chains[piece.number], cursor, after=after), True
+                run = self.slots[n]  # type: ignore[index]
+                _set_text(run, piece.text)
+                cursor = self.edges[n][1]  # type: ignore[index]
+            elif n is not None:
+                run = cursor = self._insert(_run_like(self.slots[n], piece.text), self.chains[n], cursor, after=after)
             elif piece.text:
-                cursor, after = self._insert(_run_like(self.template, piece.text), [], cursor, after=after), True
+                run = cursor = self._insert(_run_like(self.template, piece.text), [], cursor, after=after)
+            else:
+                continue
+            after = True
+            written[run] = i
+        return written
 
     def _insert(
         self, run: etree._Element, chain: list[etree._Element], beside: etree._Element, *, after: bool
     ) -> etree._Element:
-        """``run`` put just after (before) ``beside``, inside the containers of ``chain``: out of
-        those ``beside`` is in that are not in ``chain``, into copies of those it is not in."""
+        """``run`` put just after (before) ``beside``, inside the hyperlinks of ``chain``: out of
+        those ``beside`` is in that are not in ``chain``, into copies of those it is not in.
+        ``beside`` is in no element but hyperlinks."""
         node = beside
         while (parent := node.getparent()) is not self.paragraph and self._original(parent) not in chain:
             self._split(parent, node, after=after)
@@ -478,7 +617,7 @@ class _Placer:
             container.addprevious(copy)
 
     def _copy(self, container: etree._Element) -> etree._Element:
-        """An empty copy of ``container``: a hyperlink with the same address."""
+        """An empty copy of ``container``, a hyperlink: with the same address."""
         copy = container.makeelement(container.tag, dict(container.attrib))
         self.originals[copy] = self._original(container)
         return copy

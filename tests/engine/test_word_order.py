@@ -8,18 +8,37 @@ import io
 import random
 import re
 from collections.abc import Iterator
+from itertools import takewhile
 
 import docx
 import pytest
-from docx.oxml.ns import qn
+from docx.oxml import parse_xml
+from docx.oxml.ns import nsdecls, qn
 from repo_root import REPO
 from word_links import add_hyperlink, links, paragraph_text
 
 from engine.documents import fragments, read_document
 
 SITE, TERMS, PRIVACY = "https://example.com/", "https://example.com/terms", "https://example.com/privacy"
-Run = tuple[str, str]  # a run's text, and its formatting: "", "b", "i", "bi", or a hyperlink's address
+Run = tuple[str, str]  # a run's text, and its formatting: "", "b", "i", "bi", a hyperlink's address or a container
 TAG = re.compile(r"<[^>]+>")
+# Elements around runs that are never split or copied, as Word writes them: ``{runs}`` their runs, ``{n}``
+# a number of their own.
+FIELD_BEGIN = '<w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+FIELD_CODE = '<w:r><w:instrText xml:space="preserve"> DOCPROPERTY Title{n} </w:instrText></w:r>'
+FIELD_SEPARATE = '<w:r><w:fldChar w:fldCharType="separate"/></w:r>'
+FIELD_END = '<w:r><w:fldChar w:fldCharType="end"/></w:r>'
+CONTAINERS = {
+    "content control": '<w:sdt><w:sdtPr><w:alias w:val="Box {n}"/><w:id w:val="{n}"/></w:sdtPr>'
+    "<w:sdtContent>{runs}</w:sdtContent></w:sdt>",
+    "tracked insertion": '<w:ins w:id="{n}" w:author="Reviewer" w:date="2024-05-01T10:00:00Z">{runs}</w:ins>',
+    "simple field": '<w:fldSimple w:instr=" DOCPROPERTY Title{n} ">{runs}</w:fldSimple>',
+    "complex field": FIELD_BEGIN + FIELD_CODE + FIELD_SEPARATE + "{runs}" + FIELD_END,
+    "smart tag": '<w:smartTag w:uri="urn:schemas-microsoft-com:office:smarttags" w:element="place">{runs}</w:smartTag>',
+    "custom XML": '<w:customXml w:uri="urn:example" w:element="party{n}">{runs}</w:customXml>',
+    "ruby": "<w:r><w:ruby><w:rubyPr/><w:rt><w:r><w:t>kana</w:t></w:r></w:rt>"
+    "<w:rubyBase>{runs}</w:rubyBase></w:ruby></w:r>",
+}
 
 
 def word(*runs: Run, tab_before: int | None = None) -> bytes:
@@ -32,6 +51,9 @@ def word(*runs: Run, tab_before: int | None = None) -> bytes:
         if formatting.startswith("http"):
             add_hyperlink(paragraph, text, formatting)
             continue
+        if formatting in CONTAINERS:
+            paragraph._p.extend(contained(formatting, run_xml(text), i))
+            continue
         run = paragraph.add_run(text)
         if "b" in formatting:
             run.bold = True
@@ -40,6 +62,21 @@ def word(*runs: Run, tab_before: int | None = None) -> bytes:
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
+
+
+def run_xml(text: str, *, bold: bool = False) -> str:
+    properties = "<w:rPr><w:b/></w:rPr>" if bold else ""
+    return f'<w:r>{properties}<w:t xml:space="preserve">{text}</w:t></w:r>'
+
+
+def contained(kind: str, runs: str, n: int) -> list[object]:
+    """The elements of a ``kind`` container of ``runs`` (XML), numbered ``n``, to go in a paragraph."""
+    return elements(CONTAINERS[kind].format(runs=runs, n=n))
+
+
+def elements(xml: str) -> list[object]:
+    """The elements of ``xml``, a paragraph's content, to go in a paragraph."""
+    return list(parse_xml(f"<w:p {nsdecls('w')}>{xml}</w:p>"))
 
 
 def written(data: bytes) -> list[Run]:
@@ -121,7 +158,12 @@ def reversed_translation(fragment: str) -> str:
 
 def translate(runs: tuple[Run, ...], engine: object) -> tuple[str, str, bytes]:
     """The paragraph's fragment, ``engine``'s translation of it, and the document written with it."""
-    doc = read_document(word(*runs), "order.docx")
+    return translated(word(*runs), engine)
+
+
+def translated(source: bytes, engine: object) -> tuple[str, str, bytes]:
+    """``translate`` for a document of one paragraph, ``source``."""
+    doc = read_document(source, "order.docx")
     assert len(doc.texts) == 1
     translation = engine(doc.texts[0])  # type: ignore[operator]
     return doc.texts[0], translation, doc.write([translation])
@@ -191,26 +233,29 @@ WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "
 FORMATS = ["", "b", "i", "bi", SITE, TERMS]
 
 
-def random_runs(rng: random.Random) -> tuple[Run, ...]:
-    """Runs with words, no two of one formatting (but links) next to each other: a group each."""
+def random_runs(rng: random.Random, formats: list[str] = FORMATS) -> tuple[Run, ...]:
+    """Runs with words, no two of one formatting (but links and containers) next to each other: a
+    group each."""
     runs: list[Run] = []
     for _ in range(rng.randint(1, 7)):
-        formatting = rng.choice([f for f in FORMATS if not runs or f != runs[-1][1] or f.startswith("http")])
+        formatting = rng.choice(
+            [f for f in formats if not runs or f != runs[-1][1] or f.startswith("http") or f in CONTAINERS]
+        )
         words = " ".join(rng.choices(WORDS, k=rng.randint(1, 3)))
         runs.append((rng.choice(["", " "]) + words + rng.choice(["", " ", ", "]), formatting))
     return tuple(runs)
 
 
-def random_engine(rng: random.Random, *, emptying: bool) -> object:
+def random_engine(rng: random.Random, *, emptying: bool, glues: tuple[str, ...] = ("", " ", "  ")) -> object:
     """A stand-in engine that shuffles a fragment's pieces, changes their words and the space
-    between them, and (``emptying``) empties some spans, as the engine does one whose words it
-    aligned with none."""
+    between them (one of ``glues``), and (``emptying``) empties some spans, as the engine does one
+    whose words it aligned with none."""
 
     def engine(fragment: str) -> str:
         pieces = pieces_of(fragment)
         rng.shuffle(pieces)
         changed = [(n, "" if emptying and n is not None and rng.random() < 0.4 else text.upper()) for n, text in pieces]
-        return fragment_of(changed, [rng.choice(["", " ", "  "]) for _ in changed])
+        return fragment_of(changed, [rng.choice(glues) for _ in changed])
 
     return engine
 
@@ -227,6 +272,139 @@ def test_any_order_of_spans_reads_as_the_translation(emptying: bool) -> None:
         assert sorted(addresses) == sorted(f for _, f in runs if f.startswith("http")), context
         if not emptying:  # each span's words in its formatting: nothing moved to fill a link
             assert written(out) == expected(translation, runs, plain_formatting(fragment, runs)), context
+
+
+# -- elements other than hyperlinks around runs -------------------------------------------------
+
+REVISIONS = ("w:ins", "w:del", "w:moveFrom", "w:moveTo", "w:bookmarkStart")  # each kind's w:ids unique
+KEPT_WHOLE = ("w:sdt", "w:sdtPr", "w:ins", "w:del", "w:fldSimple", "w:fldChar", "w:instrText", "w:smartTag")
+KEPT_WHOLE += ("w:customXml", "w:ruby", "w:rt", "w:rubyBase", "w:bookmarkStart", "w:bookmarkEnd")
+
+
+def word_with_containers(kind: str) -> bytes:
+    """A paragraph with two ``kind`` containers (the first of a plain and a bold run) among plain
+    text, a bold run, a hyperlink, a bookmark and a tracked deletion."""
+    document = docx.Document()
+    paragraph = document.add_paragraph("Send the ")
+    paragraph._p.extend(contained(kind, run_xml("signed ") + run_xml("contract", bold=True), 1))
+    paragraph.add_run(" to ")
+    paragraph._p.extend(elements('<w:bookmarkStart w:id="7" w:name="office"/>'))
+    paragraph._p.extend(contained(kind, run_xml("the office"), 2))
+    paragraph._p.extend(elements('<w:bookmarkEnd w:id="7"/>'))
+    paragraph.add_run(" and a ")
+    paragraph.add_run("copy").bold = True
+    paragraph.add_run(" to ")
+    add_hyperlink(paragraph, "our lawyer", SITE)
+    paragraph._p.extend(elements('<w:del w:id="9" w:author="Reviewer"><w:r><w:delText>soon</w:delText></w:r></w:del>'))
+    paragraph.add_run(" today.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def fields_in_order(paragraph: object) -> bool:
+    """Whether each ``w:fldChar`` begin of ``paragraph`` is followed by at most one separate and
+    then its end, nested fields within."""
+    separated: list[bool] = []  # of each open field, whether its separate came
+    for character in paragraph.iter(qn("w:fldChar")):  # type: ignore[attr-defined]
+        kind = character.get(qn("w:fldCharType"))
+        if kind == "begin":
+            separated.append(False)
+        elif not separated or (kind == "separate" and separated[-1]):
+            return False
+        elif kind == "separate":
+            separated[-1] = True
+        else:
+            separated.pop()
+    return not separated
+
+
+def instructions(body: object) -> list[str]:
+    """The field codes of ``body``, complex and simple."""
+    codes = [code.text for code in body.iter(qn("w:instrText"))]  # type: ignore[attr-defined]
+    return codes + [field.get(qn("w:instr")) for field in body.iter(qn("w:fldSimple"))]  # type: ignore[attr-defined]
+
+
+def contents(data: bytes) -> list[list[str]]:
+    """The words in each field's result and innermost element but a hyperlink of the first
+    paragraph, in order."""
+    paragraph = docx.Document(io.BytesIO(data)).paragraphs[0]._p
+    texts: dict[object, str] = {}
+    fields = depth = 0
+    for element in paragraph.iter(qn("w:t"), qn("w:fldChar")):
+        if element.tag == qn("w:fldChar"):
+            kind = element.get(qn("w:fldCharType"))
+            fields += kind == "begin" and depth == 0
+            depth += {"begin": 1, "end": -1}.get(kind, 0)
+            continue
+        ancestors = takewhile(lambda ancestor: ancestor is not paragraph, element.iterancestors())
+        around = [ancestor for ancestor in ancestors if ancestor.tag not in (qn("w:r"), qn("w:hyperlink"))]
+        key = ("field", fields) if depth else (around[0] if around else None)
+        if key is not None:
+            texts[key] = texts.get(key, "") + (element.text or "")
+    return [text.split() for text in texts.values()]
+
+
+def assert_valid(source: bytes, out: bytes, translation: str, context: str = "") -> None:
+    """``out``, ``source`` written with ``translation``, opens, has every element but hyperlinks
+    that ``source`` has once (no revision id twice, no content control without its properties, no
+    field cut apart or its code changed), and has each word of the translation once."""
+    before, after = (docx.Document(io.BytesIO(data)).element.body for data in (source, out))
+    for tag in REVISIONS:
+        ids = [element.get(qn("w:id")) for element in after.iter(qn(tag))]
+        assert len(ids) == len(set(ids)), (tag, ids, context)
+    assert all(sdt.find(qn("w:sdtPr")) is not None for sdt in after.iter(qn("w:sdt"))), context
+    assert all(fields_in_order(paragraph) for paragraph in after.iter(qn("w:p"))), context
+    assert instructions(after) == instructions(before), context
+    count = [len(list(after.iter(qn(tag)))) for tag in KEPT_WHOLE]
+    assert count == [len(list(before.iter(qn(tag)))) for tag in KEPT_WHOLE], context
+    assert sorted(paragraph_text(out).split()) == sorted(TAG.sub("", translation).split()), context
+
+
+@pytest.mark.parametrize("kind", CONTAINERS)
+def test_text_in_a_container_stays_in_it_whatever_the_order_and_the_document_stays_valid(kind: str) -> None:
+    source = word_with_containers(kind)
+    _, translation, out = translated(source, reversed_translation)
+    assert_valid(source, out, translation)
+    # Each container holds its own runs' translation, and nothing more.
+    assert contents(out) == [[word.upper() for word in words] for words in contents(source)] != []
+    assert links(out) == [("OUR LAWYER", SITE)]
+
+
+def test_pinned_texts_out_of_the_translations_order_stay_in_theirs_with_space_around() -> None:
+    runs = ("Dear ", ""), ("Anna", "content control"), (" and ", ""), ("Ben", "content control"), (",", "")
+    doc = read_document(word(*runs), "pinned.docx")
+    assert doc.texts == ['Dear <span data-r="1">Anna</span> and <span data-r="3">Ben</span>,']
+    out = doc.write(['Liebe <span data-r="3">BEN</span> und <span data-r="1">ANNA</span>,'])
+    # The text after each span follows its content control, outside it; "BEN" is kept apart from ",".
+    assert paragraph_text(out) == "Liebe ANNA, BEN und "
+    assert contents(out) == [["ANNA"], ["BEN"]]
+
+
+def test_a_pinned_span_the_translation_left_out_is_emptied_in_place() -> None:
+    runs = ("Total: ", ""), ("42 items", "complex field"), (" today.", "")
+    source = word(*runs)
+    doc = read_document(source, "field.docx")
+    # A field's characters are no break between words: no space stands for them.
+    assert doc.texts == ['Total: <span data-r="1">42 items</span> today.']
+    translation = "Summe heute."
+    out = doc.write([translation])
+    assert_valid(source, out, translation)
+    assert contents(out) == [[]]
+
+
+@pytest.mark.parametrize("emptying", [False, True], ids=["spans kept", "spans emptied"])
+def test_any_order_of_spans_around_containers_keeps_them_whole(emptying: bool) -> None:
+    for seed in range(80):
+        rng = random.Random(seed)
+        runs = random_runs(rng, [*FORMATS, *CONTAINERS])
+        source = word(*runs)
+        # Words are kept apart: pinned text between two pieces the engine glued would part them.
+        _, translation, out = translated(source, random_engine(rng, emptying=emptying, glues=(" ", "  ")))
+        context = f"seed {seed}: {runs} -> {translation!r}"
+        assert_valid(source, out, translation, context)
+        addresses = [address for _, address in links(out)]
+        assert sorted(addresses) == sorted(f for _, f in runs if f.startswith("http")), context
 
 
 # -- the shipped model --------------------------------------------------------------------------
