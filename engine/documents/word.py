@@ -55,6 +55,7 @@ from engine.documents.base import Document, DocumentError, DocumentTooLarge
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PARAGRAPH, RUN, TEXT, RUN_PROPERTIES = qn("w:p"), qn("w:r"), qn("w:t"), qn("w:rPr")
 HYPERLINK = qn("w:hyperlink")
+FORMAT_CHANGE = qn("w:rPrChange")  # a tracked change of a run's formatting
 FIELD_CHARACTER, FIELD_CHARACTER_TYPE = qn("w:fldChar"), qn("w:fldCharType")
 FIELD_STEPS = {"begin": 1, "end": -1}  # how each w:fldChar changes how many fields are open
 # Run content that separates the text around it: a group of runs never spans one.
@@ -448,7 +449,7 @@ def _run_holding(run: etree._Element, content: list[etree._Element]) -> etree._E
     new = run.makeelement(run.tag, dict(run.attrib))
     properties = run.find(RUN_PROPERTIES)
     if properties is not None:
-        new.append(deepcopy(properties))
+        new.append(_copied(properties))
     new.extend(content)
     return new
 
@@ -461,9 +462,18 @@ def _text_run(paragraph: etree._Element) -> etree._Element:
 
 
 def _run_like(template: etree._Element, text: str) -> etree._Element:
-    run = deepcopy(template)
+    run = _copied(template)
     _set_text(run, text)
     return run
+
+
+def _copied(element: etree._Element) -> etree._Element:
+    """A copy of a run or its properties without their tracked formatting changes: a revision's id
+    must be unique in the document, and the change was made to the original's text, not the copy's."""
+    copy = deepcopy(element)
+    for change in list(copy.iter(FORMAT_CHANGE)):
+        change.getparent().remove(change)
+    return copy
 
 
 def _set_text(run: etree._Element, text: str) -> None:

@@ -276,7 +276,8 @@ def test_any_order_of_spans_reads_as_the_translation(emptying: bool) -> None:
 
 # -- elements other than hyperlinks around runs -------------------------------------------------
 
-REVISIONS = ("w:ins", "w:del", "w:moveFrom", "w:moveTo", "w:bookmarkStart")  # each kind's w:ids unique
+# Each kind's w:ids unique.
+REVISIONS = ("w:ins", "w:del", "w:moveFrom", "w:moveTo", "w:bookmarkStart", "w:rPrChange")
 KEPT_WHOLE = ("w:sdt", "w:sdtPr", "w:ins", "w:del", "w:fldSimple", "w:fldChar", "w:instrText", "w:smartTag")
 KEPT_WHOLE += ("w:customXml", "w:ruby", "w:rt", "w:rubyBase", "w:bookmarkStart", "w:bookmarkEnd")
 
@@ -379,6 +380,27 @@ def test_pinned_texts_out_of_the_translations_order_stay_in_theirs_with_space_ar
     # The text after each span follows its content control, outside it; "BEN" is kept apart from ",".
     assert paragraph_text(out) == "Liebe ANNA, BEN und "
     assert contents(out) == [["ANNA"], ["BEN"]]
+
+
+def test_copies_of_a_run_leave_its_tracked_formatting_change_to_the_original() -> None:
+    """A span the translation says twice is written into its run and a copy of it: the copy must
+    not repeat the run's tracked change (Word refuses a revision id twice)."""
+    document = docx.Document()
+    paragraph = document.add_paragraph("A ")
+    change = '<w:rPrChange w:id="7" w:author="Ann" w:date="2026-01-01T00:00:00Z"><w:rPr/></w:rPrChange>'
+    paragraph._p.extend(elements(f"<w:r {nsdecls('w')}><w:rPr><w:b/>{change}</w:rPr><w:t>dog</w:t></w:r>"))
+    paragraph.add_run(" runs.")
+    source = io.BytesIO()
+    document.save(source)
+    doc = read_document(source.getvalue(), "changed.docx")
+    assert doc.texts == ['A <span data-r="1">dog</span> runs.']
+    translation = 'Ein <span data-r="1">Hund</span> und ein <span data-r="1">Hund</span> rennen.'
+    out = doc.write([translation])
+    assert_valid(source.getvalue(), out, translation)
+    body = docx.Document(io.BytesIO(out)).element.body
+    assert [
+        r.find(qn("w:rPr")).find(qn("w:b")) is not None for r in body.iter(qn("w:r")) if "Hund" in "".join(r.itertext())
+    ] == [True, True]
 
 
 def test_a_pinned_span_the_translation_left_out_is_emptied_in_place() -> None:
