@@ -27,7 +27,7 @@ from engine.language_id import Detection
 from engine.segmenter import split_sentences
 from service.errors import error_response
 from service.metrics import Metrics
-from service.routes.common import get_runtime, json_error_responses, translation_job, unless_disconnected
+from service.routes.common import bearer_key, get_runtime, json_error_responses, translation_job, unless_disconnected
 from service.routes.glossaries import NOT_FOUND, request_glossary
 from service.schemas import (
     BEARER_AUTH,
@@ -74,6 +74,7 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     """The checked request, its first sentence translated; once the response has ended, what is left
     is cancelled. A dependency: what it raises is answered as an HTTP error."""
     runtime = await get_runtime(request)
+    runtime.authorize(bearer_key(request))  # before the body: its errors are for those with a key
     body = validated(TranslateStreamRequest, await request.body())
     glossary = await request_glossary(request, body.glossary)
     plan = runtime.plan(replace(translation_job(body, request), glossary=glossary))

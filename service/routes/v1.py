@@ -49,6 +49,7 @@ async def translate(request: Request) -> Response:
     # The body is parsed and the response serialized here, in one pydantic-core pass each, rather
     # than by FastAPI's parameter and response-model machinery: this route carries the load.
     runtime = await get_runtime(request)
+    runtime.authorize(bearer_key(request))  # before the body: its errors are for those with a key
     body = validated(TranslateRequest, await request.body())
     job = replace(translation_job(body, request), glossary=await request_glossary(request, body.glossary))
     done = await unless_disconnected(request, runtime.translate(job))
@@ -71,8 +72,8 @@ async def translate(request: Request) -> Response:
 async def detect(request: Request, runtime: RuntimeDep) -> DetectResponse:
     """Identify the language of a text, among MT_DETECT_LANGUAGES."""
     # Read as /v1/translate reads its body: a body that is not UTF-8 JSON is a 422 as well.
-    body = validated(DetectRequest, await request.body())
     runtime.authorize(bearer_key(request))
+    body = validated(DetectRequest, await request.body())
     found = runtime.detect(body.text)
     return DetectResponse(
         language=found.language,

@@ -139,10 +139,13 @@ def test_an_integral_number_is_an_integer(client: httpx.Client) -> None:
     [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_KEYS[0]}"}, {"Authorization": "Bearer"}],
 )
 def test_missing_or_wrong_key_gives_401(anonymous: httpx.Client, headers: dict[str, str]) -> None:
-    for path, body in (("/v1/translate", OK), ("/v1/detect", {"text": "A dog runs."})):
-        response = anonymous.post(path, json=body, headers=headers)
-        assert_error(response, 401, "unauthorized")
-        assert response.headers["WWW-Authenticate"] == "Bearer"
+    paths = ("/v1/translate", OK), ("/v1/detect", {"text": "A dog runs."}), ("/v1/translate/stream", OK)
+    for path, body in paths:
+        # an invalid body too: what is wrong with it is said only to those with a key
+        for sent in (body, {**body, "beam_size": "many"}):
+            response = anonymous.post(path, json=sent, headers=headers)
+            assert_error(response, 401, "unauthorized")
+            assert response.headers["WWW-Authenticate"] == "Bearer"
 
 
 def test_detection_works_with_a_key(client: httpx.Client) -> None:
