@@ -101,43 +101,38 @@ def segment(text: str, *, count_tokens: Callable[[str], int], max_tokens: int) -
     result = SegmentedText(separators=sentences.separators[:1])
     for sentence, space in zip(sentences.segments, sentences.separators[1:], strict=True):
         lead, text, trail = _symbol_edges(sentence.text)
-        for symbols, after in lead:
+        if lead:
+            symbols = lead.rstrip()
             result.add(symbols)
-            result.add_space(after)
+            result.add_space(lead[len(symbols) :])
         if count_tokens(text) <= max_tokens:
             result.add(text)
         else:
             for chunk, chunk_space in _fit(text, count_tokens, max_tokens):
                 result.add(chunk, truncated=True)
                 result.add_space(chunk_space)
-        for before, symbols in trail:
-            result.add_space(before)
+        if trail:
+            symbols = trail.lstrip()
+            result.add_space(trail[: len(trail) - len(symbols)])
             result.add(symbols)
         result.add_space(space)
     return result
 
 
-def _symbol_edges(sentence: str) -> tuple[list[tuple[str, str]], str, list[tuple[str, str]]]:
-    """Runs of emoji and other symbols at the start and end of ``sentence`` (with the whitespace
-    after or before each), and the words between them: "😀 A dog runs. ✅" -> 😀, "A dog runs.", ✅.
-    A model's vocabulary has few of them, and an unknown piece at a sentence's edge can change
+def _symbol_edges(sentence: str) -> tuple[str, str, str]:
+    """The runs of emoji and other symbols at the start and end of ``sentence`` (with the whitespace
+    between them and its words), and the words between: "😀 A dog runs. ✅" -> "😀 ", "A dog runs.",
+    " ✅". A model's vocabulary has few of them, and an unknown piece at a sentence's edge can change
     all of its translation ("😀 A dog runs.": "Ein Fallschirmspringer rennt."), so they are
     segments of their own, passed through. A sentence of nothing but symbols stays whole."""
-    start, end = 0, len(sentence)
-    while start < end and (_is_symbol(sentence[start]) or (start and sentence[start].isspace())):
+    start, end = 0, len(sentence)  # a sentence has no whitespace at its ends
+    while start < end and (_is_symbol(sentence[start]) or sentence[start].isspace()):
         start += 1
-    while end > start and (_is_symbol(sentence[end - 1]) or (end < len(sentence) and sentence[end - 1].isspace())):
+    while end > start and (_is_symbol(sentence[end - 1]) or sentence[end - 1].isspace()):
         end -= 1
     if start == end:
-        return [], sentence, []
-    lead, trail = sentence[:start], sentence[end:]
-    lead_words = lead.rstrip()
-    trail_words = trail.lstrip()
-    return (
-        [(lead_words, lead[len(lead_words) :])] if lead_words else [],
-        sentence[start:end],
-        [(trail[: len(trail) - len(trail_words)], trail_words)] if trail_words else [],
-    )
+        return "", sentence, ""
+    return sentence[:start], sentence[start:end], sentence[end:]
 
 
 def _is_symbol(char: str) -> bool:

@@ -157,7 +157,7 @@ class _Sentence:
 
     def misses_terms(self) -> bool:
         """Whether its best translation misses a glossary term it can use."""
-        if not self.hypotheses or not any(t.pieces for t in self.terms):
+        if not self.hypotheses or not self._spelled():
             return False
         return not self.constraints(Guide()).met_by(self.hypotheses[0].tokens)
 

@@ -115,15 +115,15 @@ def parse_entries(text: str, entries_format: EntriesFormat, pair: tuple[str, str
     such as EN-GB for its language). InvalidEntries says which line is wrong, or the first left out
     when all were; the terms themselves are checked by ``checked``."""
     terms: list[Term] = []
-    left_out: list[tuple[int, list[str]]] = []
+    left_out: tuple[int, list[str]] | None = None  # the first row for another pair
     for n, fields in _rows(text, entries_format):
         _check_width(n, fields, entries_format)
         if _for_pair(fields[2:4], pair, served):
             terms.append(Term(fields[0].strip(), fields[1].strip()))
-        else:
-            left_out.append((n, fields[2:4]))
-    if not terms and left_out:
-        n, languages = left_out[0]
+        elif left_out is None:
+            left_out = (n, fields[2:4])
+    if not terms and left_out is not None:
+        n, languages = left_out
         named = " to ".join(repr(name.strip()) for name in languages)
         raise InvalidEntries(
             f"entry {n}: its languages ({named}) are not the glossary's, {pair[0]} to {pair[1]}, "

@@ -224,8 +224,8 @@ class Document:
 
     def _block(self, block: _Block, translations: Sequence[Translation]) -> str:
         target, alignment, breaks = _joined(block, translations)
-        ranges = place(block.root, alignment, breaks)
         positions = Positions(alignment, breaks)
+        ranges = place(block.root, alignment, positions)
         words = alignment.target_words
         out: list[str] = []
 

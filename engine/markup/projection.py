@@ -124,10 +124,10 @@ class Positions:
         return bisect.bisect_left(sources, span.start), bisect.bisect_left(sources, span.end)
 
 
-def place(root: Span, alignment: WordAlignment, breaks: Sequence[LineBreak] = ()) -> dict[int, tuple[int, int]]:
+def place(root: Span, alignment: WordAlignment, positions: Positions) -> dict[int, tuple[int, int]]:
     """Target word range of every span below ``root`` (by ``id``), nested and non-overlapping;
-    ``breaks``: where the block's lines end, in order."""
-    placer = _Placer(alignment, Positions(alignment, breaks))
+    ``positions``: the alignment's source words and where the block's lines end."""
+    placer = _Placer(alignment, positions)
     ranges: dict[int, tuple[int, int]] = {}
     placer.visit(root, 0, len(alignment.target_words), ranges)
     return ranges
