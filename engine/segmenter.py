@@ -20,9 +20,10 @@ streaming route translates one by one (each as a text of its own, so the third r
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from engine.symbols import is_symbol
 
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 # Group 1: the whitespace between; none after the full-width forms, as Chinese and Japanese write
@@ -126,19 +127,13 @@ def _symbol_edges(sentence: str) -> tuple[str, str, str]:
     all of its translation ("😀 A dog runs.": "Ein Fallschirmspringer rennt."), so they are
     segments of their own, passed through. A sentence of nothing but symbols stays whole."""
     start, end = 0, len(sentence)  # a sentence has no whitespace at its ends
-    while start < end and (_is_symbol(sentence[start]) or sentence[start].isspace()):
+    while start < end and (is_symbol(sentence[start]) or sentence[start].isspace()):
         start += 1
-    while end > start and (_is_symbol(sentence[end - 1]) or sentence[end - 1].isspace()):
+    while end > start and (is_symbol(sentence[end - 1]) or sentence[end - 1].isspace()):
         end -= 1
     if start == end:
         return "", sentence, ""
     return sentence[:start], sentence[start:end], sentence[end:]
-
-
-def _is_symbol(char: str) -> bool:
-    # So: emoji, pictographs, ©; Sk: skin tones; Me: keycaps; Cf: joiners and flag tags; and the
-    # variation selectors that pick an emoji's presentation.
-    return unicodedata.category(char) in ("So", "Sk", "Me", "Cf") or char in "\ufe0e\ufe0f"
 
 
 def split_sentences(text: str) -> SegmentedText:

@@ -64,6 +64,7 @@ from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
 from engine.segmenter import SegmentedText, segment
 from engine.shortlist import Shortlist
+from engine.symbols import Stripped, take_out
 from engine.tokenizer import Tokenizer
 
 __all__ = ["Translator", "TranslatorConfig", "auto_streams"]
@@ -129,6 +130,7 @@ class _Sentence:
     forced: list[Forced] = field(default_factory=list)  # its translations with those terms put in
     # Its hypotheses had its terms put in (forced or constrained), not chosen by the model itself.
     terms_put_in: bool = False
+    stripped: Stripped | None = None  # without the symbols between its words, which the model does not read
 
     def constraints(self, guide: Guide) -> SentenceConstraints:
         """Its glossary terms as constraints, begun where ``guide`` says."""
@@ -281,7 +283,9 @@ class Translator:
         stats = BatchStats()
         segmented = [self._segment(text, pair) for text in units]
         sentences = [
-            self._sentence(i, s.text, s.truncated, pair) for i, seg in enumerate(segmented) for s in seg.segments
+            self._sentence(i, s.text, s.truncated, pair, plain=documents is None)
+            for i, seg in enumerate(segmented)
+            for s in seg.segments
         ]
         by_unit: list[list[_Sentence]] = [[] for _ in units]
         for s in sentences:
@@ -320,7 +324,7 @@ class Translator:
         a fraction of the text's length)."""
         pieces: dict[int, list[int] | None] = {}
         spoken = [
-            (start, segment.text, s)
+            (start, s.stripped.words if s.stripped else segment.text, s)
             for start, segment, s in zip(seg.starts(), seg.segments, sentences, strict=True)
             if s.verbatim is None
         ]
@@ -336,7 +340,8 @@ class Translator:
                 # The source pieces before the term and up to its end: where the encoder has it.
                 ids = (self.tokenizer.count(segment_text[: m.start]), self.tokenizer.count(segment_text[: m.end]))
                 at = (len(pair.source_prefix) + ids[0], len(pair.source_prefix) + max(ids[1], ids[0] + 1))
-                span = (start + m.start, start + m.end)
+                origin = s.stripped.origin if s.stripped else int
+                span = (start + origin(m.start), start + origin(m.end))
                 s.terms.append(_SentenceTerm(m.term, span, at, self._term_pieces(glossary, m.term, pieces)))
 
     def _shortlist(self, options: TranslationOptions) -> Shortlist | None:
@@ -365,15 +370,17 @@ class Translator:
         room = self.max_source_ids - 1 - len(pair.source_prefix)  # for the language tokens and EOS
         return segment(text, count_tokens=self.tokenizer.count, max_tokens=room)
 
-    def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair) -> _Sentence:
+    def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair, *, plain: bool) -> _Sentence:
         if is_passthrough(text):  # symbols, numbers, URLs: a model would only invent words for them
             return _Sentence(text_index, [], truncated, verbatim=text)
-        ids = self.tokenizer.encode(text, prefix=pair.source_prefix)
+        # Markup keeps them in its text: its alignment is of the text as written.
+        stripped = take_out(text) if plain else None
+        ids = self.tokenizer.encode(stripped.words if stripped else text, prefix=pair.source_prefix)
         if not self._reads_a_word(ids, pair):  # a script it has no pieces for: it would invent a sentence
             return _Sentence(text_index, [], truncated, verbatim=text)
         if len(ids) > self.max_source_ids:  # the segmenter's estimate was off: cut, keep EOS, and say so
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
-        return _Sentence(text_index, ids, truncated)
+        return _Sentence(text_index, ids, truncated, stripped=stripped)
 
     def _reads_a_word(self, ids: list[int], pair: _Pair) -> bool:
         """Whether the model knows a piece of the sentence with a letter in it: a text wholly in a
@@ -462,6 +469,8 @@ class Translator:
                 vocab_ids = call.shortlist.for_batch([s.ids for s in batch], must)
             if guide is None and not job.forced and any(t.pieces for s in batch for t in s.terms):
                 search = replace(search, return_alignments=True)  # shows the words a missed term may replace
+            if any(s.stripped for s in batch):
+                search = replace(search, return_alignments=True)  # where their symbols go back
             # the decoder's attention also places constraints
             alignments = search.return_alignments or (guide is not None and not guide.anywhere)
             decoder = _TurnTaking(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), turns)
@@ -568,7 +577,7 @@ class Translator:
         """One text's sentences translated by ``picks``, joined. For a unit of markup, with its
         words aligned, and without the final period the model adds to a text that has none (a
         heading, a table cell, an alt text: the captions it learned from all end in one)."""
-        texts = [self._text(p, h, len(pair.target_prefix)) for p, h in zip(parts, picks, strict=True)]
+        texts = [self._text(p, h, pair) for p, h in zip(parts, picks, strict=True)]
         if markup and texts and _added_period(seg.segments[-1].text, texts[-1]):
             texts[-1] = texts[-1][:-1]
         text, starts = seg.join_spans(texts, pair.word_separator)
@@ -588,10 +597,21 @@ class Translator:
                 words.add(piece.text, source_at, target, target_at, [])
         return Translation(text, words)
 
-    def _text(self, sentence: _Sentence, hypothesis: beam_search.Hypothesis | None, words: int) -> str:
+    def _text(self, sentence: _Sentence, hypothesis: beam_search.Hypothesis | None, pair: _Pair) -> str:
         if sentence.verbatim is not None:
             return sentence.verbatim
-        return self.tokenizer.decode(hypothesis.tokens[words:]) if hypothesis else ""
+        if hypothesis is None:
+            return ""
+        text = self.tokenizer.decode(hypothesis.tokens[len(pair.target_prefix) :])
+        if sentence.stripped is None:
+            return text
+        alignment = WordAlignment()
+        if hypothesis.attention is None:  # placed by position alone
+            alignment.add(sentence.stripped.words, 0, text, 0, [])
+        else:
+            links = word_links(*self._alignment_inputs(sentence, hypothesis, pair), self.tokenizer)
+            alignment.add(sentence.stripped.words, 0, text, 0, links.pairs, (links.source_words, links.target_words))
+        return sentence.stripped.put_back(text, alignment)
 
     def _alignment(self, sentence: _Sentence, best: beam_search.Hypothesis, pair: _Pair) -> Alignment:
         """Between the words of the text and of the translation: language tokens and EOS left out."""

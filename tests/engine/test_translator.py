@@ -192,6 +192,23 @@ def test_symbols_at_a_sentence_s_edges_are_kept_out_of_its_translation(translato
     assert results == [f"😀 {plain}", f"{plain} ✅", f"👍🏽 🎉 {plain} ©"]
 
 
+def test_symbols_between_words_are_put_back_into_the_translation_of_the_words(translator: Translator) -> None:
+    """The model reads the sentence without them (an unknown piece in its middle changes the whole
+    translation) and each goes back once, into the translation it gives the words alone."""
+    plain = translator.translate_batch(["a dog runs in the park ."], TranslationOptions()).results[0]
+    texts = ["a dog ❤️ runs in the park .", "a dog🎸 runs in the park .", "a 👍🏽 dog runs 🐕 in the park ."]
+    results = translator.translate_batch(texts, TranslationOptions(num_hypotheses=2)).results
+    for text, result in zip(texts, results, strict=True):
+        symbols = [s for s in ("❤️", "🎸", "👍🏽", "🐕") if s in text]
+        for hypothesis in result.hypotheses:
+            assert all(hypothesis.text.count(s) == 1 for s in symbols), (text, hypothesis.text)
+        left = result.text
+        for s in symbols:
+            left = left.replace(s, "")
+        assert left.split() == plain.text.split(), (text, result.text)
+        assert result.input_tokens == plain.input_tokens
+
+
 def test_n_best_hypotheses_are_ordered_and_bounded(translator: Translator) -> None:
     result = translator.translate_batch(
         ["The man plays with the dog."], TranslationOptions(beam_size=4, num_hypotheses=3)

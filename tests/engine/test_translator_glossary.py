@@ -42,6 +42,16 @@ def test_the_terms_a_text_says_are_in_its_translation_where_reported(translator:
         assert result.text[slice(*use.target_span)] == use.target
 
 
+def test_terms_are_found_and_reported_in_a_sentence_with_symbols_between_its_words(translator: Translator) -> None:
+    text = "A man 🎸 in a red shirt walks his 🐕 dog in the park."
+    result = translate(translator, [text], glossary=UNUSUAL)[0]
+    assert [(u.source, u.used) for u in result.terms] == [("red shirt", True), ("dog", True), ("park", True)]
+    for use in result.terms:
+        assert text[slice(*use.source_span)].lower() == use.source
+        assert result.text[slice(*use.target_span)] == use.target
+    assert result.text.count("🎸") == result.text.count("🐕") == 1
+
+
 def test_sentences_without_terms_are_translated_as_without_a_glossary(translator: Translator) -> None:
     texts = ["Two men sit on a bench.", "A dog runs. Children play football on the beach.", "A woman reads."]
     plain = translate(translator, texts, num_hypotheses=2)
