@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.symbols import is_symbol
+from engine.insets import is_symbol
 
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 # Group 1: the whitespace between; none after the full-width forms, as Chinese and Japanese write

@@ -56,6 +56,7 @@ from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step
 from engine.forced_decoding import Forced
 from engine.glossary import Glossary
+from engine.insets import Stripped, take_out
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
@@ -64,7 +65,6 @@ from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
 from engine.segmenter import SegmentedText, segment
 from engine.shortlist import Shortlist
-from engine.symbols import Stripped, take_out
 from engine.tokenizer import Tokenizer
 
 __all__ = ["Translator", "TranslatorConfig", "auto_streams"]

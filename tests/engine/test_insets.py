@@ -1,5 +1,5 @@
-"""Symbols between a sentence's words: taken out of what the model reads, put back after the
-translation of the word before them."""
+"""Symbols between a sentence's words, URLs and e-mail addresses: taken out of what the model reads,
+put back after the translation of the word before them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from engine.insets import Inset, Stripped, take_out
 from engine.markup import WordAlignment
-from engine.symbols import Inset, Stripped, take_out
 
 
 def stripped(sentence: str) -> Stripped:
@@ -32,6 +32,19 @@ def aligned(source: str, target: str, pairs: list[tuple[int, int]]) -> WordAlign
         ("I❤️you.", "I you.", [Inset("❤️", 1, (False, False))]),
         ("dogs 🐕 🐕 walk", "dogs walk", [Inset("🐕", 5, (True, True)), Inset("🐕", 5, (True, True))]),
         ("a 👍🏽 b ™ c", "a b c", [Inset("👍🏽", 2, (True, True)), Inset("™", 4, (True, True))]),
+        (
+            "A man at https://x.org/a_b?c=1 is here.",
+            "A man at is here.",
+            [Inset("https://x.org/a_b?c=1", 9, (True, True))],
+        ),
+        ("See www.example.com.", "See.", [Inset("www.example.com", 3, (True, False))]),
+        ("(see https://a.b/c).", "(see).", [Inset("https://a.b/c", 4, (True, False))]),
+        (
+            "Mail anna.smith@example.org, then 😀 go.",
+            "Mail, then go.",
+            [Inset("anna.smith@example.org", 4, (True, False)), Inset("😀", 11, (True, True))],
+        ),
+        ("https://x.y/😀 is it", "is it", [Inset("https://x.y/😀", 0, (False, True))]),
     ],
 )
 def test_runs_between_words_are_taken_out(sentence: str, words: str, insets: list[Inset]) -> None:
@@ -49,6 +62,7 @@ def test_runs_between_words_are_taken_out(sentence: str, words: str, insets: lis
         "می\u200cخواهم بروم",  # a zero-width non-joiner inside a Persian word
         "infor\u00admation",  # a soft hyphen
         "x^2 and `ls` here",  # modifier letters
+        "https://x.y/z 😀",  # nothing else to read
     ],
 )
 def test_sentences_without_visible_symbols_between_words_are_left_alone(sentence: str) -> None:

@@ -1,0 +1,150 @@
+"""Emoji, other symbols, URLs and e-mail addresses inside a sentence: taken out before the model
+reads it, put back in its translation.
+
+A model's vocabulary has few symbols. An emoji is an unknown piece to it, and one between the words
+of a sentence can change all of its translation ("I ❤️ dogs." gave "Ichchwirwwinige Hunde.", "A dog
+❤️ runs in the park." "Ein Hund schickt im Park."). An address is a string of pieces that the model
+rewrites as words of its own ("A woman writes to anna.smith@example.org in the park." gave "Eine
+Frau schreibt in einem Park eine Tomammamm."). The model reads the sentence without them, and each
+goes back after the translation of the word before it, as an element without words of its own
+goes back into markup (``engine.markup.projection``), with the spaces it had around it. Runs of
+symbols at a sentence's edges are segments of their own (``engine.segmenter``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from engine.markup.projection import Positions, Span, WordAlignment, place
+from engine.markup.tree import Text
+
+# A URL without the punctuation after it ("See www.example.com." ends the sentence with its
+# period), or an e-mail address (possessive, as in engine.language_id: never quadratic).
+ADDRESS = re.compile(
+    r"(?:https?://|www\.)\S+?(?=[.,;:!?)\]'\"”’»]*(?:\s|$))|(?<![\w.+-])[\w.+-]++@[\w-]+(?:\.[\w-]+)+",
+    re.IGNORECASE,
+)
+
+
+def is_symbol(char: str) -> bool:
+    # So: emoji, pictographs, ©; Sk: skin tones; Me: keycaps; Cf: joiners and flag tags; and the
+    # variation selectors that pick an emoji's presentation.
+    return unicodedata.category(char) in ("So", "Sk", "Me", "Cf") or char in "\ufe0e\ufe0f"
+
+
+@dataclass(frozen=True)
+class Inset:
+    """A run of symbols or an address taken out of a sentence: ``at``, where it was in the words left."""
+
+    text: str
+    at: int
+    spaced: tuple[bool, bool]  # whitespace before it, after it in the sentence
+
+
+@dataclass(frozen=True)
+class Stripped:
+    """A sentence without its insets: ``words``, what the model reads."""
+
+    words: str
+    insets: tuple[Inset, ...]
+    # (position in ``words``, how many characters of the sentence before it were taken out), at
+    # every position from which that count grows
+    shifts: tuple[tuple[int, int], ...]
+
+    def origin(self, position: int) -> int:
+        """Where a position of ``words`` is in the sentence."""
+        k = bisect.bisect_right([at for at, _ in self.shifts], position) - 1
+        return position + (self.shifts[k][1] if k >= 0 else 0)
+
+    def put_back(self, translation: str, alignment: WordAlignment) -> str:
+        """``translation`` of ``words`` with each inset after the translation of the word before
+        it (``alignment``: between ``words`` and ``translation``)."""
+        root = Span(None, 0, len(self.words))
+        root.children = [Span(None, inset.at, inset.at, atom=Text(inset.text, inset.text)) for inset in self.insets]
+        ranges = place(root, alignment, Positions(alignment, []))
+        targets = alignment.target_words
+        out, cursor = "", 0
+        for inset, span in zip(self.insets, root.children, strict=True):
+            k = ranges[id(span)][0]
+            at = max(cursor, self._after(targets[k - 1], translation, inset) if k else 0)
+            out += translation[cursor:at]
+            if inset.spaced[0] and out and not out[-1].isspace():
+                out += " "
+            out += inset.text
+            if inset.spaced[1] and _starts_a_word(translation[at : at + 1]):
+                out += " "
+            cursor = at
+        return out + translation[cursor:]
+
+    def _after(self, word: tuple[int, int], translation: str, inset: Inset) -> int:
+        """Where in ``translation`` an inset placed after ``word`` goes: before the punctuation that
+        ends the word, unless the sentence had punctuation before the inset too ("guitar 🎸 on the
+        street" gives "Gitarre 🎸.", where "Gitarre." ends the translation)."""
+        start, end = word
+        if self.words[: inset.at].rstrip()[-1:].isalnum():
+            while end > start + 1 and not translation[end - 1].isalnum():
+                end -= 1
+        return end
+
+
+def _starts_a_word(char: str) -> bool:
+    """Whether ``char`` is one a space goes before: not a space, nor punctuation that closes what is before it."""
+    return bool(char) and not char.isspace() and unicodedata.category(char) not in ("Po", "Pe", "Pf")
+
+
+def take_out(sentence: str) -> Stripped | None:
+    """``sentence`` without its insets; None if it has none, or nothing else to read. An inset goes
+    with the space after it, or where punctuation or the sentence's end follows it, with the space
+    before it; one glued to words on both sides ("I❤️you") leaves a space, so that the words stay
+    apart."""
+    spans = _insets(sentence)
+    if not spans:
+        return None
+    words = ""
+    insets: list[Inset] = []
+    shifts: list[tuple[int, int]] = []
+    cursor = 0
+    for start, end in spans:
+        spaced = (start > 0 and sentence[start - 1].isspace(), end < len(sentence) and sentence[end].isspace())
+        glued = (start > 0 and not spaced[0], end < len(sentence) and not spaced[1])
+        closes = end == len(sentence) or (glued[1] and unicodedata.category(sentence[end])[0] == "P")
+        words += sentence[cursor:start].rstrip() if closes else sentence[cursor:start]
+        insets.append(Inset(sentence[start:end], len(words), spaced))
+        cursor = end + 1 if spaced[1] and (spaced[0] or not words) else end
+        if all(glued):
+            words += " "
+        shifts.append((len(words), cursor - len(words)))
+    words += sentence[cursor:]
+    if not any(c.isalpha() for c in words):
+        return None
+    return Stripped(words, tuple(insets), tuple(shifts))
+
+
+def _insets(sentence: str) -> list[tuple[int, int]]:
+    """The [start, end) of the sentence's addresses, and of its runs of symbols that have a visible
+    symbol in them and a word character somewhere before and after them, in order. Invisible
+    symbols alone (a zero-width non-joiner inside a Persian word, a soft hyphen) and modifier
+    letters alone (``^``, a backtick) are part of the words."""
+    addresses = [m.span() for m in ADDRESS.finditer(sentence)]
+    word = [_word_character(c) for c in sentence]
+    if not any(word):
+        return addresses
+    first, last = word.index(True), len(word) - 1 - word[::-1].index(True)
+    runs: list[tuple[int, int]] = []
+    i = first
+    while i < last:
+        start = i
+        while is_symbol(sentence[i]):
+            i += 1
+        if any(unicodedata.category(c) == "So" for c in sentence[start:i]):
+            runs.append((start, i))
+        i = max(i, start + 1)
+    inside = [r for r in runs if not any(a <= r[0] < b for a, b in addresses)]
+    return sorted(addresses + inside)
+
+
+def _word_character(char: str) -> bool:
+    return not (char.isspace() or is_symbol(char))
