@@ -398,7 +398,7 @@ class Translator:
         until it uses them, in sub-batches of such sentences: a term the model uses by itself
         costs nothing."""
         self._run([_Job(batch, search) for batch in self._sub_batches(sentences)], call)
-        mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, call.pair)]
+        mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, call)]
         self._run([_Job(batch, search, forced=True) for batch in self._sub_batches(mended)], call)
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
         for guide in GUIDES:
@@ -409,20 +409,25 @@ class Translator:
                 break
             self._run([_Job(batch, wide, guide) for batch in self._sub_batches(pending)], call)
 
-    def _put_terms_in(self, sentence: _Sentence, pair: _Pair) -> bool:
+    def _put_terms_in(self, sentence: _Sentence, call: _Call) -> bool:
         """Give ``sentence`` its hypotheses with its glossary terms put in place of the words that
-        translate them, to be scored (``_Sentence.forced``); False if its best cannot have them.
-        They keep the search's order, so that the best is the same whatever the number asked for."""
-        mended = [self._mended(sentence, h, pair) for h in sentence.hypotheses]
+        translate them, to be scored (``_Sentence.forced``); False if its best cannot have them, or
+        not within the request's length. They keep the search's order, so that the best is the
+        same whatever the number asked for."""
+        max_length = self._max_length(len(sentence.ids), call.max_length)
+        mended = [self._mended(sentence, h, call.pair, max_length) for h in sentence.hypotheses]
         if not mended or mended[0] is None:
             return False
         sentence.forced = list(dict.fromkeys(m for m in mended if m is not None))
         sentence.terms_put_in = True
         return True
 
-    def _mended(self, sentence: _Sentence, hypothesis: beam_search.Hypothesis, pair: _Pair) -> Forced | None:
+    def _mended(
+        self, sentence: _Sentence, hypothesis: beam_search.Hypothesis, pair: _Pair, max_length: int
+    ) -> Forced | None:
         """``hypothesis`` with each glossary term of ``sentence`` in place of the words that
-        translate it (``engine.replacement``); None where a term's words cannot be found."""
+        translate it (``engine.replacement``); None where a term's words cannot be found, or the
+        result would be longer than ``max_length`` generated tokens (EOS included)."""
         attention, source_ids, target_ids = self._alignment_inputs(sentence, hypothesis, pair)
         words = WordAttention(
             attention, self.tokenizer.source_pieces(source_ids), self.tokenizer.target_pieces(target_ids)
@@ -438,6 +443,8 @@ class Translator:
             changes.append(Replacement(*run, tuple(term.pieces)))
         tokens = replaced(target_ids, changes)
         if tokens is None or not sentence.constraints(Guide()).met_by(tokens):
+            return None
+        if len(pair.target_prefix) + len(tokens) + hypothesis.eos > max_length:
             return None
         return Forced((*hypothesis.tokens[: len(pair.target_prefix)], *tokens), hypothesis.eos)
 

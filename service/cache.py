@@ -101,9 +101,19 @@ def _compact(text: str, result: TranslationResult) -> _Entry:
 def entry_bytes(text: str, result: TranslationResult, weights: np.ndarray | None = None) -> int:
     """Bytes an entry for ``text`` holds: its key's text, the result's strings and objects, and its
     alignment, whose weights are ``weights`` (the result's own are left empty)."""
-    strings = {id(s): s for s in [text, result.text, *(h.text for h in result.hypotheses)]}  # each once
-    size = _SLOT + sum(map(sys.getsizeof, strings.values())) + (2 + len(result.hypotheses)) * _OBJECT
+    terms = result.terms
+    strings = [
+        text,
+        result.text,
+        *(h.text for h in result.hypotheses),
+        *(s for t in terms for s in (t.source, t.target)),
+    ]
+    distinct = {id(s): s for s in strings}.values()  # each once
+    size = _SLOT + sum(map(sys.getsizeof, distinct)) + (2 + len(result.hypotheses)) * _OBJECT
     size += len(result.hypotheses) * (_POINTER + 2 * _FLOAT)
+    # A glossary's terms: one object and two spans for each time the text says one, which a text
+    # of short words says thousands of times.
+    size += len(terms) * (_POINTER + _OBJECT + 2 * _PAIR)
     if result.alignment is not None:
         size += alignment_bytes(result.alignment) + (0 if weights is None else weights.nbytes)
     return size

@@ -56,6 +56,10 @@ MAX_ENTRIES = 10_000
 # MAX_TERM_CHARS each, what one key can make the store hold stays bounded.
 MAX_GLOSSARIES = 1_000
 MAX_BUILT_MB = 64  # of the glossaries kept built for translation (engine.glossary.BuiltGlossaries)
+# Every regional variant DeepL's codes name (developers.deepl.com, "Languages supported"): each
+# is its language's, served by its language's model; any other (EN-XX) names no language. A
+# glossary itself is for a language, never a variant (DeepL refuses EN-GB there).
+DEEPL_VARIANTS = frozenset({"en-gb", "en-us", "pt-br", "pt-pt", "zh-hans", "zh-hant", "es-419"})
 EntriesFormat = Literal["tsv", "csv"]
 Side = Literal["source", "target"]
 
@@ -111,9 +115,9 @@ def parse_entries(text: str, entries_format: EntriesFormat, pair: tuple[str, str
     lines are skipped and terms stripped. A CSV row may name its languages after its terms
     (``source,target,source_lang,target_lang``; further columns are ignored, as DeepL's glossary
     exports add one): as DeepL does, a row whose languages are not ``pair`` is left out, each
-    language read as ``served`` reads a request's (any case, a model's own code, a regional variant
-    such as EN-GB for its language). InvalidEntries says which line is wrong, or the first left out
-    when all were; the terms themselves are checked by ``checked``."""
+    language read as ``served`` reads a request's (any case, a model's own code), or a variant of
+    ``DEEPL_VARIANTS`` (EN-GB) as its language. InvalidEntries says which line is wrong, or the
+    first left out when all were; the terms themselves are checked by ``checked``."""
     terms: list[Term] = []
     left_out: tuple[int, list[str]] | None = None  # the first row for another pair
     for n, fields in _rows(text, entries_format):
@@ -170,15 +174,22 @@ def _for_pair(languages: Sequence[str], pair: tuple[str, str], served: Router) -
 
 def _language(served: Router, name: str, side: Side) -> str | None:
     """The served language ``name`` means on ``side``, as the router resolves a request's; None if
-    it names none. DeepL names a glossary's language by its base code, and its exports may name a
-    regional variant (EN-GB): that is its language where the variant itself is not served."""
+    it names none. DeepL names a glossary's language by its base code, and its exports may name
+    one of its variants (EN-GB): that is its language where the variant itself is not served."""
     wanted = name.strip()
-    for candidate in dict.fromkeys((wanted, wanted.split("-")[0])):
+    for candidate in dict.fromkeys((wanted, variant_language(wanted) or wanted)):
         try:
             return served.code(candidate, side)
         except UnsupportedLanguage:
             continue
     return None
+
+
+def variant_language(code: str) -> str | None:
+    """The language a variant of ``DEEPL_VARIANTS`` names (EN-GB: en, in any case); None for any
+    other code, a variant DeepL does not name (EN-XX) included."""
+    wanted = code.strip().lower()
+    return wanted.split("-")[0] if wanted in DEEPL_VARIANTS else None
 
 
 def checked(terms: Sequence[Term]) -> Glossary:

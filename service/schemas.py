@@ -8,6 +8,7 @@ the running service knows (its languages, pairs and limits), which ``service.ope
 
 from __future__ import annotations
 
+import codecs
 from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -85,9 +86,13 @@ def validated(model: type[Model], data: bytes | dict[str, Any]) -> Model:
     problem is an ``InvalidRequest`` (422). A JSON body's content type is not checked.
 
     The models are strict, as their JSON schemas are (``false`` is no integer, ``"1"`` no number),
-    but a form's values are all strings: they are converted."""
+    but a form's values are all strings: they are converted. A JSON body may begin with a UTF-8 byte
+    order mark, which Windows tools write and RFC 8259 lets a parser ignore (as ``json.loads`` does
+    on the LibreTranslate and DeepL routes)."""
     try:
-        return model.model_validate_json(data) if isinstance(data, bytes) else model.model_validate(data, strict=False)
+        if isinstance(data, bytes):
+            return model.model_validate_json(data.removeprefix(codecs.BOM_UTF8))
+        return model.model_validate(data, strict=False)
     except ValidationError as e:
         raise InvalidRequest(describe_validation(e.errors(include_url=False))) from None
 
@@ -418,7 +423,8 @@ class StreamSentence(TranslationOut):
     source: str = Field(description="The sentence, as it is in the text.")
     separator: str = Field(
         description="What comes before the sentence in the text (whitespace and line breaks; for the first, the "
-        "text's leading whitespace), to be written before its translation."
+        "text's leading whitespace), to be written before its translation; and a space after a sentence it "
+        'touched in the text ("。" and no space) where the target language writes one between sentences.'
     )
 
 
@@ -504,6 +510,12 @@ class ErrorDetail(BaseModel):
     entry: int | None = Field(
         None, description="invalid_glossary: the line or row of entries_text that is wrong (from 1)"
     )
+    # payload_too_large by what the request would cost (its beams, its alignments), not by its size
+    setting: str | None = Field(
+        None, description="payload_too_large by cost: the setting that limits it (MT_MAX_BEAM_TOKENS, ...)"
+    )
+    limit: int | None = Field(None, description="payload_too_large by cost: that setting's value")
+    requested: int | None = Field(None, description="payload_too_large by cost: what the request would take")
 
 
 class ErrorResponse(BaseModel):

@@ -116,7 +116,7 @@ class Document:
     def _flow(self, children: list[Node]) -> None:
         """Children of a container: block children recursively, the runs between them as blocks."""
         run: list[Node] = []
-        mixed = any(isinstance(c, Text) and c.text.strip(SPACE) for c in children)  # text of their own
+        mixed = any(isinstance(c, Text) and _says_something(c.text) for c in children)  # text of their own
         for child in children:
             if isinstance(child, Element) and self._bounds_blocks(child, mixed):
                 self._run(run)
@@ -199,7 +199,7 @@ class Document:
 
     def _text_in(self, node: Node) -> bool:
         if isinstance(node, Text):
-            return bool(node.text.strip(SPACE))
+            return _says_something(node.text)
         if isinstance(node, Element) and not self._kept(node):
             return any(self._text_in(child) for child in node.children)
         return False
@@ -382,6 +382,13 @@ def _break_space(nodes: list[Node], i: int, *, outer: bool) -> tuple[str, str]:
         _space(before, leading=False) if before is not None else "",
         _space(after, leading=True) if after is not None else "",
     )
+
+
+def _says_something(text: str) -> bool:
+    """Whether ``text`` has more than whitespace, Unicode's included: a text of no-break spaces
+    alone (``<p>&nbsp;</p>``, a spacer) is no text to translate, and kept as written, for a
+    model would translate it as nothing."""
+    return bool(text.strip())
 
 
 def _blank(node: Node) -> bool:

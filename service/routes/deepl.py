@@ -36,6 +36,9 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+from starlette.types import Scope
 
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS, Document
@@ -54,9 +57,9 @@ from service.errors import (
     error_response,
 )
 from service.file_store import FileStore
-from service.glossaries import GlossaryInfo, GlossaryStore, parse_entries, to_tsv
+from service.glossaries import GlossaryInfo, GlossaryStore, parse_entries, to_tsv, variant_language
 from service.routes.common import FORM_TYPES, get_runtime, read_form, unless_disconnected
-from service.routes.files import _attachment, _form
+from service.routes.files import _form, attachment
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.routes.libretranslate import LANGUAGE_NAMES
 from service.runtime import JobGlossary, Runtime, TranslationJob
@@ -75,9 +78,6 @@ MAX_PENDING_DOCUMENTS = 64
 DOCUMENT_RETRIES = 5
 # DeepL's target codes for a language served under its bare code, and their names.
 REGIONAL_TARGETS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
-# Every variant DeepL's codes name (developers.deepl.com, "Languages supported"): each is served by
-# its language's model.
-DEEPL_VARIANTS = frozenset({"en-gb", "en-us", "pt-br", "pt-pt", "zh-hans", "zh-hant", "es-419"})
 REGIONAL_NAMES = {
     "EN-GB": "English (British)",
     "EN-US": "English (American)",
@@ -88,6 +88,8 @@ REGIONAL_NAMES = {
 _DEEPL_STATUSES = {401: 403, 415: 400, 422: 400}
 _LIST_FIELDS = frozenset({"text", "non_splitting_tags", "splitting_tags", "ignore_tags", "glossary_ids"})
 _ENDS_SENTENCE = ".!?。！？"
+# Of our error's headers, those DeepL's answer keeps: when to try again, and a 405's methods.
+_KEPT_HEADERS = frozenset({"retry-after", "allow"})
 
 
 def deepl_error(request: Request, exc: Exception) -> JSONResponse:
@@ -98,7 +100,7 @@ def deepl_error(request: Request, exc: Exception) -> JSONResponse:
     body = json.loads(bytes(response.body))
     error = body.get("error")
     message = error.get("message", "") if isinstance(error, dict) else str(error)
-    headers = {name: value for name, value in response.headers.items() if name.lower() == "retry-after"}
+    headers = {name: value for name, value in response.headers.items() if name.lower() in _KEPT_HEADERS}
     status = getattr(exc, "deepl_status", None) or _DEEPL_STATUSES.get(response.status_code, response.status_code)
     return JSONResponse({"message": message}, status_code=status, headers=headers)
 
@@ -143,13 +145,26 @@ def _string(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+def _flag(value: Any) -> Any:
+    """A DeepL boolean: JSON's true or false, or as a form writes it "0" or "1" (or "true", "false",
+    as a form of its OpenAPI document's booleans is written); pydantic's lax booleans ("yes", "on",
+    "t") are no values of DeepL's, refused rather than guessed at."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in _FLAGS:
+        return _FLAGS[value]
+    raise ValueError("must be 0 or 1 (in JSON, false or true)")
+
+
+_FLAGS = {"0": False, "1": True, "false": False, "true": True}
+Flag = Annotated[bool, BeforeValidator(_flag)]
 Tags = Annotated[list[str], BeforeValidator(_tags)]
 Formality = Literal["default", "more", "less", "prefer_more", "prefer_less"]
 ModelType = Literal["quality_optimized", "prefer_quality_optimized", "latency_optimized"]
 
 
 class _Body(BaseModel):
-    # Lax: a form's values are strings ("1" is true); unknown fields are ignored, as DeepL does.
+    # Lax: a form's values are strings (its booleans are ``Flag``s); unknown fields are ignored, as DeepL does.
     model_config = ConfigDict(extra="ignore")
 
 
@@ -158,15 +173,15 @@ class TranslateBody(_Body):
     target_lang: str
     source_lang: str | None = None
     context: str | None = None
-    show_billed_characters: bool = False
+    show_billed_characters: Flag = False
     split_sentences: Annotated[Literal["0", "1", "nonewlines"] | None, BeforeValidator(_string)] = None
-    preserve_formatting: bool = False
+    preserve_formatting: Flag = False
     formality: Formality = "default"
     model_type: ModelType | None = None
     glossary_id: str | None = None
     tag_handling: Literal["html", "xml"] | None = None
     tag_handling_version: Literal["v1", "v2"] | None = None
-    outline_detection: bool = True
+    outline_detection: Flag = True
     non_splitting_tags: Tags = []
     splitting_tags: Tags = []
     ignore_tags: Tags = []
@@ -255,12 +270,22 @@ def _language(router: Router, code: str, side: Literal["source", "target"]) -> s
     """The served language a DeepL code names (EN-GB: en), or DeepL's 400: a variant DeepL does not
     name (DE-XX) is no language, not its prefix's."""
     served = router.sources() if side == "source" else _targets(router)
-    wanted = code.strip().lower()
-    base = wanted.split("-")[0] if wanted in DEEPL_VARIANTS else None
-    for candidate in (wanted, base):
+    for candidate in (code.strip().lower(), variant_language(code)):
         if candidate and candidate in served:
             return candidate
     raise UnsupportedLanguage(f"Value for '{side}_lang' not supported.")
+
+
+def _glossary_language(router: Router, code: str, side: Literal["source", "target"]) -> str:
+    """``_language`` of a glossary's: DeepL defines glossaries on languages and refuses a variant
+    (a glossary for EN is used by translations into EN-GB and EN-US alike)."""
+    language = variant_language(code)
+    if language is not None:
+        raise UnsupportedLanguage(
+            f"Value for '{side}_lang' not supported: a glossary is for a language ({language.upper()}), "
+            "not one of its variants."
+        )
+    return _language(router, code, side)
 
 
 def _deepl_code(code: str) -> str:
@@ -507,7 +532,7 @@ async def document_result(request: Request, document_id: str) -> Response:
     return FileResponse(
         stored.path,
         media_type=stored.media_type,
-        headers={"Content-Disposition": _attachment(stored.filename)},
+        headers={"Content-Disposition": attachment(stored.filename)},
         background=BackgroundTask(files.delete, document.result),
     )
 
@@ -561,8 +586,8 @@ async def create_glossary(request: Request) -> JSONResponse:
     key = _authorize(request, runtime)
     body = _validated(GlossaryBody, await _fields(request))
     _, served = runtime.serving()
-    source = _language(served, body.source_lang, "source")
-    target = _language(served, body.target_lang, "target")
+    source = _glossary_language(served, body.source_lang, "source")
+    target = _glossary_language(served, body.target_lang, "target")
     if (source, target) not in served.pairs():
         raise UnsupportedLanguage(f"Unsupported glossary language pair: {source.upper()} to {target.upper()}.")
     with entries_checked():
@@ -605,7 +630,21 @@ async def delete_glossary(request: Request, glossary_id: str) -> Response:
     return Response(status_code=204)
 
 
-# Last: any other path under /v2 is DeepL's 404, in its shape.
+# Last: any other request under /v2 is DeepL's 404, or its 405 for a path of another method, in its shape.
 @router.api_route("/v2/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
-async def unknown(path: str) -> Response:
+async def unknown(request: Request, path: str) -> Response:
+    allowed = _methods_of(request.scope)
+    if allowed:
+        raise HTTPException(405, headers={"Allow": ", ".join(sorted(allowed))})
     raise NotFound(f"Not found: /v2/{path}")
+
+
+def _methods_of(scope: Scope) -> set[str]:
+    """The methods the routes before this catch-all answer at the request's path (Starlette's
+    partial match: the path is theirs, the method is not)."""
+    return {
+        method
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.endpoint is not unknown and route.matches(scope)[0] == Match.PARTIAL
+        for method in route.methods
+    }

@@ -118,7 +118,7 @@ async def translate_file(request: Request) -> Response:
     glossary = await request_glossary(request, body.glossary)
     job = FileJob(body.file, filename, body.target_lang, body.source_lang, api_key=key, glossary=glossary)
     data, document = await unless_disconnected(request, translate_document(runtime, job))
-    return Response(data, media_type=document.media_type, headers={"Content-Disposition": _attachment(filename)})
+    return Response(data, media_type=document.media_type, headers={"Content-Disposition": attachment(filename)})
 
 
 @router.post(
@@ -151,7 +151,9 @@ async def download_file(request: Request, name: str) -> FileResponse:
     stored = _store(request).get(name)
     if stored is None:
         raise NotFound("no such file: translated files are deleted MT_FILE_EXPIRY_S after they are made")
-    return FileResponse(stored.path, media_type=stored.media_type, filename=stored.filename)
+    return FileResponse(
+        stored.path, media_type=stored.media_type, headers={"Content-Disposition": attachment(stored.filename)}
+    )
 
 
 FieldsCheck = Callable[[dict[str, str]], None]
@@ -190,13 +192,25 @@ async def _form(request: Request, *, before_file: FieldsCheck | None) -> tuple[d
         upload = form.get("file")
         if isinstance(upload, UploadFile):
             fields["file"] = await upload.read()
-            # The name only: a client may send a path (a Windows one, even).
-            filename = PurePosixPath((upload.filename or "").replace("\\", "/")).name
+            filename = _uploaded_name(upload.filename or "")
     finally:
         await form.close()  # deletes the upload's spooled temporary file
     if "file" in fields and not filename:
         raise InvalidRequest("file: must be a file upload with a file name, whose extension names its format")
     return fields, filename
+
+
+_FORM_NAME_ESCAPES = {"%22": '"', "%0D": "\r", "%0A": "\n"}
+
+
+def _uploaded_name(sent: str) -> str:
+    """The name of an uploaded file as its client meant it: browsers, curl and httpx write a name's
+    ``"``, CR and LF as ``%22``, ``%0D`` and ``%0A`` (HTML's multipart/form-data encoding), which
+    the multipart parser leaves as they are. The name only: a client may send a path (a Windows
+    one, even)."""
+    for escaped, char in _FORM_NAME_ESCAPES.items():
+        sent = sent.replace(escaped, char)
+    return PurePosixPath(sent.replace("\\", "/")).name
 
 
 def _key_check(runtime: Runtime, header_key: str | None) -> FieldsCheck:
@@ -227,7 +241,12 @@ def _store(request: Request) -> FileStore:
     return store
 
 
-def _attachment(filename: str) -> str:
-    """Content-Disposition for a download named ``filename`` (RFC 6266; non-ASCII as RFC 5987)."""
+def attachment(filename: str) -> str:
+    """Content-Disposition for a download named ``filename`` (RFC 6266): as a quoted string where
+    that holds it as it is, else in ``filename*`` (RFC 8187's UTF-8 percent-encoding) after an
+    ASCII ``filename`` for the clients that read only that one (RFC 6266, appendix D)."""
     quoted = urllib.parse.quote(filename, safe="")
-    return f'attachment; filename="{filename}"' if quoted == filename else f"attachment; filename*=utf-8''{quoted}"
+    if quoted == filename:
+        return f'attachment; filename="{filename}"'
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quoted}"

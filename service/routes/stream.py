@@ -23,8 +23,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel
 
+from engine.bundle import Language
 from engine.language_id import Detection
-from engine.segmenter import split_sentences
+from engine.languages import word_separator
+from engine.segmenter import Segment, SegmentedText, split_sentences
 from service.errors import error_response
 from service.metrics import Metrics
 from service.routes.common import bearer_key, get_runtime, json_error_responses, translation_job, unless_disconnected
@@ -68,6 +70,32 @@ class _Started:
     detection: Detection | None  # of the whole text, when the source language was identified
     sentences: SentenceStream
     metrics: Metrics
+    word_separator: str  # of the target language: between two translated sentences that touched in the text
+
+
+class _Joiner:
+    """What to write before each sentence's translation so that they join as /v1/translate joins
+    a text's sentences (``SegmentedText.join``): the sentence's separator, and a word separator
+    where it touched the sentence before ("A dog.。A cat." into German: "Ein Hund. Eine Katze.").
+    Each sentence is joined to the one before as the whole text would be, by the same code."""
+
+    def __init__(self, word_separator: str) -> None:
+        self._word_separator = word_separator
+        self._previous: Part | None = None
+        self._tail = ""  # the last character written before the previous sentence's translation
+
+    def separator(self, part: Part) -> str:
+        previous = self._previous
+        written = part.separator
+        if previous is not None:
+            pair = SegmentedText([Segment(previous.source), Segment(part.source)], [self._tail, part.separator, ""])
+            joined, starts = pair.join_spans([previous.result.text, part.result.text], self._word_separator)
+            written = joined[starts[0] + len(previous.result.text) : starts[1]]
+            self._tail = (self._tail + previous.result.text + written)[-1:]
+        else:
+            self._tail = written[-1:]
+        self._previous = part
+        return written
 
 
 async def _started(request: Request) -> AsyncIterator[_Started]:
@@ -78,6 +106,8 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     body = validated(TranslateStreamRequest, await request.body())
     glossary = await request_glossary(request, body.glossary)
     plan = runtime.plan(replace(translation_job(body, request), glossary=glossary))
+    [route] = plan.routes
+    separator = " " if route is None else word_separator(Language(code=route.target))
     settings = runtime.settings
     # The batcher starts a batch that is not full once its oldest text has waited MT_MAX_WAIT_MS.
     first_batch_s = 2 * settings.max_wait_ms / 1000 + 0.005
@@ -86,7 +116,8 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     )
     try:
         await unless_disconnected(request, sentences.start())
-        yield _Started(body, plan.detections[0] if plan.detections else None, sentences, runtime.metrics)
+        detection = plan.detections[0] if plan.detections else None
+        yield _Started(body, detection, sentences, runtime.metrics, separator)
     finally:
         await sentences.close()
 
@@ -107,10 +138,11 @@ async def translate_stream(started: Annotated[_Started, Depends(_started)]) -> A
     (its `separator` and `text`, then the next's, ...), then `done` with the whole translation, which
     /v1/translate would answer; or `error` where a sentence fails. Every check is made before the
     stream starts: a request refused is answered with an HTTP error, as /v1/translate's is."""
-    parts: list[Part] = []
+    parts: list[tuple[Part, str]] = []  # each sentence, and what was written before its translation
+    joiner = _Joiner(started.word_separator)
     try:
         async for part in started.sentences:
-            parts.append(part)
+            parts.append((part, joiner.separator(part)))
             sentence = StreamSentence.from_result(
                 part.result,
                 started.body,
@@ -118,7 +150,7 @@ async def translate_stream(started: Annotated[_Started, Depends(_started)]) -> A
                 started.detection,
                 index=part.index,
                 source=part.source,
-                separator=part.separator,
+                separator=parts[-1][1],
             )
             yield _event("sentence", sentence)
     except Exception as exc:  # ends the stream as an error response would end the request
@@ -134,25 +166,27 @@ def _event(name: str, data: BaseModel) -> ServerSentEvent:
     return ServerSentEvent(event=name, raw_data=data.model_dump_json(exclude_none=True))
 
 
-def _done(parts: list[Part], trailing: str, detection: Detection | None, terms: list[TermOut] | None) -> StreamDone:
+def _done(
+    parts: list[tuple[Part, str]], trailing: str, detection: Detection | None, terms: list[TermOut] | None
+) -> StreamDone:
     return StreamDone(
-        text="".join(part.separator + part.result.text for part in parts) + trailing,
+        text="".join(written + part.result.text for part, written in parts) + trailing,
         separator=trailing,
         sentences=len(parts),
-        model=next((part.model for part in parts if part.model), None),
+        model=next((part.model for part, _ in parts if part.model), None),
         detected_language=DetectedLanguage.of(detection),
-        truncated=True if any(part.result.truncated for part in parts) else None,
+        truncated=True if any(part.result.truncated for part, _ in parts) else None,
         glossary_terms=terms,
     )
 
 
-def _terms(parts: list[Part]) -> list[TermOut]:
+def _terms(parts: list[tuple[Part, str]]) -> list[TermOut]:
     """Every sentence's glossary terms, with their spans in the whole text and translation."""
     terms = []
     source_at = target_at = 0
-    for part in parts:
+    for part, written in parts:
         source_at += len(part.separator)
-        target_at += len(part.separator)
+        target_at += len(written)
         terms += [TermOut.of(use, source_at, target_at) for use in part.result.terms]
         source_at += len(part.source)
         target_at += len(part.result.text)

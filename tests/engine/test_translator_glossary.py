@@ -52,6 +52,18 @@ def test_terms_are_found_and_reported_in_a_sentence_with_symbols_between_its_wor
     assert result.text.count("🎸") == result.text.count("🐕") == 1
 
 
+def test_a_term_longer_than_the_request_allows_is_left_out(translator: Translator) -> None:
+    """Put in place of the model's words, the term would make the translation longer than
+    max_length; the cap holds, and the term is reported unused."""
+    long_term = Glossary.of({"dog": "Hund Katze Mann Frau Baum Haus Garten"})
+    for cap in (1, 3, 6):
+        [result] = translate(translator, ["A dog runs."], glossary=long_term, max_length=cap)
+        assert result.output_tokens + 1 <= cap, (cap, result.text)  # EOS counts too
+        assert [u.used for u in result.terms] == [False]
+    [roomy] = translate(translator, ["A dog runs."], glossary=long_term, max_length=40)
+    assert [u.used for u in roomy.terms] == [True]
+
+
 def test_sentences_without_terms_are_translated_as_without_a_glossary(translator: Translator) -> None:
     texts = ["Two men sit on a bench.", "A dog runs. Children play football on the beach.", "A woman reads."]
     plain = translate(translator, texts, num_hypotheses=2)

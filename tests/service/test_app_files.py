@@ -103,7 +103,9 @@ def test_a_word_document_keeps_its_runs_formatting(client: httpx.Client) -> None
     response = upload(client, "Bericht über Hunde.docx", word_file(), source_lang="en")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].endswith("wordprocessingml.document")
-    assert response.headers["content-disposition"] == ("attachment; filename*=utf-8''Bericht%20%C3%BCber%20Hunde.docx")
+    assert response.headers["content-disposition"] == (
+        "attachment; filename=\"Bericht _ber Hunde.docx\"; filename*=UTF-8''Bericht%20%C3%BCber%20Hunde.docx"
+    )
     document = docx.Document(io.BytesIO(response.content))
     runs = document.paragraphs[0].runs
     assert [r.bold for r in runs] == [None, True, None]

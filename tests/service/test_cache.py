@@ -12,12 +12,19 @@ import numpy as np
 import pytest
 
 from engine.alignment import Alignment
-from engine.api import Hypothesis, TranslationResult
+from engine.api import Hypothesis, TranslationResult, term_uses
+from engine.glossary import Glossary
 from service.cache import LARGEST_SHARE, TranslationCache
 
 
 def result(text: str, *, hypotheses: int = 1) -> TranslationResult:
     return TranslationResult(text, [Hypothesis(f"{text} {i}", -1.0 - i, -0.5 - i) for i in range(hypotheses)])
+
+
+def with_terms(source: str, translation: str, glossary: Glossary) -> TranslationResult:
+    """A result that reports where ``translation`` uses each term of ``glossary`` that ``source`` says."""
+    said = [(glossary.terms[m.term], (m.start, m.end)) for m in glossary.find(source)]
+    return TranslationResult(translation, [Hypothesis(translation, -1.0, -0.5)], terms=term_uses(said, translation))
 
 
 def aligned(text: str, source: int, target: int, seed: int = 0) -> TranslationResult:
@@ -91,6 +98,9 @@ def test_alignment_weights_are_kept_as_an_array_and_come_back_as_the_same_floats
     assert again.alignment is not None and again.alignment.weights is not original.alignment.weights
 
 
+PETS = Glossary.of({"dog": "Köter", "cat": "Mieze"})
+
+
 @pytest.mark.parametrize(
     "make",
     [
@@ -99,8 +109,9 @@ def test_alignment_weights_are_kept_as_an_array_and_come_back_as_the_same_floats
         lambda i: result(f"{i} " + "a long text of many sentences. " * 200),
         lambda i: aligned(f"{i} aligned", 30, 32, seed=i),
         lambda i: aligned(f"{i} aligned long", 300, 320, seed=i),
+        lambda i: with_terms(f"{i} " + "a dog and a cat. " * 100, f"{i} " + "Ein Köter und eine Mieze. " * 100, PETS),
     ],
-    ids=["sentence", "n-best", "long text", "alignment", "long alignment"],
+    ids=["sentence", "n-best", "long text", "alignment", "long alignment", "glossary terms"],
 )
 def test_the_size_estimate_is_within_a_fifth_of_what_the_entries_hold(make: Callable[[int], TranslationResult]) -> None:
     cache = TranslationCache(10_000, max_bytes=10**12)

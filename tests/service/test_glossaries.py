@@ -163,8 +163,8 @@ def test_invalid_entries(text: str, entries_format: str, says: str) -> None:
         "EN,DE",
         "En,dE",
         " en , de ",
-        "en-US,de-DE",
-        "EN-GB,DE-AT",
+        "en-US,de",
+        "EN-GB,DE",
         "eng_Latn,deu_Latn",
         "ENG_LATN,de",
         ",",
@@ -172,17 +172,18 @@ def test_invalid_entries(text: str, entries_format: str, says: str) -> None:
     ],
 )
 def test_csv_rows_naming_the_glossarys_languages_are_kept(languages: str) -> None:
-    # As the router resolves a request's codes: any case, a regional variant, the model's own code;
-    # an empty column names no language.
+    # As the router resolves a request's codes: any case, a variant DeepL names, the model's own
+    # code; an empty column names no language.
     assert parse(f"dog,Hund,{languages}\ncat,Katze\n") == ENTRIES
 
 
 @pytest.mark.parametrize(
     "languages",
-    ["fr,de", "de,de", "de,en", "en,fr", "en,en", "en,es", "xx,de", "en,deu", "fr,es"],
+    ["fr,de", "de,de", "de,en", "en,fr", "en,en", "en,es", "xx,de", "en,deu", "fr,es", "EN-XX,de", "en,de-DE"],
 )
 def test_csv_rows_for_other_languages_are_left_out(languages: str) -> None:
-    # As DeepL does: such a row is ignored, the glossary made of the others.
+    # As DeepL does: such a row is ignored, the glossary made of the others. A variant DeepL does
+    # not name (EN-XX, DE-DE) is no language, as in a translation's languages.
     assert parse(f"dog,Hund\nfox,Fuchs,{languages}\ncat,Katze,en,de\n") == ENTRIES
 
 

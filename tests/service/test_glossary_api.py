@@ -154,9 +154,13 @@ def test_entries_as_deepl_takes_them(api: httpx.Client) -> None:
 
 
 def test_csv_rows_naming_other_languages_are_left_out(api: httpx.Client) -> None:
-    # As DeepL reads its CSV: languages after the terms, in any case or as a regional variant, and
-    # a row for another pair (fr is served, but as a source into English only) left out.
-    text = "dog,katze,EN,de\ncat,Hund,en-US,DE-de\nfox,Fuchs,fr,de\nbird,Vogel,en,en\nmouse,Maus,en,de,0.87\n"
+    # As DeepL reads its CSV: languages after the terms, in any case or as a variant DeepL names,
+    # and a row for another pair (fr is served, but as a source into English only) left out, as is
+    # one naming a variant DeepL does not (DE-DE), which no translation route takes either.
+    text = (
+        "dog,katze,EN,de\ncat,Hund,en-US,DE\nfox,Fuchs,fr,de\nbird,Vogel,en,en\nmouse,Maus,en,de,0.87\n"
+        "owl,Eule,en,DE-DE\n"
+    )
     created = create(api, entries_text=text, entries_format="csv")
     assert created["entry_count"] == 3
     entries = api.get(f"/v1/glossaries/{created['glossary_id']}").json()["entries"]
