@@ -60,6 +60,10 @@ MAX_BUILT_MB = 64  # of the glossaries kept built for translation (engine.glossa
 # is its language's, served by its language's model; any other (EN-XX) names no language. A
 # glossary itself is for a language, never a variant (DeepL refuses EN-GB there).
 DEEPL_VARIANTS = frozenset({"en-gb", "en-us", "pt-br", "pt-pt", "zh-hans", "zh-hant", "es-419"})
+# Put into a translation, a term's bidirectional override or isolate would reorder the text that
+# follows it on screen ("Trojan Source"); the marks (LRM, RLM) that right-to-left terms need are
+# not among them.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 EntriesFormat = Literal["tsv", "csv"]
 Side = Literal["source", "target"]
 
@@ -194,8 +198,8 @@ def variant_language(code: str) -> str | None:
 
 def checked(terms: Sequence[Term]) -> Glossary:
     """``terms`` as the engine's glossary, stripped; InvalidEntries naming the first entry (from 0)
-    that cannot be in one: an empty term, one too long or with a control character or a line
-    break, more than ``MAX_TERM_WORDS`` words, a source term twice; or no entries, or too many."""
+    that cannot be in one: an empty term, one too long or with a control character, a line break
+    or a bidirectional override, more than ``MAX_TERM_WORDS`` words, a source term twice; or no entries, or too many."""
     if not terms:
         raise InvalidEntries("entries: a glossary needs at least one entry")
     if len(terms) > MAX_ENTRIES:
@@ -215,6 +219,8 @@ def _term(index: int, value: str) -> str:
         raise InvalidEntries(f"entries: term {index}: a term has more than {MAX_TERM_CHARS} characters")
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in term):
         raise InvalidEntries(f"entries: term {index}: a term contains a control character or a line break")
+    if any(c in BIDI_CONTROLS for c in term):
+        raise InvalidEntries(f"entries: term {index}: a term contains a bidirectional embedding, override or isolate")
     return term
 
 

@@ -147,6 +147,8 @@ def test_parse_tsv_and_csv() -> None:
         ("dog", "csv", "expected source,target"),
         ("dog,Hund,fr,es", "csv", "not the glossary's, en to de"),
         ("dog,Hu\x07nd", "csv", "control character"),
+        ("dog,Hund\u202e", "csv", "bidirectional"),
+        ("\u2066dog,Hund", "csv", "bidirectional"),
         ('"dog,Hund', "csv", "malformed CSV"),
         ("a,b", "json", "entries_format"),
     ],
@@ -154,6 +156,11 @@ def test_parse_tsv_and_csv() -> None:
 def test_invalid_entries(text: str, entries_format: str, says: str) -> None:
     with pytest.raises(InvalidEntries, match=says):
         checked(parse(text, entries_format))
+
+
+def test_right_to_left_terms_keep_their_marks() -> None:
+    glossary = checked(parse("dog\tכלב\u200f", "tsv"))
+    assert glossary.terms[0].target == "כלב\u200f"
 
 
 @pytest.mark.parametrize(
