@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 _INDENT = "  "
 _DESCRIPTION_INDENT = "      "
@@ -45,3 +45,20 @@ def definition_list(title: str, entries: Iterable[tuple[str, str]]) -> str:
             break_on_hyphens=False,
         )
     return "\n".join(lines)
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for integers of at least ``minimum``: a value out of range is a usage
+    error (exit 2, naming the option) before any work, not a crash deep inside it."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the minimum, {minimum}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its messages
+    return parse

@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 
 from engine.bundle import BundleError
-from engine.cli import HelpFormatter
+from engine.cli import HelpFormatter, int_at_least
 from export import ExportError
-from export.pipeline import ExportConfig, ExportResult, export_bundle
+from export.pipeline import MIN_PARITY_SENTENCES, ExportConfig, ExportResult, export_bundle
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,11 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", default="1.0.0", help="model version")
     p.add_argument("--source-lang", help="source language(s), comma-separated (default: from the checkpoint)")
     p.add_argument("--target-lang", help="target language(s), comma-separated (default: from the checkpoint)")
-    p.add_argument("--alignment-layer", type=int, help="decoder layer for alignments (default: second-to-last)")
-    p.add_argument("--alignment-heads", type=int, default=0, help="average the first N heads; 0 = all")
-    p.add_argument("--parity-sentences", type=int, default=64, help="sentences in the parity check (>= 50)")
+    p.add_argument(
+        "--alignment-layer", type=int_at_least(0), help="decoder layer for alignments (default: second-to-last)"
+    )
+    p.add_argument("--alignment-heads", type=int_at_least(0), default=0, help="average the first N heads; 0 = all")
+    p.add_argument(
+        "--parity-sentences",
+        type=int_at_least(MIN_PARITY_SENTENCES),
+        default=64,
+        help=f"sentences in the parity check (>= {MIN_PARITY_SENTENCES})",
+    )
     p.add_argument("--parity-tolerance", type=float, default=1e-4, help="max |log-prob difference|")
-    p.add_argument("--eval-beam-size", type=int, default=5, help="beam size for --eval-data")
+    p.add_argument("--eval-beam-size", type=int_at_least(1), default=5, help="beam size for --eval-data")
     return p
 
 

@@ -26,10 +26,13 @@ def prepare_output(out: Path, *, force: bool) -> Path:
                 raise ExportError(f"{out}: exists, is not empty and holds no bundle; refusing to replace it")
             if not force:
                 raise ExportError(f"{out}: a bundle already exists; pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+    except OSError as e:  # checked before the export's minutes of work, not after
+        raise ExportError(f"{out}: cannot write a bundle there: {e.strerror or e}") from e
     return staging
 
 

@@ -7,6 +7,7 @@ that replaces ``out`` at the very end.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import shutil
@@ -38,7 +39,7 @@ from export.quality import TestSet, measure
 from export.quantize import optimize, quantize
 from export.samples import SAMPLE_SENTENCES
 from export.source import Source, load_source
-from model.data import read_lines
+from model.data import CorpusError, read_lines
 from model.transformer import count_parameters
 
 log = logging.getLogger("export")
@@ -82,6 +83,10 @@ class ExportConfig:
             raise ExportError(f"the parity tolerance must be positive, got {self.parity_tolerance}")
         if self.eval_beam_size < 1 or self.alignment_heads < 0:
             raise ExportError("--eval-beam-size must be at least 1 and --alignment-heads at least 0")
+        # The service reports the version (mt_model_info, /v1/models): an empty one names nothing.
+        for option, value in (("--name", self.name), ("--version", self.version)):
+            if value is not None and not value.strip():
+                raise ExportError(f"{option} {value!r} must not be blank")
 
 
 @dataclass
@@ -93,6 +98,8 @@ class ExportResult:
 
 
 def export_bundle(config: ExportConfig) -> ExportResult:
+    # Absolute: ``--out .`` has no name to stage beside, and the bundle is swapped in by renaming.
+    config = dataclasses.replace(config, out=config.out.absolute())
     staging = prepare_output(config.out, force=config.force)
     try:
         with one_torch_thread():
@@ -193,7 +200,11 @@ def _parity_sources(config: ExportConfig, source: Source) -> list[list[int]]:
         path = None
     if path is not None and not path.is_file():
         raise ExportError(f"{path}: parity sentences not found")
-    texts = [t for t in (read_lines(path) if path else SAMPLE_SENTENCES) if t.strip()][: config.parity_sentences]
+    try:
+        lines = read_lines(path) if path else SAMPLE_SENTENCES
+    except CorpusError as e:
+        raise ExportError(f"parity sentences: {e}") from e
+    texts = [t for t in lines if t.strip()][: config.parity_sentences]
     if len(texts) < MIN_PARITY_SENTENCES:
         raise ExportError(
             f"parity needs at least {MIN_PARITY_SENTENCES} sentences, {path or 'built-ins'} has {len(texts)}"

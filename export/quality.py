@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.bundle import Quality
 from export import ExportError
-from model.data import read_lines
+from model.data import CorpusError, read_lines
 from model.evaluate import score_translations
 
 TEST_SET = "test_2016_flickr"
@@ -32,7 +32,10 @@ class TestSet:
         for path in (src, ref):
             if not path.is_file():
                 raise ExportError(f"{path}: evaluation file not found (needed by --eval-data)")
-        sources, references = read_lines(src), read_lines(ref)
+        try:
+            sources, references = read_lines(src), read_lines(ref)
+        except CorpusError as e:
+            raise ExportError(f"--eval-data: {e}") from e
         if len(sources) != len(references) or not sources:
             raise ExportError(f"{src} and {ref}: {len(sources)} vs {len(references)} lines; need equal, non-zero")
         return cls(name, source_language, target_language, sources, references)

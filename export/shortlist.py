@@ -31,9 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.bundle import MANIFEST, load_bundle
+from engine.bundle import MANIFEST, BundleError, load_bundle
+from engine.cli import HelpFormatter, int_at_least
 from engine.shortlist import Shortlist
 from engine.tokenizer import Tokenizer
+from model.data import CorpusError, read_parallel
 
 log = logging.getLogger(__name__)
 
@@ -170,11 +172,28 @@ def _mean_pieces(translator, texts: list[str]) -> float:
 
 
 def write(bundle: Path, shortlist: Shortlist, *, default: bool, bleu: dict[str, dict[str, float]]) -> None:
-    """Save ``shortlist`` as the bundle's shortlist file and name it, with its checksum, in the manifest."""
-    path = bundle / FILE
-    shortlist.save(path)
-    manifest_path = bundle / MANIFEST
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    """Save ``shortlist`` as the bundle's shortlist file and name it, with its checksum, in the manifest.
+
+    The new manifest is validated before anything is written, and the old file and manifest are put
+    back if writing fails: a bundle the service serves must never be left unloadable.
+    """
+    path, manifest_path = bundle / FILE, bundle / MANIFEST
+    old = {p: p.read_bytes() for p in (path, manifest_path) if p.is_file()}
+    try:
+        shortlist.save(path)
+        manifest = _with_shortlist(json.loads(old[manifest_path]), path, shortlist, default=default, bleu=bleu)
+        manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        load_bundle(bundle, check_graphs=False)  # the manifest as written must load
+    except BaseException:
+        path.unlink(missing_ok=True)
+        for p, content in old.items():
+            p.write_bytes(content)
+        raise
+
+
+def _with_shortlist(
+    manifest: dict, path: Path, shortlist: Shortlist, *, default: bool, bleu: dict[str, dict[str, float]]
+) -> dict:
     manifest["files"][FILE] = hashlib.sha256(path.read_bytes()).hexdigest()
     manifest["files"] = dict(sorted(manifest["files"].items()))
     manifest["shortlist"] = {
@@ -184,41 +203,54 @@ def write(bundle: Path, shortlist: Shortlist, *, default: bool, bleu: dict[str, 
         "default": default,
         "bleu": bleu,
     }
-    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    load_bundle(bundle, check_graphs=False)  # the manifest as written must load
+    return manifest
 
 
-def read_lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m export.shortlist", description=__doc__, formatter_class=HelpFormatter
+    )
+    parser.add_argument("--bundle", type=Path, required=True, help="bundle directory to add the shortlist to")
+    parser.add_argument("--source", type=Path, required=True, help="parallel corpus, source side, a sentence a line")
+    parser.add_argument("--target", type=Path, required=True, help="its target side, line by line")
+    parser.add_argument(
+        "--dev-source", type=Path, help="held-out source sentences to choose k and --frequent on (default: none)"
+    )
+    parser.add_argument("--dev-target", type=Path, help="their references; needed with --dev-source (default: none)")
+    parser.add_argument("--k", type=int_at_least(1), nargs="+", default=[10], help="target pieces per source piece")
+    parser.add_argument(
+        "--frequent", type=int_at_least(0), nargs="+", default=[300], help="most frequent target pieces"
+    )
+    parser.add_argument("--tolerance", type=float, default=0.2, help="BLEU below the full vocabulary's allowed")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bundle", type=Path, required=True)
-    parser.add_argument("--source", type=Path, required=True, help="parallel corpus, source side, a sentence a line")
-    parser.add_argument("--target", type=Path, required=True, help="its target side, line by line")
-    parser.add_argument("--dev-source", type=Path, help="held-out source sentences to choose k and --frequent on")
-    parser.add_argument("--dev-target", type=Path, help="their references")
-    parser.add_argument("--k", type=int, nargs="+", default=[10], help="target pieces per source piece")
-    parser.add_argument("--frequent", type=int, nargs="+", default=[300], help="most frequent target pieces")
-    parser.add_argument("--tolerance", type=float, default=0.2, help="BLEU below the full vocabulary's allowed")
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if (args.dev_source is None) != (args.dev_target is None):
+        parser.error("--dev-source and --dev-target go together: give both, or neither")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    bundle = load_bundle(args.bundle, check_graphs=False)
+    try:
+        bundle = load_bundle(args.bundle, check_graphs=False)
+        corpus = read_parallel(args.source, args.target)
+        dev = read_parallel(args.dev_source, args.dev_target) if args.dev_source else None
+    except (BundleError, CorpusError) as e:
+        parser.error(str(e))
     tokenizer = Tokenizer.from_bundle(bundle)
     d = bundle.manifest.dimensions
-    sources = tokenizer.encode_batch(read_lines(args.source))
-    targets = [[*tokenizer.encode_target(line), bundle.manifest.special_tokens.eos] for line in read_lines(args.target)]
+    sources = tokenizer.encode_batch(corpus[0])
+    targets = [[*tokenizer.encode_target(line), bundle.manifest.special_tokens.eos] for line in corpus[1]]
     k_max, frequent_max = max(args.k), max(args.frequent)
     shortlist = build(
         sources, targets, source_vocab=tokenizer.vocab_size, target_vocab=d.vocab_size, k=k_max, frequent=frequent_max
     )
-    if args.dev_source is None or args.dev_target is None:
+    if dev is None:
         write(args.bundle, shortlist.cut(args.k[0], args.frequent[0]), default=False, bleu={})
         return
     write(args.bundle, shortlist, default=False, bleu={})  # the translator measures with it loaded
     grid = [(k, f) for k in args.k for f in args.frequent]
-    texts, refs = read_lines(args.dev_source), read_lines(args.dev_target)
+    texts, refs = dev
     full, trials = measure(args.bundle, shortlist, texts, refs, grid)
     best = choose(full, trials, args.tolerance) or min(trials, key=lambda t: -t.bleu)
     within = best.bleu >= full - args.tolerance

@@ -4,6 +4,7 @@ here, a Hugging Face checkpoint in ``export.hf_import``; both give the pipeline 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from model.transformer import Transformer
 
 REQUIRED_KEYS = ("model", "model_config", "spm_model", "spm_sha256")
 SPM_FILE = "spm.model"
+# What requests can name a language by (``engine.languages``): a BCP 47-style tag (or deu_Latn),
+# 2-3 letters then subtags. A comma list or a typo would give a bundle serving a pair no request names.
+LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*")
 
 
 @dataclass
@@ -105,4 +109,12 @@ def _languages(path: Path, state: dict[str, Any], src: str | None, tgt: str | No
         raise ExportError(
             f"{path}: languages unknown (no training config stored); pass --source-lang and --target-lang"
         )
+    for side, code in (("source", src), ("target", tgt)):
+        if not LANGUAGE_CODE.fullmatch(code):
+            raise ExportError(
+                f"--{side}-lang {code!r} is not a language code such as de or zh-Hant; a training checkpoint "
+                "translates one pair, so one code each"
+            )
+    if src.lower() == tgt.lower():
+        raise ExportError(f"source and target language are both {src!r}: the bundle would serve no pair")
     return src, tgt

@@ -29,8 +29,26 @@ def save_checkpoint(path: Path, model: Transformer, spm_model: bytes, **extra: A
     tmp.replace(path)  # atomic: an interrupted save never leaves a truncated checkpoint
 
 
+class CheckpointError(ValueError):
+    """A file that is not a usable checkpoint; the message names it and says why."""
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """``load_checkpoint`` for a path a user gave: a missing, truncated or foreign file is a
+    ``CheckpointError`` that says so, not torch's zip or pickle internals."""
+    if not path.is_file():
+        raise CheckpointError(f"{path}: {'is a directory, not a' if path.is_dir() else 'no such'} checkpoint file")
+    try:
+        state = load_checkpoint(path)
+    except Exception as e:  # torch.load raises many types (zip, pickle, EOF) for a damaged file
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or another kind of file?): {e}") from e
+    if not isinstance(state, dict) or not {"model", "model_config", "spm_model"} <= state.keys():
+        raise CheckpointError(f"{path}: not a model checkpoint of this project (no model, model_config, spm_model)")
+    return state
 
 
 def model_from_checkpoint(state: dict[str, Any]) -> Transformer:

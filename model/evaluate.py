@@ -17,10 +17,10 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from engine.cli import HelpFormatter
+from engine.cli import HelpFormatter, int_at_least
 from engine.tokenizer import Tokenizer
-from model.checkpoint import load_checkpoint, model_from_checkpoint, write_spm
-from model.data import pad, read_lines
+from model.checkpoint import CheckpointError, model_from_checkpoint, read_checkpoint, write_spm
+from model.data import CorpusError, pad, read_lines, read_parallel
 from model.decoding import DecodingOptions, beam_search
 from model.transformer import Transformer
 
@@ -72,36 +72,52 @@ def build_parser() -> argparse.ArgumentParser:
         "--ref", type=Path, help="references, one per line (default: none; the translations are printed, not scored)"
     )
     parser.add_argument("--out", type=Path, help="write the translations to this file (default: none)")
-    parser.add_argument("--beam-size", type=int, default=5, help="beam size")
+    parser.add_argument("--beam-size", type=int_at_least(1), default=5, help="beam size")
     parser.add_argument("--length-penalty", type=float, default=1.0, help="length penalty exponent of beam search")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences translated together")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N sentences; 0 = all")
+    parser.add_argument("--batch-size", type=int_at_least(1), default=64, help="sentences translated together")
+    parser.add_argument("--limit", type=int_at_least(0), default=0, help="only the first N sentences; 0 = all")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-
-    state = load_checkpoint(args.checkpoint)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.out and not args.out.parent.is_dir():  # found out before translating, not after
+        parser.error(f"--out {args.out}: the directory {args.out.parent} does not exist")
+    try:
+        state = read_checkpoint(args.checkpoint)
+        texts, refs = _inputs(args.src, args.ref, args.limit)
+    except (CheckpointError, CorpusError) as e:
+        parser.error(str(e))
     model = model_from_checkpoint(state)
     tokenizer = Tokenizer(write_spm(state, Path(tempfile.mkdtemp()) / "spm.model"))
-    texts = read_lines(args.src)
-    if args.limit:
-        texts = texts[: args.limit]
     options = DecodingOptions(beam_size=args.beam_size, length_penalty=args.length_penalty)
     hyps = translate_texts(model, tokenizer, texts, options, batch_size=args.batch_size)
     if args.out:
         args.out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    if not args.ref:
+    if refs is None:
         sys.stdout.write("".join(h + "\n" for h in hyps))
         return
-    scores = score_translations(hyps, read_lines(args.ref)[: len(hyps)])
+    scores = score_translations(hyps, refs)
     if args.json:
         print(json.dumps(asdict(scores)))
     else:
         print(f"BLEU {scores.bleu:.2f}  ({scores.bleu_signature})")
         print(f"chrF {scores.chrf:.2f}  ({scores.chrf_signature})")
+
+
+def _inputs(src: Path, ref: Path | None, limit: int) -> tuple[list[str], list[str] | None]:
+    """The source lines and their references, the first ``limit`` of each (0: all).
+
+    References must pair with the sources line for line: scored against a reference file of
+    another length, every sentence after the first missing line would meet another's reference.
+    """
+    if ref is None:
+        texts = read_lines(src)
+        return (texts[:limit] if limit else texts), None
+    texts, refs = read_parallel(src, ref)
+    return (texts[:limit], refs[:limit]) if limit else (texts, refs)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ best/last checkpoints with averaging, exact resume, and data parallelism under `
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -24,15 +26,23 @@ from tqdm import tqdm
 
 from engine.cli import HelpFormatter, definition_list
 from engine.tokenizer import PAD_ID, Tokenizer
-from model.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
+from model.checkpoint import CheckpointError, average_checkpoints, read_checkpoint, save_checkpoint
 from model.config import TrainConfig, config_keys, load_config, model_keys
-from model.data import ParallelData, collate, corpus_paths, make_batches, read_lines
+from model.data import CorpusError, ParallelData, collate, corpus_paths, make_batches, read_parallel
 from model.decoding import DecodingOptions
 from model.evaluate import score_translations, translate_texts
 from model.tokenizer import train_sentencepiece
 from model.transformer import ModelConfig, build_model, count_parameters
 
 log = logging.getLogger("model.train")
+
+
+# Model settings a resumed run may change: they regularise training, the weights mean the same.
+RESUMABLE_CHANGES = frozenset({"dropout", "attention_dropout", "activation_dropout"})
+
+
+class RunError(ValueError):
+    """The run cannot start or go on as configured; the message says why and what to change."""
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -85,12 +95,12 @@ class Trainer:
         self.val_data = ParallelData.load(
             *corpus_paths(data_dir, "val", cfg.src_lang, cfg.tgt_lang), self.tokenizer, max_len=cfg.max_len
         )
-        val_src, val_ref = corpus_paths(data_dir, "val", cfg.src_lang, cfg.tgt_lang)
-        self.val_texts = read_lines(val_src)[: cfg.val_bleu_sentences]
-        self.val_refs = read_lines(val_ref)[: cfg.val_bleu_sentences]
+        val_texts, val_refs = read_parallel(*corpus_paths(data_dir, "val", cfg.src_lang, cfg.tgt_lang))
+        self.val_texts, self.val_refs = val_texts[: cfg.val_bleu_sentences], val_refs[: cfg.val_bleu_sentences]
 
         torch.manual_seed(cfg.seed)
         self.model = build_model(ModelConfig(vocab_size=self.tokenizer.vocab_size, **cfg.model)).to(self.device)
+        self._check_batches()
         self.ddp = DistributedDataParallel(self.model) if self.world_size > 1 else None
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
@@ -101,8 +111,15 @@ class Trainer:
     def _tokenizer(self) -> Tokenizer:
         spm_path = self.out_dir / "spm.model"
         if self.is_main and not spm_path.exists():
-            src, tgt = corpus_paths(Path(self.cfg.data_dir), "train", self.cfg.src_lang, self.cfg.tgt_lang)
-            train_sentencepiece(read_lines(src) + read_lines(tgt), spm_path, vocab_size=self.cfg.vocab_size)
+            src, tgt = read_parallel(
+                *corpus_paths(Path(self.cfg.data_dir), "train", self.cfg.src_lang, self.cfg.tgt_lang)
+            )
+            try:
+                train_sentencepiece(src + tgt, spm_path, vocab_size=self.cfg.vocab_size)
+            except RuntimeError as e:  # e.g. every line blank
+                raise CorpusError(
+                    f"sentencepiece cannot train on the training corpus of {self.cfg.data_dir}: {e}"
+                ) from e
         if self.world_size > 1:
             dist.barrier()
         return Tokenizer(spm_path)
@@ -111,7 +128,11 @@ class Trainer:
         last = self.out_dir / "checkpoints" / "last.pt"
         if not last.exists():
             return
-        state = load_checkpoint(last)
+        try:
+            state = read_checkpoint(last)
+        except CheckpointError as e:
+            raise RunError(f"cannot resume: {e}") from e
+        self._check_resumable(last, state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
@@ -121,6 +142,37 @@ class Trainer:
         if "cuda" in state["rng"] and self.device.type == "cuda":  # GPU dropout draws from the device generator
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         log.info("resumed from %s at step %d (epoch %d, batch %d)", last, self.step, self.epoch, self.batch_in_epoch)
+
+    def _check_resumable(self, last: Path, state: dict) -> None:
+        """The run in ``out_dir`` must be this config's model with this tokenizer: weights of another
+        shape fail to load, and those of another activation or normalisation would load and train on
+        as a different model."""
+        saved_model, model = state["model_config"], self.model.config.to_dict()
+        changed = [
+            f"model.{k}: {saved_model.get(k)!r} -> {v!r}"
+            for k, v in model.items()
+            if saved_model.get(k) != v and k not in RESUMABLE_CHANGES
+        ]
+        saved_vocab = (state.get("train_config") or {}).get("vocab_size", self.cfg.vocab_size)
+        if saved_vocab != self.cfg.vocab_size:
+            changed.append(f"vocab_size: {saved_vocab} -> {self.cfg.vocab_size}")
+        if state["spm_sha256"] != hashlib.sha256(self.tokenizer.model_path.read_bytes()).hexdigest():
+            changed.append(f"{self.tokenizer.model_path} is not the sentencepiece model the run was trained with")
+        if changed:
+            raise RunError(
+                f"{last} was trained with other settings ({'; '.join(changed)}): resume with the run's own settings, "
+                "or give a new out_dir to start another run"
+            )
+
+    def _check_batches(self) -> None:
+        """An epoch must hold one update's batches, or every epoch would end before its first step."""
+        batches = len(make_batches(self.train_data, max_tokens=self.cfg.max_tokens, seed=self.cfg.seed, epoch=0))
+        per_update = self.cfg.accum_steps * self.world_size
+        if batches < per_update:
+            raise RunError(
+                f"the training data makes {batches} batches of max_tokens={self.cfg.max_tokens}, fewer than the "
+                f"{per_update} of one update (accum_steps x processes): lower accum_steps or max_tokens"
+            )
 
     def _save(self, name: str, **extra: object) -> Path:
         path = self.out_dir / "checkpoints" / name
@@ -255,6 +307,9 @@ class Trainer:
 
     def _average(self) -> None:
         paths = sorted((self.out_dir / "checkpoints").glob("step_*.pt"))[-self.cfg.average_last :]
+        if not paths:  # stopped (max_minutes) before its first step
+            log.info("no step checkpoints to average")
+            return
         self.model.load_state_dict(average_checkpoints(paths))
         metrics = self.validate()
         log.info("average of %d checkpoints: %s", len(paths), metrics)
@@ -288,17 +343,28 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
+        Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as e:  # ValueError includes a TOML syntax error
         parser.error(str(e))
-    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    _log_to(Path(cfg.out_dir) / "train.log")
+    log.info("config: %s", asdict(cfg))
+    try:
+        Trainer(cfg).run()
+    except (CorpusError, RunError) as e:
+        parser.error(str(e))
+    except KeyboardInterrupt:
+        # Checkpoints are replaced atomically, so the last one is whole whenever the interrupt came.
+        log.error("interrupted: the same command resumes from the last checkpoint")
+        sys.exit(130)
+
+
+def _log_to(path: Path) -> None:
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
-        handlers=[logging.FileHandler(Path(cfg.out_dir) / "train.log"), logging.StreamHandler()],
+        handlers=[logging.FileHandler(path), logging.StreamHandler()],
         force=True,  # a second run in the same process logs to its own out_dir
     )
-    log.info("config: %s", asdict(cfg))
-    Trainer(cfg).run()
 
 
 if __name__ == "__main__":
