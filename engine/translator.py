@@ -501,8 +501,11 @@ class Translator:
                     prefixes=[pair.target_prefix] * len(batch),
                     constraints=[s.constraints(guide) for s in batch] if guide is not None else None,
                 )
+        prefix = len(pair.target_prefix)
         for s, hyps in zip(batch, results, strict=True):
-            s.hypotheses = hyps
+            # An alternative that ends at once says nothing of a sentence with words; the best stays
+            # what the search chose.
+            s.hypotheses = hyps[:1] + [h for h in hyps[1:] if len(h.tokens) > prefix]
         return src.size, encoded_at - start, time.perf_counter() - encoded_at
 
     def _sub_batches(self, sentences: list[_Sentence]) -> list[list[_Sentence]]:
