@@ -116,10 +116,13 @@ def term_uses(said: Sequence[tuple[Term, tuple[int, int] | None]], translation: 
     uses = []
     searched_from: dict[str, int] = {}
     for term, span in said:
-        at = translation.find(term.target, searched_from.get(term.target, 0))
-        if at >= 0:
-            searched_from[term.target] = at + len(term.target)
-        uses.append(TermUse(term.source, term.target, span, None if at < 0 else (at, at + len(term.target))))
+        start = searched_from.get(term.target, 0)
+        # As written, or in capitals where the sentence was written in them (engine.casing).
+        found = [(at, len(t)) for t in (term.target, term.target.upper()) if (at := translation.find(t, start)) >= 0]
+        place = (found[0][0], sum(found[0])) if found else None
+        if place is not None:
+            searched_from[term.target] = place[1]
+        uses.append(TermUse(term.source, term.target, span, place))
     return uses
 
 

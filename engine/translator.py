@@ -51,6 +51,7 @@ from engine.api import (
 )
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
+from engine.casing import sentence_case
 from engine.constraints import GUIDES, Guide, SentenceConstraints
 from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step
@@ -130,7 +131,9 @@ class _Sentence:
     forced: list[Forced] = field(default_factory=list)  # its translations with those terms put in
     # Its hypotheses had its terms put in (forced or constrained), not chosen by the model itself.
     terms_put_in: bool = False
-    stripped: Stripped | None = None  # without the symbols between its words, which the model does not read
+    reads: str = ""  # what the model reads of it: in sentence case if it was in capitals, without its insets
+    stripped: Stripped | None = None  # without its insets (engine.insets), which the model does not read
+    capitals: bool = False  # written in capitals: read in sentence case, translated into capitals (engine.casing)
 
     def constraints(self, guide: Guide) -> SentenceConstraints:
         """Its glossary terms as constraints, begun where ``guide`` says."""
@@ -323,11 +326,7 @@ class Translator:
         it says or, for a glossary of placed terms, those ``placed`` in it (each a term's number and
         a fraction of the text's length)."""
         pieces: dict[int, list[int] | None] = {}
-        spoken = [
-            (start, s.stripped.words if s.stripped else segment.text, s)
-            for start, segment, s in zip(seg.starts(), seg.segments, sentences, strict=True)
-            if s.verbatim is None
-        ]
+        spoken = [(start, s.reads, s) for start, s in zip(seg.starts(), sentences, strict=True) if s.verbatim is None]
         if not spoken:
             return
         if placed is not None:
@@ -373,14 +372,16 @@ class Translator:
     def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair, *, plain: bool) -> _Sentence:
         if is_passthrough(text):  # symbols, numbers, URLs: a model would only invent words for them
             return _Sentence(text_index, [], truncated, verbatim=text)
-        # Markup keeps them in its text: its alignment is of the text as written.
-        stripped = take_out(text) if plain else None
-        ids = self.tokenizer.encode(stripped.words if stripped else text, prefix=pair.source_prefix)
+        # Markup keeps its text as written: its tags are placed by the alignment with that.
+        cased = sentence_case(text) if plain else None
+        stripped = take_out(cased or text) if plain else None
+        reads = stripped.words if stripped else cased or text
+        ids = self.tokenizer.encode(reads, prefix=pair.source_prefix)
         if not self._reads_a_word(ids, pair):  # a script it has no pieces for: it would invent a sentence
             return _Sentence(text_index, [], truncated, verbatim=text)
         if len(ids) > self.max_source_ids:  # the segmenter's estimate was off: cut, keep EOS, and say so
             ids, truncated = [*ids[: self.max_source_ids - 1], ids[-1]], True
-        return _Sentence(text_index, ids, truncated, stripped=stripped)
+        return _Sentence(text_index, ids, truncated, reads=reads, stripped=stripped, capitals=cased is not None)
 
     def _reads_a_word(self, ids: list[int], pair: _Pair) -> bool:
         """Whether the model knows a piece of the sentence with a letter in it: a text wholly in a
@@ -613,15 +614,21 @@ class Translator:
         if hypothesis is None:
             return ""
         text = self.tokenizer.decode(hypothesis.tokens[len(pair.target_prefix) :])
-        if sentence.stripped is None:
-            return text
+        if sentence.stripped is not None:
+            text = self._put_back(sentence.stripped, text, sentence, hypothesis, pair)
+        return text.upper() if sentence.capitals else text
+
+    def _put_back(
+        self, stripped: Stripped, text: str, sentence: _Sentence, hypothesis: beam_search.Hypothesis, pair: _Pair
+    ) -> str:
+        """``text``, a translation of ``stripped.words``, with the insets put back where its words align."""
         alignment = WordAlignment()
         if hypothesis.attention is None:  # placed by position alone
-            alignment.add(sentence.stripped.words, 0, text, 0, [])
+            alignment.add(stripped.words, 0, text, 0, [])
         else:
             links = word_links(*self._alignment_inputs(sentence, hypothesis, pair), self.tokenizer)
-            alignment.add(sentence.stripped.words, 0, text, 0, links.pairs, (links.source_words, links.target_words))
-        return sentence.stripped.put_back(text, alignment)
+            alignment.add(stripped.words, 0, text, 0, links.pairs, (links.source_words, links.target_words))
+        return stripped.put_back(text, alignment)
 
     def _alignment(self, sentence: _Sentence, best: beam_search.Hypothesis, pair: _Pair) -> Alignment:
         """Between the words of the text and of the translation: language tokens and EOS left out."""

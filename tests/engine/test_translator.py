@@ -209,6 +209,14 @@ def test_symbols_between_words_are_put_back_into_the_translation_of_the_words(tr
         assert result.input_tokens == plain.input_tokens
 
 
+def test_a_sentence_in_capitals_is_translated_as_in_sentence_case_into_capitals(translator: Translator) -> None:
+    plain = translator.translate_batch(["A dog runs in the park ."], TranslationOptions()).results[0]
+    texts = ["A DOG RUNS IN THE PARK .", "A DOG RUNS IN THE PARK .\nA dog runs in the park ."]
+    shouted, mixed = translator.translate_batch(texts, TranslationOptions()).results
+    assert shouted.text == plain.text.upper()
+    assert mixed.text == f"{plain.text.upper()}\n{plain.text}", "only the sentence in capitals"
+
+
 def test_n_best_hypotheses_are_ordered_and_bounded(translator: Translator) -> None:
     result = translator.translate_batch(
         ["The man plays with the dog."], TranslationOptions(beam_size=4, num_hypotheses=3)

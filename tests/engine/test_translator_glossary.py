@@ -64,6 +64,15 @@ def test_a_term_longer_than_the_request_allows_is_left_out(translator: Translato
     assert [u.used for u in roomy.terms] == [True]
 
 
+def test_terms_of_a_sentence_in_capitals_are_used_in_capitals(translator: Translator) -> None:
+    text = "A DOG RUNS IN THE PARK."
+    [result] = translate(translator, [text], glossary=UNUSUAL)
+    assert [(u.source, u.used) for u in result.terms] == [("dog", True), ("park", True)]
+    for use in result.terms:
+        assert text[slice(*use.source_span)].lower() == use.source
+        assert result.text[slice(*use.target_span)] == use.target.upper()
+
+
 def test_sentences_without_terms_are_translated_as_without_a_glossary(translator: Translator) -> None:
     texts = ["Two men sit on a bench.", "A dog runs. Children play football on the beach.", "A woman reads."]
     plain = translate(translator, texts, num_hypotheses=2)
