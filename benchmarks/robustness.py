@@ -11,7 +11,7 @@ The test_2016_flickr source sentences, changed three ways, each a copy of the se
 Each copy is translated by the engine (one stream, one thread, the model's beam) two ways, in
 interleaved rounds: as it is (``handled``: ``engine.insets`` takes symbols and addresses out of
 what the model reads and puts them back after the translation of the word before them;
-``engine.casing`` has the model read a sentence in capitals in sentence case and writes its
+``engine.casing`` has the model read a sentence in capitals in ordinary case and writes its
 translation in capitals), and with both turned off (``read as written``). The sentences as they are
 (``none``) are the reference point. Reported: BLEU and chrF against the references (symbols and
 addresses removed from the translations, where the model rewrote an address its words stay; for
@@ -71,13 +71,13 @@ def keeps_its_form(source: str, translation: str, kind: str) -> bool:
 
 @contextmanager
 def read_as_written() -> Iterator[None]:
-    """The engine with neither insets taken out nor capitals read in sentence case."""
-    take_out, sentence_case = translator_module.take_out, translator_module.sentence_case
-    translator_module.take_out = translator_module.sentence_case = lambda sentence: None
+    """The engine with neither insets taken out nor capitals read in ordinary case."""
+    take_out, ordinary_case = translator_module.take_out, translator_module.ordinary_case
+    translator_module.take_out = translator_module.ordinary_case = lambda *_: None
     try:
         yield
     finally:
-        translator_module.take_out, translator_module.sentence_case = take_out, sentence_case
+        translator_module.take_out, translator_module.ordinary_case = take_out, ordinary_case
 
 
 def main(argv: list[str] | None = None) -> None:

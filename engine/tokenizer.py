@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -81,6 +82,15 @@ class _Side:
             return [self.sp.encode(text) for text in texts]
         vocab, unk = self.vocab, self.unk_id
         return [[vocab.get(p, unk) for p in self.sp.encode(text, out_type=str)] for text in texts]
+
+    def score(self, text: str) -> float:
+        """How likely this side's sentencepiece model finds ``text``: the sum of its pieces' scores
+        (log-probabilities, in a unigram model); -inf with a piece the model does not know, which
+        sentencepiece scores 0."""
+        pieces = self.sp.encode(text, out_type=str)
+        if self.unk_id in self.ids(pieces):
+            return -math.inf
+        return sum(self.sp.get_score(self.sp.piece_to_id(p)) for p in pieces)
 
     def ids(self, pieces: Sequence[str]) -> list[int]:
         if self.vocab is None:
@@ -171,6 +181,10 @@ class Tokenizer:
     def count(self, text: str) -> int:
         """Source pieces of ``text``, without language tokens or EOS."""
         return len(self.source.encode([normalize_text(text)])[0])
+
+    def score(self, text: str) -> float:
+        """How likely the source side's sentencepiece model finds ``text`` (``_Side.score``)."""
+        return self.source.score(normalize_text(text))
 
     def encode_target(self, text: str) -> list[int]:
         """Target ids of ``text`` as the model would write it within a sentence: no EOS."""

@@ -51,7 +51,7 @@ from engine.api import (
 )
 from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
-from engine.casing import sentence_case
+from engine.casing import ordinary_case
 from engine.constraints import GUIDES, Guide, SentenceConstraints
 from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step
@@ -131,9 +131,9 @@ class _Sentence:
     forced: list[Forced] = field(default_factory=list)  # its translations with those terms put in
     # Its hypotheses had its terms put in (forced or constrained), not chosen by the model itself.
     terms_put_in: bool = False
-    reads: str = ""  # what the model reads of it: in sentence case if it was in capitals, without its insets
+    reads: str = ""  # what the model reads of it: in ordinary case if it was in capitals, without its insets
     stripped: Stripped | None = None  # without its insets (engine.insets), which the model does not read
-    capitals: bool = False  # written in capitals: read in sentence case, translated into capitals (engine.casing)
+    capitals: bool = False  # written in capitals: read in ordinary case, translated into capitals (engine.casing)
 
     def constraints(self, guide: Guide) -> SentenceConstraints:
         """Its glossary terms as constraints, begun where ``guide`` says."""
@@ -373,7 +373,7 @@ class Translator:
         if is_passthrough(text):  # symbols, numbers, URLs: a model would only invent words for them
             return _Sentence(text_index, [], truncated, verbatim=text)
         # Markup keeps its text as written: its tags are placed by the alignment with that.
-        cased = sentence_case(text) if plain else None
+        cased = ordinary_case(text, self.tokenizer.score) if plain else None
         stripped = take_out(cased or text) if plain else None
         reads = stripped.words if stripped else cased or text
         ids = self.tokenizer.encode(reads, prefix=pair.source_prefix)

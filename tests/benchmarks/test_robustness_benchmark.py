@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import robustness
-from engine.casing import sentence_case
+from engine.casing import ordinary_case
 from engine.insets import take_out
 
 
@@ -45,4 +45,4 @@ def test_each_way_is_scored_and_the_engine_restored(tiny_bundle: Path, tiny_corp
         assert systems[f"{kind}, handled"]["bleu"] == systems["none, as it is"]["bleu"]
     assert all(len(times) == 2 for times in report["seconds"].values())
     assert robustness.translator_module.take_out is take_out
-    assert robustness.translator_module.sentence_case is sentence_case
+    assert robustness.translator_module.ordinary_case is ordinary_case

@@ -100,7 +100,10 @@ def test_omitted_options_are_the_models_defaults_and_share_the_cache(tiny_bundle
         await runtime.translate(TranslationJob(texts=["A red dog."], target_lang="de"))
         assert hits() == before + 1
         wider = TranslationOptions(num_hypotheses=info.decoding.beam_size + 1)  # the beam widens to hold them
-        done = await runtime.translate(TranslationJob(texts=["A dog."], target_lang="de", options=wider))
+        # a sentence whose alternatives all have words (one that would be empty is left out)
+        done = await runtime.translate(
+            TranslationJob(texts=["Two dogs run on the grass."], target_lang="de", options=wider)
+        )
         assert len(done.results[0].hypotheses) == info.decoding.beam_size + 1
 
     with_runtime(tiny_bundle, test)
