@@ -8,7 +8,8 @@ rewrites as words of its own ("A woman writes to anna.smith@example.org in the p
 Frau schreibt in einem Park eine Tomammamm."). The model reads the sentence without them, and each
 goes back after the translation of the word before it, as an element without words of its own
 goes back into markup (``engine.markup.projection``), with the spaces it had around it. Runs of
-symbols at a sentence's edges are segments of their own (``engine.segmenter``).
+symbols at a sentence's edges are segments of their own (``engine.segmenter``). Markup takes the
+same runs (``find``) out of the lines of its blocks (``engine.markup.document``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from engine.markup.projection import Positions, Span, WordAlignment, place
 from engine.markup.tree import Text
@@ -54,10 +57,22 @@ class Stripped:
     # every position from which that count grows
     shifts: tuple[tuple[int, int], ...]
 
+    @cached_property
+    def _starts(self) -> tuple[list[int], list[int]]:
+        """Where each shift starts in ``words``, and in the sentence."""
+        return [at for at, _ in self.shifts], [at + taken for at, taken in self.shifts]
+
     def origin(self, position: int) -> int:
         """Where a position of ``words`` is in the sentence."""
-        k = bisect.bisect_right([at for at, _ in self.shifts], position) - 1
+        k = bisect.bisect_right(self._starts[0], position) - 1
         return position + (self.shifts[k][1] if k >= 0 else 0)
+
+    def position(self, origin: int) -> int:
+        """Where a position of the sentence is in ``words``: one in what was taken out, where that was."""
+        in_words, in_sentence = self._starts
+        k = bisect.bisect_right(in_sentence, origin) - 1
+        position = origin - (self.shifts[k][1] if k >= 0 else 0)
+        return min(position, in_words[k + 1]) if k + 1 < len(in_words) else position
 
     def put_back(self, translation: str, alignment: WordAlignment) -> str:
         """``translation`` of ``words`` with each inset after the translation of the word before
@@ -69,38 +84,46 @@ class Stripped:
         out, cursor = "", 0
         for inset, span in zip(self.insets, root.children, strict=True):
             k = ranges[id(span)][0]
-            at = max(cursor, self._after(targets[k - 1], translation, inset) if k else 0)
+            at = max(cursor, after_word(translation, targets[k - 1], follows_a_word(self.words, inset.at)) if k else 0)
             out += translation[cursor:at]
             if inset.spaced[0] and out and not out[-1].isspace():
                 out += " "
             out += inset.text
-            if inset.spaced[1] and _starts_a_word(translation[at : at + 1]):
+            if inset.spaced[1] and starts_a_word(translation[at : at + 1]):
                 out += " "
             cursor = at
         return out + translation[cursor:]
 
-    def _after(self, word: tuple[int, int], translation: str, inset: Inset) -> int:
-        """Where in ``translation`` an inset placed after ``word`` goes: before the punctuation that
-        ends the word, unless the sentence had punctuation before the inset too ("guitar 🎸 on the
-        street" gives "Gitarre 🎸.", where "Gitarre." ends the translation)."""
-        start, end = word
-        if self.words[: inset.at].rstrip()[-1:].isalnum():
-            while end > start + 1 and not translation[end - 1].isalnum():
-                end -= 1
-        return end
+
+def after_word(translation: str, word: tuple[int, int], glued: bool) -> int:
+    """Where in ``translation`` an inset placed after ``word`` goes: before the punctuation that
+    ends the word, unless the sentence had punctuation before the inset too (``glued``: it did not;
+    "guitar 🎸 on the street" gives "Gitarre 🎸.", where "Gitarre." ends the translation)."""
+    start, end = word
+    if glued:
+        while end > start + 1 and not translation[end - 1].isalnum():
+            end -= 1
+    return end
 
 
-def _starts_a_word(char: str) -> bool:
+def follows_a_word(text: str, position: int) -> bool:
+    """Whether the last character before ``position`` of ``text`` that is not a space is a letter or digit."""
+    while position > 0 and text[position - 1].isspace():
+        position -= 1
+    return position > 0 and text[position - 1].isalnum()
+
+
+def starts_a_word(char: str) -> bool:
     """Whether ``char`` is one a space goes before: not a space, nor punctuation that closes what is before it."""
     return bool(char) and not char.isspace() and unicodedata.category(char) not in ("Po", "Pe", "Pf")
 
 
-def take_out(sentence: str) -> Stripped | None:
-    """``sentence`` without its insets; None if it has none, or nothing else to read. An inset goes
-    with the space after it, or where punctuation or the sentence's end follows it, with the space
-    before it; one glued to words on both sides ("I❤️you") leaves a space, so that the words stay
-    apart."""
-    spans = _insets(sentence)
+def take_out(sentence: str, spans: Sequence[tuple[int, int]] | None = None) -> Stripped | None:
+    """``sentence`` without its insets (``spans``, if not all that ``find`` gives); None if it has
+    none, or nothing else to read. An inset goes with the space after it, or where punctuation or
+    the sentence's end follows it, with the space before it; one glued to words on both sides
+    ("I❤️you") leaves a space, so that the words stay apart."""
+    spans = find(sentence) if spans is None else spans
     if not spans:
         return None
     words = ""
@@ -123,7 +146,7 @@ def take_out(sentence: str) -> Stripped | None:
     return Stripped(words, tuple(insets), tuple(shifts))
 
 
-def _insets(sentence: str) -> list[tuple[int, int]]:
+def find(sentence: str) -> list[tuple[int, int]]:
     """The [start, end) of the sentence's addresses, and of its runs of symbols that have a visible
     symbol in them and a word character somewhere before and after them, in order. Invisible
     symbols alone (a zero-width non-joiner inside a Persian word, a soft hyphen) and modifier

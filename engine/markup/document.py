@@ -19,17 +19,22 @@ declarations, processing instructions, CDATA, attributes, and the whitespace aro
 ``alt`` and ``title`` attribute values are units of their own. An element of digits and symbols glued
 to the word before it (``dog<sup>1</sup>``) is kept too, placed after that word's translation.
 Inside a block, runs of whitespace read as one space; translated text is escaped again with the
-entities the input used (``&nbsp;`` stays ``&nbsp;``).
+entities the input used (``&nbsp;`` stays ``&nbsp;``). The runs of symbols between a line's words,
+and its URLs and e-mail addresses, are kept out of its text as plain text keeps them out of a
+sentence's (``engine.insets``): each is placed as an item of the element that holds it, and an
+element of them alone is kept whole.
 """
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from engine import insets
 from engine.markup.projection import LineBreak, Positions, Span, WordAlignment, place
 from engine.markup.tree import P_CLOSERS, Element, MarkupFormat, Node, Text, parse
 
@@ -150,9 +155,33 @@ class Document:
         text = _TextBuffer()
         root = Span(None, 0, 0)
         self._inline(run, root, text, outer=True)
-        source = text.finish(root)
+        source = self._take_out_insets(text.finish(root), root)
         lead, trail = _space(run[0], leading=True), _space(run[-1], leading=False)
         self._parts.append(_Block(self._lines(source), source, lead, trail, root))
+
+    def _take_out_insets(self, source: str, root: Span) -> str:
+        """``source`` without the symbols between words, URLs and e-mail addresses of its lines
+        (``engine.insets``), each an atom of the innermost element that holds it, written back as
+        the input wrote it: read by the model, they cost it the sentence's translation. One that an
+        element's edge or another atom cuts stays in the text, as no one place can hold it."""
+        bounds = sorted({p for span in _below(root) for p in (span.start, span.end)})
+        lines: list[str] = []
+        moves: list[tuple[int, int, insets.Stripped | None]] = []  # each line's start, before and after
+        before = after = 0
+        for line in source.split(LINE_END):
+            spans = [(s, e) for s, e in insets.find(line) if not _cut(bounds, before + s, before + e)]
+            stripped = insets.take_out(line, spans) if spans else None
+            for (s, e), inset in zip(spans, stripped.insets, strict=True) if stripped else ():
+                atom = Text(self._escape(inset.text), inset.text)
+                _hold(root, Span(None, before + s, before + s, atom=atom, spaced=inset.spaced), before + e)
+            lines.append(stripped.words if stripped else line)
+            moves.append((before, after, stripped))
+            before += len(line) + len(LINE_END)
+            after += len(lines[-1]) + len(LINE_END)
+        moved, stripped_source = _mover(moves), LINE_END.join(lines)
+        _keep_whole(root, moved, source, stripped_source)
+        _move(root, moved)
+        return stripped_source
 
     def _lines(self, source: str) -> list[tuple[int, int | None]]:
         """Each line of a block's text as a unit, if it has text: where it starts, and the unit."""
@@ -240,6 +269,11 @@ class Document:
             if a < b:
                 covered = [alignment.source_words[w] for w in positions.words(span)]
                 return _punctuation_out(span, block.source, covered, target, words[a][0], words[b - 1][1])
+            if _inset(span):  # where plain text puts one back (engine.insets)
+                at = (
+                    insets.after_word(target, words[a - 1], insets.follows_a_word(block.source, span.start)) if a else 0
+                )
+                return at, at
             if span.spaced[0] and a < len(words):  # after the space before the next word
                 return words[a][0], words[a][0]
             at = words[a - 1][1] if a > 0 else (words[0][0] if words else 0)
@@ -323,6 +357,66 @@ def _clamp(span: Span, length: int) -> None:
     span.start, span.end = min(span.start, length), min(span.end, length)
     for child in span.children:
         _clamp(child, length)
+
+
+def _below(span: Span) -> Iterator[Span]:
+    for child in span.children:
+        yield child
+        yield from _below(child)
+
+
+def _cut(bounds: list[int], start: int, end: int) -> bool:
+    """Whether an element or atom starts or ends inside (start, end)."""
+    k = bisect.bisect_right(bounds, start)
+    return k < len(bounds) and bounds[k] < end
+
+
+def _hold(root: Span, atom: Span, end: int) -> None:
+    """Make ``atom``, the inset from its start to ``end``, a child of the innermost element that
+    holds it, after the children before it."""
+    parent = root
+    while True:
+        k = bisect.bisect_right(parent.children, atom.start, key=lambda c: c.start)
+        inner = parent.children[k - 1] if k else None  # siblings never overlap: only it can hold the inset
+        if inner is None or inner.element is None or inner.end < end:
+            parent.children.insert(k, atom)
+            return
+        parent = inner
+
+
+def _mover(moves: list[tuple[int, int, insets.Stripped | None]]) -> Callable[[int], int]:
+    """Where a position of a block's text is once its lines lost their insets (``moves``: each
+    line's start before and after, and what it lost): one inside an inset goes where it was."""
+    starts = [before for before, _, _ in moves]
+
+    def moved(position: int) -> int:
+        before, after, stripped = moves[bisect.bisect_right(starts, position) - 1]
+        return after + (stripped.position(position - before) if stripped else position - before)
+
+    return moved
+
+
+def _keep_whole(span: Span, moved: Callable[[int], int], source: str, stripped: str) -> None:
+    """Make each element whose text was all insets (``source`` with them, ``stripped`` without) an
+    atom, written as it is and placed by the words around it: its insets inside it, and the
+    spaces around it outside. One that ends a line stays an element, placed across it."""
+    for i, child in enumerate(span.children):
+        text = source[child.start : child.end]
+        if (
+            child.element is not None
+            and LINE_END not in text
+            and not _says_something(stripped[moved(child.start) : moved(child.end)])
+        ):
+            spaced = source[child.start - 1 : child.start] == " ", source[child.end : child.end + 1] == " "
+            span.children[i] = Span(None, child.start, child.start, atom=child.element, spaced=spaced)
+        else:
+            _keep_whole(child, moved, source, stripped)
+
+
+def _move(span: Span, moved: Callable[[int], int]) -> None:
+    span.start, span.end = moved(span.start), moved(span.end)
+    for child in span.children:
+        _move(child, moved)
 
 
 def plain_text(markup: str, kind: MarkupFormat) -> str:
@@ -434,9 +528,18 @@ def _has_word_character(text: str) -> bool:
 
 
 def _needs_space(atom: Span, target: str, at: int) -> bool:
-    """An atom spaced on both sides in the source, placed before a word: a space between them."""
+    """An atom spaced on both sides in the source, placed before a word: a space between them; an
+    inset spaced after, placed before a word or what opens one (engine.insets)."""
     before, after = atom.spaced
+    if _inset(atom):
+        return after and insets.starts_a_word(target[at : at + 1])
     return after and 0 < at < len(target) and not target[at].isspace() and (before or target[at - 1].isspace())
+
+
+def _inset(span: Span) -> bool:
+    """Whether ``span`` is a run of symbols or an address taken out of its block's text: the only
+    text that is an atom."""
+    return isinstance(span.atom, Text)
 
 
 def _marker(element: Element, before: Node | None) -> bool:
