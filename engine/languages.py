@@ -31,8 +31,9 @@ def find(languages: list[Language], name: str) -> Language | None:
     for lang in languages:
         if wanted in (lang.code.lower(), (lang.model_code or "").lower()):
             return lang
-    by_subtag = [lang for lang in languages if lang.code.lower().split("-")[0] == wanted]
-    return by_subtag[0] if len(by_subtag) == 1 else None
+    # By code: the languages of several models name one language several times.
+    by_subtag = {lang.code: lang for lang in languages if lang.code.lower().split("-")[0] == wanted}
+    return next(iter(by_subtag.values())) if len(by_subtag) == 1 else None
 
 
 def resolve_pair(languages: Languages, source: str | None, target: str | None) -> tuple[Language, Language]:

@@ -127,6 +127,12 @@ class Router:
             served.update((source, target) for (source, _), (_, target) in _joinable(self._direct) if source != target)
         self._pairs = sorted(served)
         self._sources = sorted({source for source, _ in self._pairs})
+        # Every model's languages on each side, looked up at once (``code``): a code one model has
+        # exactly wins over a subtag another model's code starts with ("zh" over "zh-Hant").
+        self._languages = {
+            side: [lang for entry in self.entries for lang in getattr(entry.languages, side)]
+            for side in ("source", "target")
+        }
 
     def sources(self) -> list[str]:
         return self._sources
@@ -150,10 +156,8 @@ class Router:
 
     def code(self, name: str, side: str) -> str:
         """The language code a request's ``name`` means on ``side`` ("source" or "target")."""
-        for entry in self.entries:
-            languages = entry.manifest.languages if entry.manifest else None
-            if languages is not None and (lang := find(getattr(languages, side), name)) is not None:
-                return lang.code
+        if (lang := find(self._languages[side], name)) is not None:
+            return lang.code
         served = sorted({s if side == "source" else t for s, t in self.pairs()})
         raise UnsupportedLanguage(f"unsupported {side} language {name!r}; served: {', '.join(served) or 'none'}")
 

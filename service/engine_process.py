@@ -157,6 +157,7 @@ class _Child:
         self._pending: dict[int, Future[Any]] = {}
         self._lock = threading.Lock()  # the pipe's sending end, _pending, and restarts
         self._closing = False
+        self._down: str | None = None  # why the last restart failed: the next call tries again
         self._start()
 
     @property
@@ -189,6 +190,8 @@ class _Child:
     def _call(self, *request: Any, cancellation: Cancellation | None = None) -> Any:
         future: Future[Any] = Future()
         with self._lock:
+            if self._down is not None:
+                self._restart()
             call = next(self._ids)
             self._pending[call] = future
             with contextlib.suppress(OSError):  # died since: the reader fails the call and restarts the child
@@ -222,10 +225,25 @@ class _Child:
                 if not self._closing:
                     self._stop()
                     error = EngineCrashed(f"the engine process died (exit code {self._process.exitcode}); restarted")
-                    self._start()
+                    self._restart()
+            except EngineCrashed as failed_restart:
+                error = failed_restart
             finally:
                 for future in failed.values():
                     future.set_exception(error)
+
+    def _restart(self) -> None:
+        """Start a replacement, under the lock. One that fails (killed while it loads its models,
+        or a model that no longer loads) leaves the child down rather than without a reader, whose
+        calls would wait for ever: the next call tries again, and fails at once if that fails too."""
+        try:
+            self._start()
+        except Exception as exc:
+            self._stop()
+            self._down = f"{type(exc).__name__}: {exc}"
+            log.error("engine process could not be restarted (tried again at the next call): %s", self._down)
+            raise EngineCrashed(f"the engine process died and could not be restarted: {self._down}") from exc
+        self._down = None
 
     def _start(self) -> None:
         """Start a child and load this child's models into it; raises what loading raised."""

@@ -95,6 +95,9 @@ class TranslationJob:
     api_key: str | None = None
     timeout_s: float | None = None  # capped at MT_REQUEST_TIMEOUT_S
     glossary: JobGlossary | None = None
+    # A stated source that is the target returns the texts as they are (LibreTranslate's identity
+    # translation) rather than being refused (400), as it is on the service's own API.
+    keep_same_language: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,7 @@ class Runtime:
         self.cache = TranslationCache(settings.cache_size, int(settings.cache_mb * 1e6))
         self._entries: dict[str, ModelEntry] = {}
         self._tokenizers: dict[str, Tokenizer] = {}  # the request checks' own, read on first use
-        self._sources_into: dict[str, list[str]] = {}  # target -> the sources translated into it
+        self._sources_into: dict[str, dict[str, str]] = {}  # target -> its sources (``_served_sources``)
         self.load_error: str | None = None
         self.draining = False
         self._in_flight = 0
@@ -285,9 +288,19 @@ class Runtime:
     def _identify(self, text: str, router: Router, target: str) -> Choice:
         """What ``text`` becomes on its way into ``target``: translated from the likeliest source
         language that a model translates into ``target``, kept, or refused (``choose``)."""
+        return choose(self.detect(text), self._served_sources(router, target).keys(), _base(target))
+
+    def _served_sources(self, router: Router, target: str) -> dict[str, str]:
+        """The source languages some route translates into ``target``, by the identifier's code of
+        each: a text identified as "pt" is translated from "pt" where it is served, else from the
+        first of its variants ("pt-BR" of "pt-BR" and "pt-PT", which the identifier cannot tell
+        apart; "pt" alone would name neither)."""
         if target not in self._sources_into:
-            self._sources_into[target] = [_base(s) for s in _sources_into(router, target)]
-        return choose(self.detect(text), self._sources_into[target], _base(target))
+            by_base: dict[str, str] = {}
+            for code in sorted(_sources_into(router, target), key=lambda code: code != _base(code)):
+                by_base.setdefault(_base(code), code)
+            self._sources_into[target] = by_base
+        return self._sources_into[target]
 
     # -- translating -------------------------------------------------------------------------
 
@@ -357,6 +370,8 @@ class Runtime:
         """Each text's route, from the stated source language; None for a text with nothing to
         translate. The languages a request names are checked even when none of its texts needs
         them: whether it is refused does not depend on what its texts are."""
+        if job.keep_same_language and _same_language(router, job.source_lang or "", job.target_lang):
+            return [None] * len(verbatim)
         route = self._route(router, job.source_lang or "", job.target_lang, detected=False)
         return [None if unchanged else route for unchanged in verbatim]
 
@@ -377,8 +392,9 @@ class Runtime:
                 routes.append(None)
                 detections.append(_refused(router, choice.detection, text, target))
             else:
-                source = choice.detection.language
-                assert source is not None  # choose refuses what it cannot determine
+                language = choice.detection.language
+                assert language is not None  # choose refuses what it cannot determine
+                source = self._served_sources(router, target).get(language, language)
                 routes.append(None if choice.outcome == "keep" else self._route(router, source, target, detected=True))
                 detections.append(choice.detection)
         refused = [d for d in detections if isinstance(d, Refused)]
@@ -547,6 +563,14 @@ def _served(router: Router) -> dict[str, object]:
     return {"supported_pairs": [f"{s}-{t}" for s, t in router.pairs()]}
 
 
+def _same_language(router: Router, source: str, target: str) -> bool:
+    """Whether ``source`` and ``target`` name one served language (False: either names none)."""
+    try:
+        return router.code(source, "source") == router.code(target, "target")
+    except languages.UnsupportedLanguage:
+        return False
+
+
 def _sources_into(router: Router, target: str) -> list[str]:
     """The source languages some route translates into ``target``."""
     return [s for s, t in router.pairs() if t == target]
@@ -567,7 +591,7 @@ def _refused(router: Router, detection: Detection, text: str, target: str) -> Re
     else:
         served = _sources_into(router, target)
         message = f"the text is in {language!r}, which no model translates into {target!r} (served: {served})"
-    return Refused(language, detection.confidence, detection.candidates, message)
+    return Refused(language, detection.confidence, detection.candidates, message=message)
 
 
 def _refusal(router: Router, refused: Refused) -> UnsupportedLanguage:

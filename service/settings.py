@@ -13,8 +13,14 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engine.language_id import supported_languages
+
 # The shipped models, resolved against the repository checkout or installed tree, not the cwd.
 DEFAULT_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+# Far beyond any machine's use, short of what would exhaust it: MT_THREADS=1000000 had onnxruntime
+# start threads until the kernel killed the process, and each stream is an engine process.
+MAX_THREADS = 1024
+MAX_STREAMS = 256
 
 
 class Settings(BaseSettings):
@@ -34,7 +40,10 @@ class Settings(BaseSettings):
         0, ge=0, description="Most models loaded at once (least recently used idle ones unload); 0 = no limit."
     )
     max_loaded_mb: float = Field(
-        0, ge=0, description="Memory budget of the loaded models in MB (as measured at load); 0 = no limit."
+        0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Memory budget of the loaded models in MB (as measured at load); 0 = no limit.",
     )
     detect_languages: str = Field(
         "",
@@ -48,12 +57,14 @@ class Settings(BaseSettings):
     threads: int = Field(
         0,
         ge=0,
+        le=MAX_THREADS,
         description="CPU threads for onnxruntime in all; 0 = one per physical core, at most the CPUs the "
         "process may use (affinity, container CPU quota).",
     )
     streams: int = Field(
         0,
         ge=0,
+        le=MAX_STREAMS,
         description=(
             "Batches decoded in parallel, sharing the threads (an engine process per stream); "
             "0 = auto: 2 on a CPU with 2 or more usable cores, else 1."
@@ -71,7 +82,10 @@ class Settings(BaseSettings):
     max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
     max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")
     max_wait_ms: float = Field(
-        0.0, ge=0, description="Longest a batch waits for more work while an engine worker is free (0: none)."
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Longest a batch waits for more work while an engine worker is free (0: none).",
     )
     max_queue_sentences: int = Field(1024, ge=1, description="Queued texts beyond which requests get 429.")
     request_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="Deadline of a request (504).")
@@ -119,10 +133,13 @@ class Settings(BaseSettings):
     cache_mb: float = Field(
         64,
         ge=0,
+        allow_inf_nan=False,
         description="Memory the LRU cache's translations may take in MB, by an estimate of each; one over a "
         "sixteenth of it is not kept; 0 = off.",
     )
-    drain_timeout_s: float = Field(30.0, ge=0, description="On SIGTERM, longest wait for accepted requests.")
+    drain_timeout_s: float = Field(
+        30.0, ge=0, allow_inf_nan=False, description="On SIGTERM, longest wait for accepted requests."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level: debug, info, warning or error."
     )
@@ -150,6 +167,55 @@ class Settings(BaseSettings):
         description="Longest a connection may take to send a request's headers (from its opening or its previous "
         "response), or leave its request's body without a byte; then it is closed.",
     )
+
+    @field_validator("host")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        # An empty host has uvicorn listen on every interface, not the loopback the default names.
+        if not value or value != value.strip():
+            raise ValueError(f"must be an address or host name (got {value!r}): 0.0.0.0 listens on every interface")
+        return value
+
+    @field_validator("variant")
+    @classmethod
+    def _names_a_variant(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"must name a variant of the bundles (fp32, int8) or auto (got {value!r})")
+        return value.strip()
+
+    @field_validator("preload")
+    @classmethod
+    def _names_models(cls, value: str) -> str:
+        # Otherwise an empty value (a template's leftover) would silently preload nothing.
+        if not _comma_separated(value):
+            raise ValueError(f"names no model ({value!r}): give all, none, or comma-separated model names")
+        return value
+
+    @field_validator("detect_languages")
+    @classmethod
+    def _identifiable_languages(cls, value: str) -> str:
+        if value and not _comma_separated(value):
+            raise ValueError(f"names no language ({value!r}): give ISO 639-1 codes, or leave it empty for the default")
+        if unknown := sorted({code.lower() for code in _comma_separated(value)} - supported_languages()):
+            raise ValueError(f"language identification does not know {', '.join(unknown)}")
+        return value
+
+    @field_validator("models_dir", "data_dir", mode="before")
+    @classmethod
+    def _names_a_path(cls, value: object) -> object:
+        # An empty value would be read as ".": whatever directory the service was started in.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"names no directory ({value!r})")
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _can_be_a_directory(cls, value: Path) -> Path:
+        # Made on first use: a file in its way would fail every glossary request (500) while the
+        # service reports itself ready.
+        if blocker := next((p for p in (value, *value.parents) if p.exists() and not p.is_dir()), None):
+            raise ValueError(f"{blocker} is a file, not a directory")
+        return value
 
     @field_validator("model_dir", mode="before")
     @classmethod

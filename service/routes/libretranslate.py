@@ -145,6 +145,7 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
         # The beam widens to hold the alternatives.
         options=TranslationOptions(num_hypotheses=body.alternatives + 1, format=body.format),
         api_key=key,
+        keep_same_language=True,  # LibreTranslate translates every language into itself, unchanged
     )
     try:
         done = await unless_disconnected(request, runtime.translate(job))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from repo_root import python_env
@@ -11,6 +12,7 @@ from repo_root import python_env
 from engine.language_id import (
     KEEP_ODDS,
     MAJOR_EUROPEAN,
+    OUTSIDE_FLOOR,
     REFUSE_ODDS,
     UNDETERMINED,
     Candidate,
@@ -267,3 +269,41 @@ def test_a_real_caption_identified_as_the_target_at_low_odds(service_set: Langua
     assert found.language == "de"  # "hat" is German
     chosen = choose(found, ["en"], "de")
     assert chosen.outcome == "translate" and chosen.detection.language == "en"
+
+
+# Languages outside a service's identification set (``default_languages(["en", "de"])``).
+OUTSIDE_THE_SET = {
+    "tr": "Köpek parkta koşuyor",
+    "zh": "这是一个测试",
+    "ja": "犬が公園で走っています",
+    "ar": "الكلب يجري في الحديقة",
+    "hi": "कुत्ता पार्क में दौड़ रहा है",
+}
+
+
+@pytest.mark.parametrize(("language", "text"), OUTSIDE_THE_SET.items())
+def test_text_in_a_language_outside_the_set_is_refused_naming_it(
+    service_set: LanguageIdentifier, language: str, text: str
+) -> None:
+    """Restricted to the set, each was credited to a language of it at a probability near 0 (Turkish
+    to English at 0.007, Arabic to Ukrainian at 0.002) and translated from it, or refused as it."""
+    found = service_set.detect(text)
+    assert found.language != language and found.outside is not None and found.outside.language == language
+    for sources, target in ((["en"], "de"), (["de"], "en")):
+        chosen = choose(found, sources, target)
+        assert chosen.outcome == "refuse" and chosen.detection.language == language
+        assert chosen.detection.confidence == found.outside.confidence
+
+
+def test_a_language_outside_the_set_is_believed_from_the_floor_and_the_odds() -> None:
+    def outside(confidence: float, english: float) -> Detection:
+        return replace(detection(("en", english)), outside=Candidate("tr", confidence))
+
+    refused = choose(outside(OUTSIDE_FLOOR, 0.01), ["en"], "de")
+    assert refused.outcome == "refuse" and refused.detection.language == "tr"
+    assert choose(outside(OUTSIDE_FLOOR - 0.01, 0.01), ["en"], "de").outcome == "translate"  # under the floor
+    at_odds = OUTSIDE_FLOOR / REFUSE_ODDS
+    assert choose(outside(OUTSIDE_FLOOR, at_odds), ["en"], "de").outcome == "refuse"
+    assert choose(outside(OUTSIDE_FLOOR, at_odds + 0.01), ["en"], "de").outcome == "translate"
+    nothing_in_the_set = replace(UNDETERMINED, outside=Candidate("zh", 0.99))
+    assert choose(nothing_in_the_set, ["en"], "de").detection.language == "zh"
