@@ -1,10 +1,14 @@
-"""What every translated markup text must keep, read with lxml (a parser independent of ours)."""
+"""What every translated markup text must keep, read with lxml (a parser independent of ours), and
+stand-in translations whose alignment is known (upper-casing, word reversal)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from lxml import etree, html
+
+from engine.markup import Document, Translation, WordAlignment
 
 TRANSLATED_ATTRIBUTES = {"alt", "title"}
 
@@ -27,3 +31,29 @@ def elements(markup: str, kind: str) -> Counter[tuple[str, str, tuple[tuple[str,
 def assert_same_elements(source: str, translation: str, kind: str = "html") -> None:
     """Well formed, with the same elements under the same parents with the same attributes."""
     assert elements(translation, kind) == elements(source, kind), f"{source!r}\n-> {translation!r}"
+
+
+Translate = Callable[[str], tuple[str, list[tuple[int, int]] | None]]
+
+
+def upper(text: str) -> tuple[str, None]:
+    """A stand-in translation, word for word: each word upper-cased, in place."""
+    return text.upper(), None
+
+
+def reverse(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """A stand-in translation: the words in reverse order, each aligned to itself."""
+    words = text.split()
+    return " ".join(reversed(words)), [(i, len(words) - 1 - i) for i in range(len(words))]
+
+
+def translate(markup: str, kind: str = "html", by: Translate = upper) -> str:
+    """``markup`` rendered with each unit translated by the stand-in ``by``."""
+    document = Document(markup, kind)  # type: ignore[arg-type]
+    translations = []
+    for unit in document.units:
+        target, pairs = by(unit)
+        alignment = WordAlignment()
+        alignment.add(unit, 0, target, 0, pairs)
+        translations.append(Translation(target, alignment))
+    return document.render(translations)

@@ -4,39 +4,13 @@ word alignment, with stand-in translations whose alignment is known (upper-casin
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from html.parser import HTMLParser
 
 import pytest
-from markup_checks import assert_same_elements
+from markup_checks import assert_same_elements, reverse, translate
 
-from engine.markup import Document, MarkupError, Translation, WordAlignment
+from engine.markup import Document, MarkupError
 from engine.markup.tree import parse
-
-Translate = Callable[[str], tuple[str, list[tuple[int, int]] | None]]
-
-
-def upper(text: str) -> tuple[str, None]:
-    """Word for word: each word upper-cased, in place."""
-    return text.upper(), None
-
-
-def reverse(text: str) -> tuple[str, list[tuple[int, int]]]:
-    """The words in reverse order, each aligned to itself."""
-    words = text.split()
-    return " ".join(reversed(words)), [(i, len(words) - 1 - i) for i in range(len(words))]
-
-
-def translate(markup: str, kind: str = "html", by: Translate = upper) -> str:
-    document = Document(markup, kind)  # type: ignore[arg-type]
-    translations = []
-    for unit in document.units:
-        target, pairs = by(unit)
-        alignment = WordAlignment()
-        alignment.add(unit, 0, target, 0, pairs)
-        translations.append(Translation(target, alignment))
-    return document.render(translations)
-
 
 SNIPPETS = [
     "<p>Hello <b>big</b> world &amp; you&nbsp;me!</p>",

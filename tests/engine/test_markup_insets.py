@@ -5,42 +5,19 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from markup_checks import assert_same_elements
+from markup_checks import Translate, assert_same_elements, reverse, translate
 from repo_root import REPO
 
 from engine.api import TranslationOptions
 from engine.glossary import Glossary
 from engine.insets import take_out
-from engine.markup import Document, Translation, WordAlignment
+from engine.markup import Document
 from engine.translator import Translator, TranslatorConfig
 
-Translate = Callable[[str], tuple[str, list[tuple[int, int]]]]
 BUNDLE = REPO / "models" / "en-de" / "bundle"
-
-
-def upper(text: str) -> tuple[str, list[tuple[int, int]]]:
-    """Word for word, each word upper-cased in place (what a model does to an address it reads)."""
-    return text.upper(), [(i, i) for i in range(len(text.split()))]
-
-
-def reverse(text: str) -> tuple[str, list[tuple[int, int]]]:
-    words = text.split()
-    return " ".join(reversed(words)), [(i, len(words) - 1 - i) for i in range(len(words))]
-
-
-def translate(markup: str, by: Translate = upper) -> str:
-    document = Document(markup, "html")
-    translations = []
-    for unit in document.units:
-        target, pairs = by(unit)
-        alignment = WordAlignment()
-        alignment.add(unit, 0, target, 0, pairs)
-        translations.append(Translation(target, alignment))
-    return document.render(translations)
 
 
 @pytest.mark.parametrize(
