@@ -15,13 +15,23 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from engine.insets import ADDRESS
+
 MAX_TERM_WORDS = 16  # a term of more words is more likely a sentence than a term
 _WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def _kept_as_written(source: str) -> bool:
+    """Whether a source term holds what the translator copies instead of translating: a visible
+    symbol (an emoji, ©, °) or a URL or e-mail address (``engine.insets``, and the segmenter's symbol
+    edges). Terms are found in what the model reads, so such a term would never be found."""
+    return ADDRESS.search(source) is not None or any(unicodedata.category(c) == "So" for c in source)
 
 
 @dataclass(frozen=True)
@@ -48,8 +58,9 @@ class Match:
 
 @dataclass(frozen=True)
 class Glossary:
-    """Terms to use; ValueError on an empty term, one of too many words, or a source term twice
-    (compared as it would match: case-folded unless case-sensitive).
+    """Terms to use; ValueError on an empty term, one of too many words, a source term with a symbol
+    or an address in it, or a source term twice (compared as it would match: case-folded unless
+    case-sensitive).
 
     ``placed``: instead of where a text says them, the terms to use at these places of every text,
     each a fraction of its length (the second model of a pivot, given the terms its first model's
@@ -67,6 +78,11 @@ class Glossary:
         for i, term in enumerate(self.terms):
             if not term.source.strip() or not term.target.strip():
                 raise ValueError(f"term {i}: empty source or target term")
+            if _kept_as_written(term.source):
+                raise ValueError(
+                    f"term {i}: {term.source!r} holds a symbol or an address, which translations keep as written "
+                    "(the model never reads it), so it cannot be a source term"
+                )
             key = term.key
             _, words = key
             if len(words) > MAX_TERM_WORDS:

@@ -90,7 +90,7 @@ class Detection:
     # 0..1: the model's probability among all its 176 languages, so a text in none of the configured
     # ones scores low rather than being credited to the nearest of them
     confidence: float
-    candidates: tuple[Candidate, ...]  # configured languages only, best first
+    candidates: tuple[Candidate, ...]  # configured languages only, best first (``reported``: the outside one first)
     # The model's likeliest language when it is none of the configured ones (any of lid.176's labels,
     # ISO 639-1 or 639-3): what ``choose`` may refuse a text as, though no candidate names it.
     outside: Candidate | None = None
@@ -147,6 +147,17 @@ def choose(
             return Choice("keep", _as(detection, best))
         best = other
     return Choice("translate", _as(detection, best))
+
+
+def reported(detection: Detection) -> Detection:
+    """``detection`` as an answer to "which language is this?": the language outside the identifier's
+    set when ``choose`` would refuse a text as it (Chinese, not the set's likeliest at probability 0),
+    first among the candidates; else ``detection`` as it is."""
+    best = detection.candidates[0] if detection.candidates else None
+    outside = _believed_outside(detection, best, REFUSE_ODDS)
+    if outside is None:
+        return detection
+    return replace(_as(detection, outside), candidates=(outside, *detection.candidates))
 
 
 def _believed_outside(detection: Detection, best: Candidate | None, refuse_odds: float) -> Candidate | None:

@@ -16,6 +16,18 @@ WRITTEN_WITHOUT_SPACES = frozenset(
 )
 
 
+# The script a language is written in unless its tag says otherwise (CLDR's likely subtags), for the
+# languages written in several; and the regions whose usual script is another (zh-TW: Traditional).
+# A tag whose script is neither named here nor implied falls back to no bare language.
+DEFAULT_SCRIPTS = {
+    "zh": "hans", "sr": "cyrl", "uz": "latn", "az": "latn", "pa": "guru", "mn": "cyrl", "ms": "latn", "bs": "latn",
+}  # fmt: skip
+REGION_SCRIPTS = {
+    ("zh", "tw"): "hant", ("zh", "hk"): "hant", ("zh", "mo"): "hant", ("sr", "me"): "latn",
+    ("uz", "af"): "arab", ("az", "ir"): "arab", ("pa", "pk"): "arab",
+}  # fmt: skip
+
+
 def word_separator(language: Language) -> str:
     """What goes between two words, and two sentences, of ``language``: a space or nothing."""
     primary = language.code.replace("_", "-").split("-")[0].lower()
@@ -27,13 +39,40 @@ class UnsupportedLanguage(ValueError):
 
 
 def find(languages: list[Language], name: str) -> Language | None:
+    """The language ``name`` means: by code or model code, else as the only language a bare subtag
+    starts (``zh``: ``zh-Hant`` alone), else as the broader code of a regional tag (``broader``)."""
     wanted = name.strip().lower()
-    for lang in languages:
-        if wanted in (lang.code.lower(), (lang.model_code or "").lower()):
-            return lang
+    if (lang := _named(languages, wanted)) is not None:
+        return lang
     # By code: the languages of several models name one language several times.
     by_subtag = {lang.code: lang for lang in languages if lang.code.lower().split("-")[0] == wanted}
-    return next(iter(by_subtag.values())) if len(by_subtag) == 1 else None
+    if len(by_subtag) == 1:
+        return next(iter(by_subtag.values()))
+    return next((lang for code in broader(wanted) if (lang := _named(languages, code)) is not None), None)
+
+
+def _named(languages: list[Language], wanted: str) -> Language | None:
+    return next((lang for lang in languages if wanted in (lang.code.lower(), (lang.model_code or "").lower())), None)
+
+
+def broader(name: str) -> list[str]:
+    """The codes that name the language of BCP 47 tag ``name`` without its region and variants,
+    narrowest first, in lower case: its script kept (``zh-Hant-TW``: ``zh-hant``) or implied by its
+    region (``zh-TW``: ``zh-hant``), then the bare language only when that script is the language's
+    default (``en-US``: ``en``; ``zh-Hans``: ``zh``; never ``zh-Hant`` or ``zh-TW``: a bare ``zh`` is
+    Simplified Chinese). A script subtag is no region: ``sr-Latn`` is not ``sr`` (Cyrillic)."""
+    language, *rest = name.strip().replace("_", "-").lower().split("-")
+    script = rest.pop(0) if rest and len(rest[0]) == 4 and rest[0].isalpha() else None
+    region = rest[0] if rest and _is_region(rest[0]) else None
+    if script is None and region is None:
+        return []
+    script = script or REGION_SCRIPTS.get((language, region or ""))
+    codes = [f"{language}-{script}"] if script else []
+    return codes + [language] if script in (None, DEFAULT_SCRIPTS.get(language)) else codes
+
+
+def _is_region(subtag: str) -> bool:
+    return (len(subtag) == 2 and subtag.isalpha()) or (len(subtag) == 3 and subtag.isdigit())
 
 
 def resolve_pair(languages: Languages, source: str | None, target: str | None) -> tuple[Language, Language]:

@@ -13,8 +13,9 @@ Rules (pure string work; nothing here raises on any ``str``):
   separately and flagged ``truncated``. Nothing is ever dropped.
 - Text that is empty or whitespace only has no segments: its translation is empty.
 
-``split_sentences`` is the first two rules alone: the sentences of a text, which the service's
-streaming route translates one by one (each as a text of its own, so the third rule applies to it).
+``split_units`` is all but the third rule: the sentences of a text, with the emoji and other
+symbols at their edges split off, which the service's streaming route translates one by one (each
+as a text of its own, so the third rule applies to it), as ``segment`` gives them to the model.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from engine.insets import is_symbol
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 # Group 1: the whitespace between; none after the full-width forms, as Chinese and Japanese write
 # no space between sentences.
-SENTENCE_END = re.compile(r"""[.!?…。！？]["'”’»)\]」』]*(\s+|(?<=[。！？」』]))(?=\S)""")
+# The closing marks are taken whole (possessive): backtracking into them split "。』" at a text's end
+# after "。", so that a sentence split again on its own (the stream translates each) split in two.
+SENTENCE_END = re.compile(r"""[.!?…。！？]["'”’»)\]」』]*+(\s+|(?<=[。！？」』]))(?=\S)""")
 CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 WHITESPACE = re.compile(r"\s+")
 # Words after which a period rarely ends a sentence (English and German, lower-cased, final period removed).
@@ -98,20 +101,32 @@ class SegmentedText:
 
 def segment(text: str, *, count_tokens: Callable[[str], int], max_tokens: int) -> SegmentedText:
     """Split ``text`` into sentences that each fit ``max_tokens`` pieces (as counted by ``count_tokens``)."""
+    units = split_units(text)
+    result = SegmentedText(separators=units.separators[:1])
+    for unit, space in zip(units.segments, units.separators[1:], strict=True):
+        if count_tokens(unit.text) <= max_tokens:
+            result.add(unit.text)
+        else:
+            for chunk, chunk_space in _fit(unit.text, count_tokens, max_tokens):
+                result.add(chunk, truncated=True)
+                result.add_space(chunk_space)
+        result.add_space(space)
+    return result
+
+
+def split_units(text: str) -> SegmentedText:
+    """``text``'s sentences (``split_sentences``), the runs of symbols at their edges split off
+    (``_symbol_edges``): what is translated apart, whatever its length. Each unit, split on its
+    own, is that one unit."""
     sentences = split_sentences(text)
     result = SegmentedText(separators=sentences.separators[:1])
     for sentence, space in zip(sentences.segments, sentences.separators[1:], strict=True):
-        lead, text, trail = _symbol_edges(sentence.text)
+        lead, words, trail = _symbol_edges(sentence.text)
         if lead:
             symbols = lead.rstrip()
             result.add(symbols)
             result.add_space(lead[len(symbols) :])
-        if count_tokens(text) <= max_tokens:
-            result.add(text)
-        else:
-            for chunk, chunk_space in _fit(text, count_tokens, max_tokens):
-                result.add(chunk, truncated=True)
-                result.add_space(chunk_space)
+        result.add(words)
         if trail:
             symbols = trail.lstrip()
             result.add_space(trail[: len(trail) - len(symbols)])

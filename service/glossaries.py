@@ -179,13 +179,17 @@ def _for_pair(languages: Sequence[str], pair: tuple[str, str], served: Router) -
 def _language(served: Router, name: str, side: Side) -> str | None:
     """The served language ``name`` means on ``side``, as the router resolves a request's; None if
     it names none. DeepL names a glossary's language by its base code, and its exports may name
-    one of its variants (EN-GB): that is its language where the variant itself is not served."""
+    one of its variants (EN-GB): that is its language where the variant itself is not served. A
+    regional code DeepL does not name (DE-DE, EN-XX) names none, as DeepL leaves such rows out,
+    though a request's may be read as its language."""
     wanted = name.strip()
     for candidate in dict.fromkeys((wanted, variant_language(wanted) or wanted)):
         try:
-            return served.code(candidate, side)
+            code = served.code(candidate, side)
         except UnsupportedLanguage:
             continue
+        if "-" not in candidate or code.lower() == candidate.lower():
+            return code
     return None
 
 

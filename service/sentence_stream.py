@@ -1,7 +1,7 @@
 """One text translated sentence by sentence, each handed out in order as soon as it is done.
 
 The streaming route plans the whole text once (``Runtime.plan``: key, limits, language, route) and
-gives its sentences (``engine.segmenter.split_sentences``) to a ``SentenceStream``. The stream keeps
+gives its sentences (``engine.segmenter.split_units``) to a ``SentenceStream``. The stream keeps
 up to ``window`` of them in the model's batcher, each as a text of its own, so that they share
 batches with one another and with other requests, and submits the next whenever one finishes. The
 window is the most texts one request may queue (MT_MAX_TEXTS): a long text gets its batches without

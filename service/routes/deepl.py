@@ -42,6 +42,7 @@ from starlette.types import Scope
 
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS, Document
+from engine.languages import broader
 from engine.repository import Router
 from service.documents import FileJob, plain_texts, translate_document
 from service.errors import (
@@ -269,10 +270,11 @@ def _targets(router: Router) -> list[str]:
 def _language(router: Router, code: str, side: Literal["source", "target"]) -> str:
     """The served language a DeepL code names (EN-GB: en), or DeepL's 400: a variant DeepL does not
     name (DE-XX) is no language, not its prefix's."""
-    served = router.sources() if side == "source" else _targets(router)
-    for candidate in (code.strip().lower(), variant_language(code)):
-        if candidate and candidate in served:
-            return candidate
+    served = {c.lower(): c for c in (router.sources() if side == "source" else _targets(router))}
+    # ZH-HANT is zh-Hant alone: a model of bare zh writes Simplified Chinese (``languages.broader``).
+    names = [code.strip().lower(), *(broader(code) if variant_language(code) else [])]
+    if (name := next((n for n in names if n in served), None)) is not None:
+        return served[name]
     raise UnsupportedLanguage(f"Value for '{side}_lang' not supported.")
 
 
@@ -345,7 +347,9 @@ async def translate(request: Request) -> JSONResponse:
     state = _state(request)
     glossary = await _glossary(request, key, body.glossary_id, source, target)
     options = TranslationOptions(format=body.tag_handling or "text")
-    job = TranslationJob(body.text, target, source, options, api_key=key, glossary=glossary)
+    # A text into its own language (EN into EN-US) comes back as it is, with a 200, as DeepL answers
+    # it: the models do not convert between a language's variants.
+    job = TranslationJob(body.text, target, source, options, api_key=key, glossary=glossary, keep_same_language=True)
     # Counted in flight, as the middleware counts the other translation routes (TRANSLATION_PATHS):
     # refused while draining, and waited for by the drain.
     runtime.enter()
@@ -355,10 +359,14 @@ async def translate(request: Request) -> JSONResponse:
         runtime.leave()
     state.characters += sum(map(len, body.text))
     detections = done.detections or [None] * len(done.results)
+    # DeepL names a language for every text, and its clients read one (some as an enumeration that
+    # "" is not in): a text with nothing to identify ("42", "") takes the language identified for
+    # the request's other texts, else the first that the service translates into the target from.
     found = next((d.language for d in detections if d is not None and d.language), None)
+    found = found or min(s for s, t in served.pairs() if t == target)
     translations = []
     for text, result, detection in zip(body.text, done.results, detections, strict=True):
-        language = source or (detection.language if detection and detection.language else found) or ""
+        language = source or (detection.language if detection and detection.language else found)
         translated = result.text
         if body.preserve_formatting and options.format == "text":
             translated = _preserve_formatting(text, translated)

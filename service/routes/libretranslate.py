@@ -183,6 +183,8 @@ async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
     fields = await _fields(request)
     _authorize(runtime, fields, request)
     body = _validated(LibreDetectRequest, fields, strict=isinstance(fields, _JsonFields))
+    # Among MT_DETECT_LANGUAGES only (no ``language_id.reported``): LibreTranslate's detector answers
+    # among its installed languages, and its clients pass the answer on as a source language.
     found = runtime.detect(body.q)
     return [_percent(c.language, c.confidence) for c in found.candidates] or [_percent(None, 0.0)]
 

@@ -6,8 +6,10 @@ that is an ordinary HTTP error (401, 400, 413, 422; 429, 503, 504). Then come, i
 ``event: sentence`` for each sentence as soon as it and all before it are translated
 (``StreamSentence``), and ``event: done`` with the whole translation (``StreamDone``), or
 ``event: error`` with the service's error body where a sentence fails (429, 504, 500), after which
-the stream ends. Each event's ``separator`` and ``text``, then the done event's ``separator``, make up
-the done event's ``text``: what /v1/translate answers for the same text. A client that disconnects
+the stream ends. The sentences are those /v1/translate translates apart (``split_units``: a run of
+emoji or other symbols at a sentence's edge is one of its own), and each event's ``separator`` and
+``text``, then the done event's ``separator``, make up the done event's ``text``: what /v1/translate
+answers for the same text. A client that disconnects
 cancels the sentences not yet translated (``SentenceStream.close``). With a glossary, each sentence
 event reports its terms with their spans in the sentence and its translation, and the done event
 all of them, with their spans in the whole text and translation.
@@ -26,7 +28,7 @@ from pydantic import BaseModel
 from engine.bundle import Language
 from engine.language_id import Detection
 from engine.languages import word_separator
-from engine.segmenter import Segment, SegmentedText, split_sentences
+from engine.segmenter import Segment, SegmentedText, split_units
 from service.errors import error_response
 from service.metrics import Metrics
 from service.routes.common import bearer_key, get_runtime, json_error_responses, translation_job, unless_disconnected
@@ -112,7 +114,7 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     # The batcher starts a batch that is not full once its oldest text has waited MT_MAX_WAIT_MS.
     first_batch_s = 2 * settings.max_wait_ms / 1000 + 0.005
     sentences = SentenceStream(
-        runtime, plan, split_sentences(body.text), window=settings.max_texts, first_batch_s=first_batch_s
+        runtime, plan, split_units(body.text), window=settings.max_texts, first_batch_s=first_batch_s
     )
     try:
         await unless_disconnected(request, sentences.start())

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from fastapi import APIRouter, Request, Response
 
+from engine.language_id import reported
 from engine.runner import resolve_provider
 from service.models import ModelSlot
 from service.routes.common import (
@@ -70,11 +71,12 @@ async def translate(request: Request) -> Response:
     openapi_extra={**json_body(DetectRequest), **BEARER_AUTH},
 )
 async def detect(request: Request, runtime: RuntimeDep) -> DetectResponse:
-    """Identify the language of a text, among MT_DETECT_LANGUAGES."""
+    """Identify the language of a text, among MT_DETECT_LANGUAGES, or as a language outside them
+    that the identifier is confident of (the language /v1/translate refuses the text as)."""
     # Read as /v1/translate reads its body: a body that is not UTF-8 JSON is a 422 as well.
     runtime.authorize(bearer_key(request))
     body = validated(DetectRequest, await request.body())
-    found = runtime.detect(body.text)
+    found = reported(runtime.detect(body.text))
     return DetectResponse(
         language=found.language,
         confidence=round(found.confidence, 4),

@@ -21,6 +21,7 @@ from engine.language_id import (
     choose,
     default_languages,
     is_passthrough,
+    reported,
     supported_languages,
 )
 
@@ -307,3 +308,22 @@ def test_a_language_outside_the_set_is_believed_from_the_floor_and_the_odds() ->
     assert choose(outside(OUTSIDE_FLOOR, at_odds + 0.01), ["en"], "de").outcome == "translate"
     nothing_in_the_set = replace(UNDETERMINED, outside=Candidate("zh", 0.99))
     assert choose(nothing_in_the_set, ["en"], "de").detection.language == "zh"
+
+
+def test_reported_names_the_outside_language_that_choose_refuses_a_text_as() -> None:
+    """/v1/detect's answer: the language /v1/translate refuses the text as, not the set's likeliest."""
+    inside = (Candidate("it", 0.0001), Candidate("en", 0.00005))
+    chinese = Detection("it", 0.0001, inside, outside=Candidate("zh", 0.97))
+    assert choose(chinese, ["en"], "de").detection.language == "zh"
+    assert reported(chinese) == Detection("zh", 0.97, (Candidate("zh", 0.97), *inside), Candidate("zh", 0.97))
+    doubtful = replace(chinese, outside=Candidate("zh", OUTSIDE_FLOOR / 2))  # under the floor: not believed
+    assert reported(doubtful) == doubtful
+    no_odds = replace(chinese, candidates=(Candidate("en", 0.2),), outside=Candidate("zh", 0.95))
+    assert reported(no_odds) == no_odds
+    assert reported(UNDETERMINED) == UNDETERMINED
+
+
+def test_the_identifier_reports_chinese_as_chinese() -> None:
+    found = reported(LanguageIdentifier(default_languages(["en", "de"])).detect("我今天很高兴见到你。"))
+    assert found.language == "zh" and found.confidence >= OUTSIDE_FLOOR
+    assert found.candidates[0] == Candidate("zh", found.confidence)

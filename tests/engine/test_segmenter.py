@@ -8,7 +8,7 @@ import pytest
 
 from engine.bundle import Language
 from engine.languages import word_separator
-from engine.segmenter import segment, split_sentences
+from engine.segmenter import segment, split_sentences, split_units
 
 
 def words(text: str) -> int:
@@ -153,3 +153,44 @@ def test_split_sentences_keeps_every_character_and_each_sentence_is_a_text_of_on
         whole = segment(text, count_tokens=len, max_tokens=8).segments
         alone = [chunk for part in parts for chunk in segment(part, count_tokens=len, max_tokens=8).segments]
         assert alone == whole
+
+
+def test_each_unit_split_on_its_own_is_that_unit_and_segments_as_inside_the_text() -> None:
+    """What the streaming route relies on: a text's units (sentences, symbols at their edges apart)
+    rebuild it, each split again alone is itself, and segmented alone gives the chunks it gives
+    inside the text, with CJK stops, closing brackets, emoji and numbers touching their neighbours."""
+    rng = random.Random(2)
+    pieces = [
+        "A dog runs.",
+        "Two men walk",
+        "。",
+        "！",
+        "」",
+        "』",
+        "😀",
+        "👍🏽",
+        "✅",
+        "42",
+        "(",
+        ")",
+        " ",
+        "\n",
+        "?",
+        "«Ja.»",
+    ]
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        units = split_units(text)
+        parts = [u.text for u in units.segments]
+        assert "".join(sep + part for sep, part in zip(units.separators, [*parts, ""], strict=True)) == text
+        for part in parts:
+            alone = split_units(part)
+            assert [u.text for u in alone.segments] == [part] and alone.separators == ["", ""], (text, part)
+        whole = segment(text, count_tokens=len, max_tokens=8).segments
+        alone_chunks = [c for part in parts for c in segment(part, count_tokens=len, max_tokens=8).segments]
+        assert alone_chunks == whole
+
+
+def test_closing_brackets_after_a_full_stop_at_the_end_stay_with_their_sentence() -> None:
+    assert [s.text for s in split_sentences("狗跑。』").segments] == ["狗跑。』"]
+    assert [s.text for s in split_sentences("狗跑。』猫睡。").segments] == ["狗跑。』", "猫睡。"]
