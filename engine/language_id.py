@@ -12,11 +12,12 @@ small fraction of its memory.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from engine.insets import ADDRESS
 
 MAJOR_EUROPEAN = (
     "bg", "cs", "da", "de", "el", "en", "es", "et", "fi", "fr", "hr", "hu", "it",
@@ -70,12 +71,6 @@ KEEP_ODDS = 1.5
 # test_2016_flickr, English and German windows of one to three words and full sentences, 0.1-0.4% more
 # at 5:1 odds alone, 0-0.1% more at 0.9 (none English; "Ein Mann boxt" is Turkish at 0.96).
 OUTSIDE_FLOOR = 0.9
-
-# A URL or an e-mail address is copied as it is, whatever letters it holds.
-# An address's local part starts only where a run of its characters starts, and is taken whole
-# (possessive): tried from every position of a long run without "@", it made the match quadratic
-# (0.65 s for 19,900 letters, in the HTTP process's event loop).
-URL_OR_EMAIL = re.compile(r"(?:https?://|www\.)\S+|(?<![\w.+-])[\w.+-]++@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -229,4 +224,4 @@ def _has_letters(text: str) -> bool:
 def is_passthrough(segment: str) -> bool:
     """True when ``segment`` has no word to translate: nothing but whitespace, punctuation, symbols,
     emoji, numbers, URLs and e-mail addresses. Emoji modifiers and keycaps are marks, not letters."""
-    return not _has_letters(URL_OR_EMAIL.sub(" ", segment))
+    return not _has_letters(ADDRESS.sub(" ", segment))  # copied as it is, whatever letters it holds

@@ -39,6 +39,7 @@ def aligned(source: str, target: str, pairs: list[tuple[int, int]]) -> WordAlign
         ),
         ("See www.example.com.", "See.", [Inset("www.example.com", 3, (True, False))]),
         ("(see https://a.b/c).", "(see).", [Inset("https://a.b/c", 4, (True, False))]),
+        ("See https://w.org/Foo_(bar), it", "See, it", [Inset("https://w.org/Foo_(bar)", 3, (True, False))]),
         (
             "Mail anna.smith@example.org, then 😀 go.",
             "Mail, then go.",
