@@ -284,7 +284,7 @@ class Translator:
         documents = [Document(text, options.format) for text in texts] if options.format != "text" else None
         units = [unit for d in documents for unit in d.units] if documents else texts
         stats = BatchStats()
-        segmented = [self._segment(text, pair) for text in units]
+        segmented = [self._segment(text, pair, plain=documents is None) for text in units]
         sentences = [
             self._sentence(i, s.text, s.truncated, pair, plain=documents is None)
             for i, seg in enumerate(segmented)
@@ -365,9 +365,15 @@ class Translator:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _segment(self, text: str, pair: _Pair) -> SegmentedText:
+    def _segment(self, text: str, pair: _Pair, *, plain: bool) -> SegmentedText:
         room = self.max_source_ids - 1 - len(pair.source_prefix)  # for the language tokens and EOS
-        return segment(text, count_tokens=self.tokenizer.count, max_tokens=room)
+        return segment(text, count_tokens=self._read_tokens if plain else self.tokenizer.count, max_tokens=room)
+
+    def _read_tokens(self, text: str) -> int:
+        """The pieces of ``text`` that the model reads: without its insets, which cost it nothing
+        (cut to fit them, a long URL's pieces were read as sentences of their own)."""
+        stripped = take_out(text)
+        return self.tokenizer.count(stripped.words if stripped else text)
 
     def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair, *, plain: bool) -> _Sentence:
         if is_passthrough(text):  # symbols, numbers, URLs: a model would only invent words for them

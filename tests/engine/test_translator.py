@@ -209,6 +209,15 @@ def test_symbols_between_words_are_put_back_into_the_translation_of_the_words(tr
         assert result.input_tokens == plain.input_tokens
 
 
+def test_a_long_address_costs_its_sentence_nothing(translator: Translator) -> None:
+    """Counted, a 3,000-character URL would cut its sentence into chunks far past the model's
+    positions, its letters read as sentences of their own; the model reads the words around it."""
+    url = "https://example.com/" + "a" * 3000
+    [result] = translator.translate_batch([f"a dog {url} runs ."], TranslationOptions()).results
+    assert not result.truncated and result.text.count(url) == 1
+    assert result.input_tokens < 20
+
+
 def test_a_sentence_in_capitals_is_translated_as_in_sentence_case_into_capitals(translator: Translator) -> None:
     plain = translator.translate_batch(["A dog runs in the park ."], TranslationOptions()).results[0]
     texts = ["A DOG RUNS IN THE PARK .", "A DOG RUNS IN THE PARK .\nA dog runs in the park ."]
