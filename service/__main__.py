@@ -137,6 +137,17 @@ def _describe_settings_errors(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
+def _unresolvable_host(host: str, port: int) -> str | None:
+    """Why ``host`` cannot be listened on when it names no address (a host name that does not
+    resolve); None when it does. Asked here, at start-up, because uvicorn's own failure names no
+    setting and exits 3."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:  # UnicodeError: a name IDNA cannot encode
+        return f"{host!r} does not resolve to an address ({e.args[-1]})"
+    return None
+
+
 def program_name(argv0: str) -> str:
     """How the service was started: ``python -m service`` runs ``service/__main__.py``; the
     installed script (``mt-service``) runs under its own name."""
@@ -171,6 +182,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse(prog: str, problems: str) -> int:
+    """Refuse to start, with one line: the exit status of a bad setting."""
+    print(f"{prog}: invalid configuration: {problems}", file=sys.stderr)  # noqa: T201
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     prog = program_name(sys.argv[0])
     args = build_parser(prog).parse_args(argv)
@@ -178,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings(**overrides)
     except ValidationError as e:
-        print(f"{prog}: invalid configuration: {_describe_settings_errors(e)}", file=sys.stderr)  # noqa: T201
-        return 2
+        return _refuse(prog, _describe_settings_errors(e))
+    if problem := _unresolvable_host(settings.host, settings.port):
+        return _refuse(prog, f"{'--host' if args.host is not None else 'MT_HOST'}: {problem}")
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server: _DrainingServer | None = None
     app = create_app(settings, on_load_failure=lambda: server.fail() if server else None)

@@ -23,7 +23,7 @@ from service.glossaries import GlossaryStore
 from service.metrics import Metrics
 from service.middleware import BodyLimit, CloseUnreadBody, HeadAsGet, RequestAccounting, RootPath, SlowBody
 from service.routes import deepl, files, glossaries, libretranslate, operations, stream, v1, web
-from service.runtime import EngineFactory, Runtime
+from service.runtime import EngineFactory, Runtime, StartupError
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,10 @@ def create_app(
         yield
         expiring.cancel()
         file_store.close()
-        await loading
+        # Models still loading are given up (``Runtime.load``), not waited for: a large one could
+        # outlast the orchestrator's grace period, and the process would be killed mid-shutdown.
+        loading.cancel()
+        await asyncio.wait({loading})
         await runtime.close()
 
     # /docs and /redoc load Swagger UI and ReDoc from the service itself, not from a CDN; Swagger
@@ -107,6 +110,7 @@ async def _load(runtime: Runtime, on_failure: Callable[[], None] | None) -> None
         await runtime.load()
     except Exception as exc:
         runtime.load_error = runtime.load_error or f"no model could be loaded: {exc}"
-        log.exception("no model could be loaded")
+        # An expected failure (the configuration, the repository) is one line; any other is a bug.
+        log.error("%s", runtime.load_error, exc_info=None if isinstance(exc, StartupError) else exc)
         if on_failure is not None:
             on_failure()

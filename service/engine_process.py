@@ -20,6 +20,13 @@ about its own time. Calls are tagged with an id, so that a batch can be cancelle
 If a child dies (killed, out of memory), a new one is started in its place with the models the old
 one hosted, at once (idle or not), and each batch it was running is tried once more on another
 child (``EngineCrashed`` only if that fails too): the service stays up and its clients see nothing.
+A child whose replacement cannot start (a model that no longer loads) stays down: batches go to
+the children that are up, and the down one is tried again after a back-off that doubles with each
+failure (or at once when no child is up: the batch would fail anyway).
+
+Closing the host cancels the calls still waiting on its children (``concurrent.futures.
+CancelledError``, which asyncio turns into a cancellation): a model still loading at shutdown is
+given up at once, not waited for, and not reported as a failure.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ import os
 import signal
 import sys
 import threading
-from concurrent.futures import Future
+import time
+from concurrent.futures import CancelledError, Future
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -50,6 +58,11 @@ log = logging.getLogger(__name__)
 # "spawn": forking a process that already runs onnxruntime and uvicorn threads is unsafe.
 _CONTEXT = multiprocessing.get_context("spawn")
 GIL_SWITCH_INTERVAL_S = 0.0005
+# A child that stays down is tried again after this, doubled after each failure up to the most.
+RESTART_BACKOFF_S = 5.0
+MAX_RESTART_BACKOFF_S = 300.0
+# How long a child asked to stop may take to finish what it is doing before it is killed.
+STOP_GRACE_S = 10.0
 
 
 class EngineCrashed(Exception):
@@ -111,8 +124,10 @@ class EngineHost:
             return self._least_busy(besides=child).translate(key, texts, options, cancellation)
 
     def _least_busy(self, besides: _Child | None = None) -> _Child:
+        """The child with the fewest batches in flight, among those up (or due a retry) if any:
+        a child that is down has none in flight, and would otherwise be picked first every time."""
         others = [c for c in self._children if c is not besides] or self._children
-        return min(others, key=lambda c: c.in_flight)
+        return min(others, key=lambda c: (c.backing_off, c.in_flight))
 
     def unload(self, key: str) -> None:
         for child in self._children:
@@ -157,7 +172,9 @@ class _Child:
         self._pending: dict[int, Future[Any]] = {}
         self._lock = threading.Lock()  # the pipe's sending end, _pending, and restarts
         self._closing = False
-        self._down: str | None = None  # why the last restart failed: the next call tries again
+        self._down: str | None = None  # why the last restart failed: a later call tries again
+        self._backoff_s = 0.0  # how long after the last failed restart the next one is due
+        self._retry_at = 0.0  # time.monotonic() when the next restart is due
         self._start()
 
     @property
@@ -168,14 +185,23 @@ class _Child:
     def in_flight(self) -> int:
         return len(self._pending)
 
+    @property
+    def backing_off(self) -> bool:
+        """Down, and its next restart not due yet."""
+        return self._down is not None and time.monotonic() < self._retry_at
+
     def load(self, key: str, config: TranslatorConfig) -> ModelInfo:
         info = self._call("load", key, config)
         self.models[key] = config
         return info
 
     def unload(self, key: str) -> None:
-        if self.models.pop(key, None) is not None:
-            self._call("unload", key)
+        with self._lock:
+            # A child that is down holds no model: restarting it only to unload one would fail
+            # (its replacement starts without that model) or load the others for nothing.
+            if self.models.pop(key, None) is None or self._down is not None:
+                return
+        self._call("unload", key)
 
     def translate(
         self, key: str, texts: list[str], options: TranslationOptions | None, cancellation: Cancellation | None
@@ -185,11 +211,15 @@ class _Child:
     def close(self) -> None:
         with self._lock:
             self._closing = True
-            self._stop()
+            self.models.clear()  # gone with the process: nothing is left to unload
+            # A call still running (a model loading at shutdown) is given up, not waited for.
+            self._stop(grace_s=0 if self._pending else STOP_GRACE_S)
 
     def _call(self, *request: Any, cancellation: Cancellation | None = None) -> Any:
         future: Future[Any] = Future()
         with self._lock:
+            if self._closing:  # no reader is left to answer it
+                raise CancelledError("the engine process was closed")
             if self._down is not None:
                 self._restart()
             call = next(self._ids)
@@ -220,12 +250,15 @@ class _Child:
                 future.set_result(payload)
         with self._lock:
             failed, self._pending = self._pending, {}
-            error = EngineCrashed("the engine process was closed")
+            if self._closing:  # closed under its calls: they are cancelled, not failed
+                for future in failed.values():
+                    future.cancel()
+                return
+            error = EngineCrashed("the engine process died")
             try:
-                if not self._closing:
-                    self._stop()
-                    error = EngineCrashed(f"the engine process died (exit code {self._process.exitcode}); restarted")
-                    self._restart()
+                self._stop()
+                error = EngineCrashed(f"the engine process died (exit code {self._process.exitcode}); restarted")
+                self._restart()
             except EngineCrashed as failed_restart:
                 error = failed_restart
             finally:
@@ -235,15 +268,23 @@ class _Child:
     def _restart(self) -> None:
         """Start a replacement, under the lock. One that fails (killed while it loads its models,
         or a model that no longer loads) leaves the child down rather than without a reader, whose
-        calls would wait for ever: the next call tries again, and fails at once if that fails too."""
+        calls would wait for ever: its next call tries again, and fails at once if that fails too.
+        Each failure doubles the back-off during which ``EngineHost`` sends batches elsewhere."""
         try:
             self._start()
         except Exception as exc:
             self._stop()
             self._down = f"{type(exc).__name__}: {exc}"
-            log.error("engine process could not be restarted (tried again at the next call): %s", self._down)
+            self._backoff_s = min(2 * self._backoff_s or RESTART_BACKOFF_S, MAX_RESTART_BACKOFF_S)
+            self._retry_at = time.monotonic() + self._backoff_s
+            log.error(
+                "engine process could not be restarted (tried again in %g s, or when no other is up): %s",
+                self._backoff_s,
+                self._down,
+            )
             raise EngineCrashed(f"the engine process died and could not be restarted: {self._down}") from exc
         self._down = None
+        self._backoff_s = 0.0
 
     def _start(self) -> None:
         """Start a child and load this child's models into it; raises what loading raised."""
@@ -259,10 +300,10 @@ class _Child:
         threading.Thread(target=self._read, args=(self._conn,), name="mt-engine-reader", daemon=True).start()
         log.info("engine process %d ready with %d models", self._process.pid, len(self.models))
 
-    def _stop(self) -> None:
+    def _stop(self, grace_s: float = STOP_GRACE_S) -> None:
         with contextlib.suppress(OSError):  # already gone
             self._conn.send(None)
-        self._process.join(timeout=10)
+        self._process.join(timeout=grace_s)
         if self._process.is_alive():
             self._process.kill()
             self._process.join()

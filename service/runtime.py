@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from engine import languages
 from engine.api import (
@@ -70,8 +71,15 @@ from service.settings import Settings
 log = logging.getLogger(__name__)
 
 UNDETERMINED_LABEL = "und"  # ISO 639-2's code for an undetermined language
+_STOPPED = "the service shut down before the translation finished: try again"
 
 EngineFactory = Callable[[TranslatorConfig], Engine]
+T = TypeVar("T")
+
+
+class StartupError(RuntimeError):
+    """A start-up failure that the configuration or the repository explains (a model name that is
+    not there, no bundle, none that loads): its message says all there is, without a traceback."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +157,9 @@ class Runtime:
         self._sources_into: dict[str, dict[str, str]] = {}  # target -> its sources (``_served_sources``)
         self.load_error: str | None = None
         self.draining = False
+        # The deadlines of the translations running, which a drain that runs out ends (``_stopping``).
+        self._running: set[asyncio.Timeout] = set()
+        self._stopped = False  # the drain ran out: translations still running are answered 503
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -182,11 +193,11 @@ class Runtime:
         self._sources_into = {}
         self._entries = {entry.id: entry for entry in self.router.entries}
         if not self.router.entries:
-            raise RuntimeError("; ".join(e.error or "" for e in entries) or f"no model bundle in {s.models_dir}")
+            raise StartupError("; ".join(e.error or "" for e in entries) or f"no model bundle in {s.models_dir}")
         names = s.preload_names
         unknown = sorted((names or set()) - {e.id for e in entries})
         if unknown:  # a typo would otherwise preload nothing and report ready
-            raise RuntimeError(
+            raise StartupError(
                 f"MT_PRELOAD names no model of the repository: {', '.join(unknown)} "
                 f"(its models: {', '.join(sorted(e.id for e in entries))})"
             )
@@ -197,14 +208,18 @@ class Runtime:
         candidates = detect or [c for c in default_languages(self.router.sources()) if c in known]
         self.identifier = await asyncio.to_thread(LanguageIdentifier, candidates)
         pool = ModelPool(entries, self._pool_config(), self._loader(), self.metrics)
-        await pool.preload([e.id for e in self.router.entries if names is None or e.id in names])
+        try:
+            await pool.preload([e.id for e in self.router.entries if names is None or e.id in names])
+        except asyncio.CancelledError:  # shut down while loading
+            await _give_up_loading(pool)
+            raise
         self.pool = pool
         loaded = [model for model, slot in pool.slots.items() if slot.loaded]
         if names is None and not loaded:
             self.load_error = "no model could be loaded: " + "; ".join(
                 f"{m}: {slot.error}" for m, slot in pool.slots.items()
             )
-            raise RuntimeError(self.load_error)
+            raise StartupError(self.load_error)
         log.info("serving %s; loaded: %s", self.router.describe_pairs(), ", ".join(loaded) or "none yet")
 
     def _pool_config(self) -> PoolConfig:
@@ -254,9 +269,34 @@ class Runtime:
             async with asyncio.timeout(timeout_s):
                 await self._idle.wait()
         except TimeoutError:
-            log.warning("drain: %d requests still running after %g s", self._in_flight, timeout_s)
+            log.warning("drain: %d requests still running after %g s; answering them 503", self._in_flight, timeout_s)
+            self._stop_running()
             return False
         return True
+
+    def _stop_running(self) -> None:
+        """End every translation still running with Unavailable: each is answered a 503 in its
+        route's shape, where the server cancelling it after the drain would answer a bare 500."""
+        self._stopped = True
+        now = asyncio.get_running_loop().time()
+        for deadline in self._running:
+            deadline.reschedule(now)
+
+    async def _stopping(self, work: Awaitable[T]) -> T:
+        """``work``, ended by ``_stop_running``: a deadline of its own (no timer until the drain
+        runs out), which cancels it as ``asyncio.timeout`` does, and so drops its queued texts.
+        Work that starts after that is ended at its first wait."""
+        deadline = asyncio.timeout(0 if self._stopped else None)
+        self._running.add(deadline)
+        try:
+            async with deadline:
+                return await work
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise Unavailable(_STOPPED) from None
+        finally:
+            self._running.discard(deadline)
 
     def enter(self) -> None:
         """Count an accepted translation request in flight; refuse it while draining."""
@@ -343,10 +383,14 @@ class Runtime:
                 results[i] = _unchanged(texts[i])
             else:
                 groups.setdefault(route, []).append(i)
-        done = await asyncio.gather(
-            *(
-                self._translate_route(r, [texts[i] for i in idx], job.options, _terms(r, job.glossary), plan.timeout_s)
-                for r, idx in groups.items()
+        done = await self._stopping(
+            asyncio.gather(
+                *(
+                    self._translate_route(
+                        r, [texts[i] for i in idx], job.options, _terms(r, job.glossary), plan.timeout_s
+                    )
+                    for r, idx in groups.items()
+                )
             )
         )
         for (_, idx), (translated, model) in zip(groups.items(), done, strict=True):
@@ -361,8 +405,8 @@ class Runtime:
         if route is None or is_passthrough(part):
             return _unchanged(part), None
         job = plan.job
-        [result], model = await self._translate_route(
-            route, [part], job.options, _terms(route, job.glossary), plan.timeout_s
+        [result], model = await self._stopping(
+            self._translate_route(route, [part], job.options, _terms(route, job.glossary), plan.timeout_s)
         )
         return result, model
 
@@ -547,6 +591,13 @@ class Runtime:
         if self.pool is None or self.router is None:
             raise Unavailable(self.load_error or "the models are still loading")
         return self.pool, self.router
+
+
+async def _give_up_loading(pool: ModelPool) -> None:
+    """Close a pool whose models are still loading: its engines first, which cancels the load under
+    way (``service.engine_process``) instead of waiting for it and every one after it."""
+    await asyncio.to_thread(pool.loader.close)
+    await pool.close()
 
 
 def _check_limit(requested: int, limit: int, what: str, setting: str) -> None:
