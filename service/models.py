@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from engine.api import Engine, ModelInfo
+from engine.bundle import BundleError
 from engine.repository import ModelEntry
 from engine.translator import Translator, TranslatorConfig
 from service.batcher import Batcher, BatcherConfig
@@ -180,7 +181,10 @@ class ModelPool:
             except Exception as e:
                 slot.error = f"could not be loaded: {e}"
                 self.metrics.model_load_failures.labels(model).inc()
-                log.exception("model %s could not be loaded from %s", model, slot.entry.path)
+                # A bundle that cannot serve (a variant it lacks, a file missing) says why in one
+                # line; anything else is a bug, with its traceback.
+                expected = isinstance(e, BundleError)
+                log.error("model %s could not be loaded from %s: %s", model, slot.entry.path, e, exc_info=not expected)
                 raise Unavailable(f"model {model!r} is unavailable: {slot.error}") from None
             memory = max(0, self.loader.resident_bytes() - before)
         batcher = Batcher(engine, self.config.batcher, self.metrics, model=model)
