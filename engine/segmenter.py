@@ -33,6 +33,8 @@ LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 # after "。", so that a sentence split again on its own (the stream translates each) split in two.
 SENTENCE_END = re.compile(r"""[.!?…。！？]["'”’»)\]」』]*+(\s+|(?<=[。！？」』]))(?=\S)""")
 CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
+# Longer than any abbreviation or run of initials that a period after it leaves inside a sentence.
+WORD_WINDOW = 32
 WHITESPACE = re.compile(r"\s+")
 # Words after which a period rarely ends a sentence (English and German, lower-cased, final period removed).
 ABBREVIATION_LIST = "mr mrs ms dr prof st jr sr vs etc no nr ca approx fig inc ltd co bzw usw vgl ggf"
@@ -177,11 +179,21 @@ def sentence_boundaries(line: str) -> list[tuple[int, int]]:
         start, end = match.span(1)
         if line[end].islower():
             continue
-        word = line[:start].split()[-1].rstrip("\"'”’»)]")
+        word = _word_before(line, start).rstrip("\"'”’»)]")
         if word.endswith(".") and (word.rstrip(".").lower() in ABBREVIATIONS or INITIALS.fullmatch(word)):
             continue
         boundaries.append((start, end))
     return boundaries
+
+
+def _word_before(line: str, end: int) -> str:
+    """The word of ``line`` that ends at ``end``, or its last ``WORD_WINDOW`` characters: read back
+    no further, so that finding a line's sentences stays linear (read back to the line's start,
+    20,000 characters of "A. " took 0.4 s, and Chinese, with no space between words, longer)."""
+    start = end
+    while start > max(0, end - WORD_WINDOW) and not line[start - 1].isspace():
+        start -= 1
+    return line[start:end]
 
 
 def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:

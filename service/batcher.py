@@ -142,8 +142,12 @@ class Batcher:
         await asyncio.gather(*self._workers)
         self._executor.shutdown(wait=True)
 
-    async def translate(self, texts: Sequence[str], options: Hashable, *, timeout_s: float) -> list[Any]:
-        """Translate ``texts`` with ``options`` inside the shared batches; results in input order."""
+    async def translate(
+        self, texts: Sequence[str], options: Hashable, *, timeout_s: float, request_tokens: int | None = None
+    ) -> list[Any]:
+        """Translate ``texts`` with ``options`` inside the shared batches; results in input order.
+        ``request_tokens``: the source tokens of the whole request they are part of, where it is
+        sent a part at a time (a stream's sentences), which decide their lane as the whole's would."""
         if self._closing:
             raise Unavailable("the service is shutting down")
         if not texts:
@@ -153,7 +157,7 @@ class Batcher:
                 f"queue full ({self._queued} texts waiting); retry later", retry_after_s=self._retry_after_s()
             )
         tokens = [self.engine.count_tokens(text) for text in texts]
-        heavy = sum(tokens) > self.config.heavy_tokens
+        heavy = max(sum(tokens), request_tokens or 0) > self.config.heavy_tokens
         job = _Job(options, asyncio.get_running_loop().create_future(), [None] * len(texts), len(texts), heavy)
         lane = self._lanes[heavy]
         lane.queue.extend(_Item(job, i, text, n) for i, (text, n) in enumerate(zip(texts, tokens, strict=True)))

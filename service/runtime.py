@@ -127,6 +127,17 @@ class Plan:
     routes: list[Route | None]
     detections: list[Detection | None] | None  # when the source language was identified; Refused: refused
     timeout_s: float  # the job's deadline, within MT_REQUEST_TIMEOUT_S
+    source_tokens: int  # of its texts to translate, estimated by their first models' tokenizers
+
+
+@dataclass(frozen=True)
+class _Batching:
+    """What the batches of one request's texts share: its deadline, and the request's source
+    tokens where it is translated a part at a time (a stream's sentences), so that each part goes
+    in the batcher's lane of the whole (a long text's sentences are heavy, one by one too)."""
+
+    timeout_s: float
+    request_tokens: int | None = None
 
 
 @dataclass
@@ -366,9 +377,9 @@ class Runtime:
             _check_glossary(router, job, job.glossary)
         for route in dict.fromkeys(route for route in routes if route is not None):
             _check_options(route, job.options)
-        self._check_cost(readable, routes, job.options, job.glossary)
+        source_tokens = self._check_cost(readable, routes, job.options, job.glossary)
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
-        return Plan(job, routes, detections, timeout)
+        return Plan(job, routes, detections, timeout, source_tokens)
 
     async def translate(self, job: TranslationJob) -> Translated:
         """Results for ``job.texts`` in order, after every check: text with nothing to translate
@@ -387,7 +398,7 @@ class Runtime:
             asyncio.gather(
                 *(
                     self._translate_route(
-                        r, [texts[i] for i in idx], job.options, _terms(r, job.glossary), plan.timeout_s
+                        r, [texts[i] for i in idx], job.options, _terms(r, job.glossary), _Batching(plan.timeout_s)
                     )
                     for r, idx in groups.items()
                 )
@@ -406,7 +417,9 @@ class Runtime:
             return _unchanged(part), None
         job = plan.job
         [result], model = await self._stopping(
-            self._translate_route(route, [part], job.options, _terms(route, job.glossary), plan.timeout_s)
+            self._translate_route(
+                route, [part], job.options, _terms(route, job.glossary), _Batching(plan.timeout_s, plan.source_tokens)
+            )
         )
         return result, model
 
@@ -464,25 +477,31 @@ class Runtime:
             raise UnsupportedLanguage(str(e), details=details) from None
 
     async def _translate_route(
-        self, route: Route, texts: list[str], asked: TranslationOptions, terms: Glossary | None, timeout: float
+        self, route: Route, texts: list[str], asked: TranslationOptions, terms: Glossary | None, batching: _Batching
     ) -> tuple[list[TranslationResult], str]:
         """``texts`` along ``route``, using ``terms``; with the models that translated them."""
         if route.pivot is None:
             [hop] = route.hops
-            return await self._translate_hop(hop, texts, replace(asked, glossary=terms), timeout)
+            return await self._translate_hop(hop, texts, replace(asked, glossary=terms), batching)
         first, second = route.hops
         # The pivot text is an intermediate: one hypothesis, the model's own length rule.
         pivot = replace(asked, num_hypotheses=1, max_length=None, min_length=0)
-        pivoted, first_name = await self._translate_hop(first, texts, pivot, timeout)
+        pivoted, first_name = await self._translate_hop(first, texts, pivot, batching)
         current = [r.text for r in pivoted]
         if terms is None:
-            results, second_name = await self._translate_hop(second, current, asked, timeout)
+            results, second_name = await self._translate_hop(second, current, asked, batching)
         else:
-            results, second_name = await self._translate_placed(second, texts, current, asked, terms, timeout)
+            results, second_name = await self._translate_placed(second, texts, current, asked, terms, batching)
         return _chained(pivoted, results), f"{first_name}+{second_name}"
 
     async def _translate_placed(
-        self, hop: Hop, texts: list[str], pivoted: list[str], asked: TranslationOptions, terms: Glossary, timeout: float
+        self,
+        hop: Hop,
+        texts: list[str],
+        pivoted: list[str],
+        asked: TranslationOptions,
+        terms: Glossary,
+        batching: _Batching,
     ) -> tuple[list[TranslationResult], str]:
         """The pivot texts ``pivoted`` of ``texts`` by ``hop``, each with the terms its text says,
         placed where it says them: texts that say different terms in different places are
@@ -493,7 +512,7 @@ class Runtime:
             groups.setdefault(_placed(terms, said), []).append(i)
         done = await asyncio.gather(
             *(
-                self._translate_hop(hop, [pivoted[i] for i in idx], replace(asked, glossary=placed), timeout)
+                self._translate_hop(hop, [pivoted[i] for i in idx], replace(asked, glossary=placed), batching)
                 for placed, idx in groups.items()
             )
         )
@@ -505,7 +524,7 @@ class Runtime:
         return [r for r in results if r is not None], done[0][1]
 
     async def _translate_hop(
-        self, hop: Hop, texts: list[str], asked: TranslationOptions, timeout: float
+        self, hop: Hop, texts: list[str], asked: TranslationOptions, batching: _Batching
     ) -> tuple[list[TranslationResult], str]:
         pool, _ = self._loaded()
         model = hop.model
@@ -519,7 +538,12 @@ class Runtime:
                 self.metrics.cache_hits.inc(len(texts) - len(missing))
                 self.metrics.cache_misses.inc(len(missing))
             if missing:
-                fresh = await loaded.batcher.translate([texts[i] for i in missing], options, timeout_s=timeout)
+                fresh = await loaded.batcher.translate(
+                    [texts[i] for i in missing],
+                    options,
+                    timeout_s=batching.timeout_s,
+                    request_tokens=batching.request_tokens,
+                )
                 for i, result in zip(missing, fresh, strict=True):
                     results[i] = result
                     self.cache.put(key, texts[i], options, result)
@@ -552,17 +576,18 @@ class Runtime:
         routes: list[Route | None],
         options: TranslationOptions,
         glossary: JobGlossary | None,
-    ) -> None:
+    ) -> int:
         """What the request would cost, estimated from each text's source tokens before any of it is
         queued: the search's tokens times beams (both models' through a pivot; with a glossary, the
         last model's at least the beam of a sentence with terms) and, with alignments, the weights
-        of each text's matrix, taking its translation as long as itself."""
+        of each text's matrix, taking its translation as long as itself. Returns the source tokens."""
         s = self.settings
-        beam_tokens = cells = 0
+        source_tokens = beam_tokens = cells = 0
         for text, route in zip(texts, routes, strict=True):
             if route is None:
                 continue
             tokens = len(self._tokenizer(route.hops[0].model).encode(text))  # EOS included
+            source_tokens += tokens
             beams = [self._beam_size(hop.model, options) for hop in route.hops]
             if _terms(route, glossary) is not None:
                 beams[-1] = max(beams[-1], GLOSSARY_MIN_BEAM)
@@ -571,6 +596,7 @@ class Runtime:
         _check_limit(beam_tokens, s.max_beam_tokens, "source tokens times beams", "MT_MAX_BEAM_TOKENS")
         if options.return_alignments:
             _check_limit(cells, s.max_alignment_cells, "alignment weights", "MT_MAX_ALIGNMENT_CELLS")
+        return source_tokens
 
     def _beam_size(self, model: str, options: TranslationOptions) -> int:
         """The beam ``options`` get from ``model`` (``TranslationOptions.resolved``'s rule)."""

@@ -381,3 +381,26 @@ def test_a_timed_out_request_cancels_its_running_batch() -> None:
         await batcher.close()
 
     run(main)
+
+
+def test_the_parts_of_a_heavy_request_sent_one_by_one_go_in_the_heavy_lane() -> None:
+    """A stream sends its long text a sentence at a time: each sentence is light alone, but the
+    request's tokens put it in the heavy lane, where it no longer queues a light request behind it."""
+
+    async def main() -> None:
+        engine = FakeEngine(hold=True)
+        batcher, _ = make(engine, max_batch_sentences=2, max_wait_s=0, concurrency=1, heavy_tokens=10)
+        parts = [
+            asyncio.ensure_future(batcher.translate([text], "o", timeout_s=LONG, request_tokens=100))
+            for text in ("p q", "r s")
+        ]
+        await until(lambda: len(engine.batches) == 1)
+        light = asyncio.ensure_future(batcher.translate(["a b"], "o", timeout_s=LONG))
+        await until(lambda: len(engine.batches) == 2)
+        assert engine.batches[1] == (["a b"], "o"), "the light request waited behind the request's parts"
+        engine.release()
+        assert await light == ["A B/o"]
+        assert await asyncio.gather(*parts) == [["P Q/o"], ["R S/o"]]
+        await batcher.close()
+
+    run(main)
