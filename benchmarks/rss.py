@@ -1,8 +1,8 @@
 """Resident memory of a service's process tree over a run, and how much it grew after warm-up.
 
-The tree is the service's HTTP process and its children (the engine processes and multiprocessing's
-resource tracker); each is followed by its pid, so that a process that exits or appears midway (an
-engine restarted after a crash) shows as one that did not live throughout. RSS is read from /proc
+The tree is the service's HTTP process and its children (the engine processes, the document process
+and multiprocessing's resource tracker); each is followed by its pid, so that a process that exits
+or appears midway (an engine restarted after a crash) shows as one that did not live throughout. RSS is read from /proc
 by ``service.memory.resident_bytes``, as the service measures its models.
 """
 
@@ -34,7 +34,14 @@ def role(process: psutil.Process, root_pid: int) -> str:
     command = " ".join(process.cmdline())
     if "resource_tracker" in command:
         return "resource tracker"
-    return "engine" if "spawn_main" in command else command
+    if "spawn_main" not in command:
+        return command
+    # The service spawns engine processes and a document process alike; only an engine maps onnxruntime.
+    try:
+        engine = any("onnxruntime" in m.path for m in process.memory_maps())
+    except (psutil.AccessDenied, psutil.NoSuchProcess):
+        engine = True
+    return "engine" if engine else "documents"
 
 
 @dataclass

@@ -23,10 +23,7 @@ per layer, named as in ``engine.bundle``'s signatures, each with its row (or sen
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -36,6 +33,7 @@ import onnxruntime as ort
 
 from engine.bundle import per_layer
 from engine.decoder import Step
+from engine.heap import release_memory
 from engine.shared_weights import session_model
 from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
 from engine.step_rows import CACHE_ROWS, SOURCE_ROWS, with_row_inputs
@@ -106,25 +104,6 @@ def session_options(threads: int, *, spin: bool) -> ort.SessionOptions:
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # warnings about unused initializers etc. are noise here
     return options
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``; None on a C library without it (musl, macOS)."""
-    path = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(path).malloc_trim if path else None
-    except (OSError, AttributeError):
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def release_memory() -> None:
-    """Give the C heap's free pages back to the system. glibc keeps freed memory for reuse, so that
-    a process's resident size stays at its peak (a long batch's caches) unless asked."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
 
 
 def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes | None = None) -> ort.InferenceSession:

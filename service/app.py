@@ -17,6 +17,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.middleware.cors import CORSMiddleware
 
 from service import openapi
+from service.documents import DocumentProcess
 from service.errors import install_error_handlers
 from service.file_store import FileStore
 from service.glossaries import GlossaryStore
@@ -44,6 +45,7 @@ def create_app(
     metrics = Metrics()
     runtime = Runtime(settings, metrics, factory=engine_factory)
     file_store = FileStore(settings.file_expiry_s)
+    documents = DocumentProcess(settings.max_document_bytes)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -52,6 +54,7 @@ def create_app(
         yield
         expiring.cancel()
         file_store.close()
+        documents.close()
         # Models still loading are given up (``Runtime.load``), not waited for: a large one could
         # outlast the orchestrator's grace period, and the process would be killed mid-shutdown.
         loading.cancel()
@@ -69,6 +72,7 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.files = file_store
+    app.state.documents = documents
     app.state.glossaries = GlossaryStore(settings.data_dir)
     install_error_handlers(
         app,

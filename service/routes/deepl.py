@@ -41,10 +41,10 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from engine.api import TranslationOptions
-from engine.documents import SUPPORTED_EXTENSIONS, Document
+from engine.documents import SUPPORTED_EXTENSIONS
 from engine.languages import broader
 from engine.repository import Router
-from service.documents import FileJob, plain_texts, translate_document
+from service.documents import DocumentProcess, FileJob, ReadDocument, plain_texts, translate_document
 from service.errors import (
     InvalidRequest,
     NotFound,
@@ -448,21 +448,28 @@ async def upload_document(request: Request) -> JSONResponse:
     document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), owner(runtime, key), filename)
     state.documents[document.document_id] = document
     job = FileJob(data, filename, target, source, api_key=key, glossary=glossary)
-    task = asyncio.create_task(_translate_document(request.app.state.files, runtime, state, document, job))
+    task = asyncio.create_task(
+        _translate_document(request.app.state.files, request.app.state.documents, runtime, state, document, job)
+    )
     state.tasks.add(task)
     task.add_done_callback(state.tasks.discard)
     return JSONResponse({"document_id": document.document_id, "document_key": document.key})
 
 
 async def _translate_document(
-    files: FileStore, runtime: Runtime, state: _State, document: _Document, job: FileJob
+    files: FileStore,
+    documents: DocumentProcess,
+    runtime: Runtime,
+    state: _State,
+    document: _Document,
+    job: FileJob,
 ) -> None:
     try:
         async with state.workers:
             document.status = "translating"
             for attempt in range(DOCUMENT_RETRIES + 1):
                 try:
-                    data, read = await translate_document(runtime, job)
+                    data, read = await translate_document(runtime, documents, job)
                     break
                 except Overloaded as e:
                     if attempt == DOCUMENT_RETRIES:
@@ -483,7 +490,7 @@ async def _translate_document(
         runtime.leave()
 
 
-def _billed_characters(document: Document) -> int:
+def _billed_characters(document: ReadDocument) -> int:
     """The characters of the document's texts as written, not the tags they were translated with."""
     return sum(map(len, plain_texts(document)))
 

@@ -117,7 +117,7 @@ async def translate_file(request: Request) -> Response:
     body = validated(FileRequest, fields)
     glossary = await request_glossary(request, body.glossary)
     job = FileJob(body.file, filename, body.target_lang, body.source_lang, api_key=key, glossary=glossary)
-    data, document = await unless_disconnected(request, translate_document(runtime, job))
+    data, document = await unless_disconnected(request, translate_document(runtime, request.app.state.documents, job))
     return Response(data, media_type=document.media_type, headers={"Content-Disposition": attachment(filename)})
 
 
@@ -135,7 +135,7 @@ async def libretranslate_file(request: Request) -> LibreFileResponse:
     fields, filename = await _form(request, before_file=_key_check(runtime, header_key))
     body = validated(LibreFileRequest, fields)
     job = FileJob(body.file, filename, body.target, body.source, api_key=body.api_key or header_key)
-    data, document = await unless_disconnected(request, translate_document(runtime, job))
+    data, document = await unless_disconnected(request, translate_document(runtime, request.app.state.documents, job))
     name = await _store(request).put(data, filename=filename, media_type=document.media_type)
     return LibreFileResponse(translatedFileUrl=_download_url(request, runtime, name))
 

@@ -12,7 +12,8 @@ import pytest
 from engine import runner as runner_module
 from engine.beam_search import SearchOptions, search
 from engine.bundle import load_bundle
-from engine.runner import DecoderShape, HostDecoder, Runner, RunnerConfig, release_memory
+from engine.heap import release_memory
+from engine.runner import DecoderShape, HostDecoder, Runner, RunnerConfig
 from engine.translator import pad_batch
 
 
