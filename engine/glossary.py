@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import re
 import threading
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from engine.insets import ADDRESS
+from engine.insets import ADDRESS, is_visible_symbol
 
 MAX_TERM_WORDS = 16  # a term of more words is more likely a sentence than a term
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -31,7 +30,7 @@ def _kept_as_written(source: str) -> bool:
     """Whether a source term holds what the translator copies instead of translating: a visible
     symbol (an emoji, ©, °) or a URL or e-mail address (``engine.insets``, and the segmenter's symbol
     edges). Terms are found in what the model reads, so such a term would never be found."""
-    return ADDRESS.search(source) is not None or any(unicodedata.category(c) == "So" for c in source)
+    return ADDRESS.search(source) is not None or any(map(is_visible_symbol, source))
 
 
 @dataclass(frozen=True)

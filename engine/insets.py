@@ -40,6 +40,11 @@ def is_symbol(char: str) -> bool:
     return unicodedata.category(char) in ("So", "Sk", "Me", "Cf") or char in "\ufe0e\ufe0f"
 
 
+def is_visible_symbol(char: str) -> bool:
+    """An emoji, pictograph or other symbol that shows (So): what makes a run of symbols an inset."""
+    return unicodedata.category(char) == "So"
+
+
 @dataclass(frozen=True)
 class Inset:
     """A run of symbols or an address taken out of a sentence: ``at``, where it was in the words left."""
@@ -154,6 +159,8 @@ def find(sentence: str) -> list[tuple[int, int]]:
     symbols alone (a zero-width non-joiner inside a Persian word, a soft hyphen) and modifier
     letters alone (``^``, a backtick) are part of the words."""
     addresses = [_without_what_follows(sentence, *m.span()) for m in ADDRESS.finditer(sentence)]
+    if sentence.isascii():  # no visible symbol is ASCII: most sentences end here, at C speed
+        return addresses
     word = [_word_character(c) for c in sentence]
     if not any(word):
         return addresses
@@ -164,11 +171,21 @@ def find(sentence: str) -> list[tuple[int, int]]:
         start = i
         while is_symbol(sentence[i]):
             i += 1
-        if any(unicodedata.category(c) == "So" for c in sentence[start:i]):
+        if any(map(is_visible_symbol, sentence[start:i])):
             runs.append((start, i))
         i = max(i, start + 1)
-    inside = [r for r in runs if not any(a <= r[0] < b for a, b in addresses)]
-    return sorted(addresses + inside)
+    return sorted(addresses + _outside(runs, addresses))
+
+
+def _outside(runs: list[tuple[int, int]], addresses: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The runs that start in no address, both in order: one pass, as a text can hold thousands of each."""
+    kept, k = [], 0
+    for run in runs:
+        while k < len(addresses) and addresses[k][1] <= run[0]:
+            k += 1
+        if k == len(addresses) or run[0] < addresses[k][0]:
+            kept.append(run)
+    return kept
 
 
 def _word_character(char: str) -> bool:

@@ -481,10 +481,10 @@ class Translator:
             if call.shortlist is not None:
                 must = [specials.eos, *pair.target_prefix, *job.pieces()]
                 vocab_ids = call.shortlist.for_batch([s.ids for s in batch], must)
-            if guide is None and not job.forced and any(t.pieces for s in batch for t in s.terms):
-                search = replace(search, return_alignments=True)  # shows the words a missed term may replace
-            if any(s.stripped for s in batch):
-                search = replace(search, return_alignments=True)  # where their symbols go back
+            # The attention shows the words a missed glossary term may replace, and where insets go back.
+            misses = guide is None and not job.forced and any(t.pieces for s in batch for t in s.terms)
+            if misses or any(s.stripped for s in batch):
+                search = replace(search, return_alignments=True)
             # the decoder's attention also places constraints
             alignments = search.return_alignments or (guide is not None and not guide.anywhere)
             decoder = _TurnTaking(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), turns)

@@ -119,13 +119,19 @@ def relabelled_bundle(bundle: Path, out: Path, name: str, sources: list[str], ta
     return out
 
 
+def both_ways(bundle: Path, root: Path) -> Path:
+    """``root`` holding ``bundle`` relabelled as en->de and as de->en: a repository of the two
+    directions, as the shipped models are."""
+    relabelled_bundle(bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
+    relabelled_bundle(bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    return root
+
+
 @pytest.fixture(scope="session")
 def model_repository(tmp_path_factory: pytest.TempPathFactory, tiny_bundle: Path) -> Path:
     """A repository of tiny bundles: en->de, de->en, fr->en, a many-to-many (cs, sk -> en, pl), and
     a bundle whose graph is corrupted (its manifest reads, its load fails)."""
-    root = tmp_path_factory.mktemp("repository")
-    relabelled_bundle(tiny_bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
-    relabelled_bundle(tiny_bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    root = both_ways(tiny_bundle, tmp_path_factory.mktemp("repository"))
     relabelled_bundle(tiny_bundle, root / "fr-en", "tiny-fr-en", ["fr"], ["en"])
     relabelled_bundle(tiny_bundle, root / "many" / "bundle", "tiny-many", ["cs", "sk"], ["en", "pl"])
     broken = relabelled_bundle(tiny_bundle, root / "broken", "tiny-broken", ["it"], ["en"])

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from live_server import API_KEYS, ServiceProcess, StartService, assert_error
 
-from tests.conftest import relabelled_bundle
+from tests.conftest import both_ways, relabelled_bundle
 
 CHINESE = "我今天很高兴见到你。"
 ENGLISH = "A dog runs in the park."
@@ -26,8 +26,7 @@ GERMAN = "Ein Hund läuft im Park."
 def served(start_service: StartService, tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> ServiceProcess:
     """en->de, de->en and en->zh (a bare "zh": Simplified Chinese), with API keys."""
     root = tmp_path_factory.mktemp("consistency_repository")
-    relabelled_bundle(tiny_bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
-    relabelled_bundle(tiny_bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    both_ways(tiny_bundle, root)
     relabelled_bundle(tiny_bundle, root / "en-zh", "tiny-en-zh", ["en"], ["zh"])
     return start_service(model_dir="", models_dir=root, api_keys=",".join(API_KEYS), max_wait_ms=2)
 

@@ -16,7 +16,7 @@ import pytest
 from live_server import API_KEYS, ServiceProcess, StartService
 
 from service.routes.deepl import CHARACTER_LIMIT, _preserve_formatting
-from tests.conftest import relabelled_bundle
+from tests.conftest import both_ways
 
 TEXT = "A dog runs in the park."
 GERMAN = "Ein Hund läuft im Park."
@@ -28,8 +28,7 @@ def deepl_server(
     start_service: StartService, tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> ServiceProcess:
     root = tmp_path_factory.mktemp("deepl_repository")
-    relabelled_bundle(tiny_bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
-    relabelled_bundle(tiny_bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    both_ways(tiny_bundle, root)
     data = tmp_path_factory.mktemp("deepl_data")
     return start_service(
         model_dir="", models_dir=root, api_keys=",".join(API_KEYS), data_dir=data, max_texts=8, max_wait_ms=2

@@ -25,7 +25,7 @@ from live_server import API_KEYS, ServiceProcess, StartService, assert_error
 
 from service.glossaries import DATABASE_NAME, MAX_ENTRIES, MAX_GLOSSARIES
 from service.schemas import MAX_INLINE_ENTRIES
-from tests.conftest import relabelled_bundle
+from tests.conftest import both_ways, relabelled_bundle
 
 TEXT = "A dog runs in the park."
 TERM = {"source": "dog", "target": "katze"}
@@ -40,8 +40,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory, tiny_bundle: Path) -> Path:
     root = tmp_path_factory.mktemp("glossary_repository")
-    relabelled_bundle(tiny_bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
-    relabelled_bundle(tiny_bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    both_ways(tiny_bundle, root)
     relabelled_bundle(tiny_bundle, root / "fr-en", "tiny-fr-en", ["fr"], ["en"])
     return root
 

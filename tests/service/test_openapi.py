@@ -17,7 +17,7 @@ from live_server import API_KEYS, ServiceProcess, StartService, scrape
 from engine.repository import Router, discover
 from service.app import create_app
 from service.settings import Settings
-from tests.conftest import relabelled_bundle
+from tests.conftest import both_ways
 
 HERE = Path(__file__).parent
 MAX_CHARS = 400  # small, so that no generated request is slow to translate
@@ -29,8 +29,7 @@ MIN_REQUESTS = 1000
 def en_de_repository(tmp_path_factory: pytest.TempPathFactory, tiny_bundle: Path) -> Path:
     """What a fresh install serves, with tiny models: en->de and de->en."""
     root = tmp_path_factory.mktemp("en_de_repository")
-    relabelled_bundle(tiny_bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
-    relabelled_bundle(tiny_bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    both_ways(tiny_bundle, root)
     return root
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from live_server import ServiceProcess, StartService
 
-from tests.conftest import relabelled_bundle
+from tests.conftest import both_ways
 
 BOM = b"\xef\xbb\xbf"
 TEXT = "A dog runs in the park."
@@ -25,8 +25,7 @@ def edges_server(
     start_service: StartService, tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> ServiceProcess:
     root = tmp_path_factory.mktemp("edges_repository")
-    relabelled_bundle(tiny_bundle, root / "en-de", "tiny-en-de", ["en"], ["de"])
-    relabelled_bundle(tiny_bundle, root / "de-en", "tiny-de-en", ["de"], ["en"])
+    both_ways(tiny_bundle, root)
     return start_service(model_dir="", models_dir=root, max_wait_ms=2)
 
 
