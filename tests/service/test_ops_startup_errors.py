@@ -70,6 +70,8 @@ def test_a_host_that_does_not_resolve_refuses_to_start_naming_its_variable(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tiny_bundle: Path, tmp_path: Path
 ) -> None:
     """uvicorn failed to bind with ``[Errno -2] Name or service not known`` and exit 3."""
+    # The program's name comes from argv[0], which differs under pytest-xdist's workers.
+    monkeypatch.setattr(sys, "argv", [str(REPO / "service" / "__main__.py")])
     monkeypatch.setenv("MT_HOST", "nonexistent.invalid")
     assert main([]) == 2
     [line] = capsys.readouterr().err.splitlines()
