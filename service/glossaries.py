@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 DATABASE_NAME = "glossaries.sqlite3"
 BUSY_TIMEOUT_S = 30.0
 MAX_TERM_CHARS = 1024
+# Every listing of a key's glossaries carries their names: unbounded, 1,000 names of a request's
+# megabyte each made one listing a gigabyte.
+MAX_NAME_CHARS = 200
 # A glossary's terms are looked up in every text it translates, and it is built (checked and
 # indexed) once per change: 10,000 keep both within milliseconds.
 MAX_ENTRIES = 10_000

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.glossaries import MAX_ENTRIES, GlossaryInfo
+from service.glossaries import MAX_ENTRIES, MAX_NAME_CHARS, GlossaryInfo
 from service.schemas import LANGUAGE_PAIR, SERVED_LANGUAGES, GlossaryEntries, GlossaryEntry
 
 # A served code on each side (an enum in the OpenAPI document, where the source side also lists
@@ -16,7 +16,7 @@ GlossarySource = Annotated[
     str, Field(min_length=1, max_length=35, json_schema_extra={SERVED_LANGUAGES: "source", "not": {"const": "auto"}})
 ]
 GlossaryTarget = Annotated[str, Field(min_length=1, max_length=35, json_schema_extra={SERVED_LANGUAGES: "target"})]
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S", description="Not only spaces.")]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=r"\S", description="Not only spaces.")]
 
 
 class GlossaryCreate(BaseModel):

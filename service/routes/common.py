@@ -4,6 +4,7 @@ handling, the documented errors."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 from urllib.parse import parse_qsl
@@ -96,6 +97,32 @@ async def read_form(request: Request, content_type: str) -> FormData:
         raise InvalidRequest(
             f"malformed form body: Too many fields. Maximum number of fields is {MAX_URLENCODED_FIELDS}."
         ) from None
+
+
+def parse_json(body: bytes) -> Any:
+    """A JSON body, parsed as Flask (LibreTranslate) and DeepL parse it (a byte order mark, UTF-16
+    and UTF-32 detected); a ``ValueError`` unless it is JSON of valid Unicode (a ``RecursionError``
+    for arrays or objects nested thousands deep). JSON may escape a lone surrogate ("\\ud800"),
+    which would fail whatever encodes it later (an error message echoing it, the response) as a
+    500; an integer of over 4,300 digits is Python's ``ValueError`` already."""
+    parsed = json.loads(body)
+    pending = [parsed]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            _check_unicode(value)
+        elif isinstance(value, dict):
+            pending += [*value, *value.values()]
+        elif isinstance(value, list):
+            pending += value
+    return parsed
+
+
+def _check_unicode(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"a string holds a lone surrogate at position {e.start}: no Unicode text") from None
 
 
 def bearer_key(request: Request) -> str | None:

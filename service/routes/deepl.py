@@ -58,8 +58,15 @@ from service.errors import (
     error_response,
 )
 from service.file_store import FileStore
-from service.glossaries import GlossaryInfo, GlossaryStore, parse_entries, to_tsv, variant_language
-from service.routes.common import FORM_TYPES, get_runtime, read_form, unless_disconnected
+from service.glossaries import (
+    MAX_NAME_CHARS,
+    GlossaryInfo,
+    GlossaryStore,
+    parse_entries,
+    to_tsv,
+    variant_language,
+)
+from service.routes.common import FORM_TYPES, get_runtime, parse_json, read_form, unless_disconnected
 from service.routes.files import _form, attachment
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.routes.libretranslate import LANGUAGE_NAMES
@@ -202,7 +209,7 @@ class DocumentKeyBody(_Body):
 
 
 class GlossaryBody(_Body):
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     source_lang: str
     target_lang: str
     entries: str
@@ -236,10 +243,10 @@ async def _fields(request: Request) -> dict[str, Any]:
     if content_type != "application/json" and not content_type.endswith("+json"):
         raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
     try:
-        parsed = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        parsed = parse_json(body)
+    except ValueError as e:
         raise InvalidRequest(f"malformed JSON: {e}") from None
-    except RecursionError:  # arrays or objects nested thousands deep
+    except RecursionError:
         raise InvalidRequest("malformed JSON: nested too deeply") from None
     if not isinstance(parsed, dict):
         raise InvalidRequest("the JSON body must be an object")

@@ -19,7 +19,6 @@ the service's own (``Runtime``); this module only says what they found in LibreT
 from __future__ import annotations
 
 import copy
-import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Request
@@ -44,6 +43,7 @@ from service.routes.common import (
     RuntimeDep,
     bearer_key,
     error_responses,
+    parse_json,
     read_form,
     unless_disconnected,
 )
@@ -272,8 +272,8 @@ async def _fields(request: Request) -> dict[str, Any]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json" or content_type.endswith("+json"):
         try:
-            fields = json.loads(await request.body())
-        except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
+            fields = parse_json(await request.body())
+        except (ValueError, RecursionError):
             raise LibreTranslateInvalid(INVALID_JSON) from None
         if not isinstance(fields, dict):
             raise LibreTranslateInvalid(INVALID_JSON)
