@@ -15,10 +15,16 @@ long after.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import multiprocessing
+import os
+import signal
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from engine.api import TranslationOptions
@@ -32,10 +38,13 @@ from engine.documents import (
 from engine.documents.base import Format
 from engine.heap import release_memory
 from engine.markup import plain_text
-from service.errors import InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
+from service.errors import InternalError, InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
 from service.runtime import JobGlossary, Runtime, TranslationJob, prefer_served
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+# The document process's name (``/proc/<pid>/comm``, what ``ps`` and ``top`` show).
+DOCUMENT_PROCESS_NAME = "mt-documents"
 # Characters of a document that language identification reads: more tell it nothing new.
 IDENTIFICATION_SAMPLE_CHARS = 2000
 
@@ -73,11 +82,19 @@ class _Unreadable:
 
 class DocumentProcess:
     """Reads and writes documents in a child process, one at a time, started on first use. Writing
-    reads the file again there: the parsed document stays in the child no longer than a call."""
+    reads the file again there: the parsed document stays in the child no longer than a call.
+
+    A call whose caller leaves (its client hung up) kills the child: a parser cannot be interrupted,
+    and would hold the child, and the documents waiting for it, for the seconds a large file takes.
+    A child that dies (killed, out of memory) fails its call with a 500; the next call starts another.
+    """
 
     def __init__(self, max_document_bytes: int) -> None:
         self.max_document_bytes = max_document_bytes
-        self._pool: ProcessPoolExecutor | None = None
+        self._child: _Child | None = None
+        # Calls wait here rather than in the pool's queue, so that killing the child fails only the
+        # call it was running: a pool whose worker died fails every call queued in it.
+        self._turn = asyncio.Lock()
 
     async def read(self, data: bytes, filename: str) -> ReadDocument:
         return _checked(await self._run(_read_in_child, data, filename, self.max_document_bytes))
@@ -86,14 +103,68 @@ class DocumentProcess:
         return await self._run(_write_in_child, data, filename, self.max_document_bytes, translations)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._stop()
 
     async def _run(self, function: Callable[..., T], *args: object) -> T:
-        if self._pool is None:
-            # spawn: a fork of the HTTP process would copy its threads' locks mid-use
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        return await asyncio.get_running_loop().run_in_executor(self._pool, function, *args)
+        async with self._turn:
+            future = await self._submit(function, *args)
+            try:
+                return await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                self._stop(kill=True)
+                raise
+            except BrokenProcessPool:
+                self._stop(kill=False)
+                log.error("the document process died (killed, or out of memory) while it read or wrote a file")
+                raise InternalError(
+                    "the document process stopped while it read or wrote the file (killed, or out of memory): "
+                    "try again, or send a smaller file"
+                ) from None
+
+    async def _submit(self, function: Callable[..., T], *args: object) -> Future[T]:
+        child = self._child or await self._start()
+        try:
+            return child.pool.submit(function, *args)
+        except BrokenProcessPool:  # it died between calls (killed, say): this call has lost nothing
+            self._stop(kill=False)
+            return (await self._start()).pool.submit(function, *args)
+
+    async def _start(self) -> _Child:
+        # spawn: a fork of the HTTP process would copy its threads' locks mid-use
+        pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_name_process
+        )
+        try:
+            pid = await asyncio.wrap_future(pool.submit(os.getpid))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        self._child = _Child(pool, pid)
+        return self._child
+
+    def _stop(self, *, kill: bool = True) -> None:
+        """Forget the child, killing it (whatever it is doing) unless it is known dead: the next
+        call starts another."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+        child.pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class _Child:
+    pool: ProcessPoolExecutor  # of one worker process
+    pid: int  # that process's
+
+
+def _name_process() -> None:
+    """Name the document process, so that ``ps``, ``top`` and the tests tell it from the engine
+    processes (both are started by multiprocessing's spawn, with the same command line). Linux only."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(DOCUMENT_PROCESS_NAME)
 
 
 async def translate_document(runtime: Runtime, documents: DocumentProcess, job: FileJob) -> tuple[bytes, ReadDocument]:

@@ -13,18 +13,34 @@ import pytest
 from httpx_sse import connect_sse
 from live_server import ServiceProcess, StartService, wait_for_metric
 
+from service.documents import DOCUMENT_PROCESS_NAME
+
 ROUTE = "/v1/translate"
 STREAM_ROUTE = "/v1/translate/stream"
 BODY = {"text": ["A dog runs.", "The boy plays."], "target_lang": "de", "beam_size": 2}
 
 
 def engine_pids(server_pid: int) -> list[int]:
-    """The service's engine children (not multiprocessing's resource tracker)."""
+    """The service's engine children: not multiprocessing's resource tracker, nor the document
+    process, which multiprocessing's spawn starts with the same command line (it has its own name)."""
+    return [pid for pid in spawned_pids(server_pid) if process_name(pid) != DOCUMENT_PROCESS_NAME]
+
+
+def document_pids(server_pid: int) -> list[int]:
+    """The service's document process, once a document has started it."""
+    return [pid for pid in spawned_pids(server_pid) if process_name(pid) == DOCUMENT_PROCESS_NAME]
+
+
+def spawned_pids(server_pid: int) -> list[int]:
     # Children are listed under the thread that started them, which need not be the main one.
     children = [
         pid for task in Path(f"/proc/{server_pid}/task").iterdir() for pid in (task / "children").read_text().split()
     ]
     return [int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def process_name(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
 def engine_pid(server_pid: int) -> int:
