@@ -25,6 +25,7 @@ live service the latency of one-sentence requests by the size of the stored glos
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import resource
 import statistics
@@ -39,9 +40,11 @@ import httpx
 from benchmarks.common import BUNDLE, DATA_DIR, RESULTS, markdown_table, read_lines, start_run, write_report
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.glossary import Glossary
+from engine.translator import GLOSSARY_MIN_BEAM, GLOSSARY_SEARCHES
 from model.evaluate import score_translations
 from service.glossaries import MAX_ENTRIES
 from service.launcher import LiveService
+from service.settings import Settings
 
 # English term -> (its unusual German translation, the usual German forms the references use)
 # English term -> (its unusual German translation, the usual German forms of the same number the
@@ -207,8 +210,9 @@ def _plain_usage(plain: list, glossed: list) -> float:
 
 def heaviest_request(translator: Translator, rounds: int) -> dict:
     """The heaviest request the service's limits allow a glossary, against the same without it: a
-    glossary of ``MAX_ENTRIES`` terms, 64 texts of 300 characters that say a term every few words,
-    beam 16 with 16 alternatives and alignments. Median seconds, and the process's peak resident
+    glossary of ``MAX_ENTRIES`` terms, beam 16 with 16 alternatives and alignments, and as many of
+    64 texts of 300 characters that say a term every few words as the default
+    ``MT_MAX_BEAM_TOKENS`` admits (``admitted``). Median seconds, and the process's peak resident
     memory after the plain runs and after the glossary's (a peak only grows)."""
     entries = {f"term{i}": f"Begriff{i}" for i in range(MAX_ENTRIES - len(UNUSUAL))}
     glossary = Glossary.of(entries | {source: target for source, (target, _) in UNUSUAL.items()})
@@ -216,6 +220,7 @@ def heaviest_request(translator: Translator, rounds: int) -> dict:
     sentences = [f"The {words[i % len(words)]} and the {words[(i + 7) % len(words)]}." for i in range(len(words))]
     texts = [" ".join(sentences[(i + j) % len(sentences)] for j in range(8))[:300] for i in range(64)]
     options = {"beam_size": 16, "num_hypotheses": 16, "return_alignments": True}
+    texts = admitted(translator, texts, options["beam_size"])
     seconds: dict[str, list[float]] = {"plain": [], "glossary": []}
     peak_mb = {}
     for name, extra in (("plain", {}), ("glossary", {"glossary": glossary})):
@@ -233,6 +238,15 @@ def heaviest_request(translator: Translator, rounds: int) -> dict:
         "seconds": {name: statistics.median(values) for name, values in seconds.items()},
         "peak_rss_mb_after": peak_mb,
     }
+
+
+def admitted(translator: Translator, texts: list[str], beam: int) -> list[str]:
+    """The first of ``texts`` that the default ``MT_MAX_BEAM_TOKENS`` admits together with a
+    glossary at ``beam``, by ``service.runtime.Runtime._check_cost``'s estimate."""
+    limit = Settings.model_fields["max_beam_tokens"].default
+    per_token = beam + GLOSSARY_SEARCHES * max(beam, GLOSSARY_MIN_BEAM)
+    costs = itertools.accumulate(len(translator.tokenizer.encode(text)) * per_token for text in texts)
+    return [text for text, cost in zip(texts, costs, strict=True) if cost <= limit]
 
 
 def service_latency(bundle: Path, sources: list[str], glossary: Glossary, requests: int, workdir: Path) -> dict:

@@ -2,21 +2,29 @@
 
     python -m benchmarks.robustness [--model models/en-de/bundle] [--sentences 1000] [--rounds 3]
 
-The test_2016_flickr source sentences, changed three ways, each a copy of the set:
+The test_2016_flickr source sentences, changed these ways, each a copy of the set:
 
 - ``symbol``: an emoji or other symbol (™) between two of the words, at a random place;
 - ``address``: a URL or e-mail address there instead;
-- ``capitals``: the whole sentence in capitals.
+- ``control``: a control character (NUL, BEL, DEL, a C1 one) glued to the end of a word there;
+- ``escape``: one word coloured or made bold by a terminal's escape sequences (``\x1b[31m``,
+  reset by ``\x1b[0m``);
+- ``invisible``: an invisible character (zero-width space or joiner, word joiner, soft hyphen,
+  BOM) between two letters of a word;
+- ``capitals``: the whole sentence in capitals;
+- ``markup capitals``: the sentence in capitals as HTML, a paragraph with one word in ``<b>``.
 
 Each copy is translated by the engine (one stream, one thread, the model's beam) two ways, in
-interleaved rounds: as it is (``handled``: ``engine.insets`` takes symbols and addresses out of
-what the model reads and puts them back after the translation of the word before them;
+interleaved rounds: as it is (``handled``: ``engine.insets`` takes symbols, addresses, escape
+sequences and characters that do not show out of what the model reads and puts them back after the
+translation of the word before them;
 ``engine.casing`` has the model read a sentence in capitals in ordinary case and writes its
 translation in capitals), and with both turned off (``read as written``). The sentences as they are
 (``none``) are the reference point. Reported: BLEU and chrF against the references (symbols and
 addresses removed from the translations, where the model rewrote an address its words stay; for
-capitals, translation and reference both in capitals, ``none`` too), how many translations keep the
-input's form (their inset exactly once; in capitals), and the median time per sentence.
+capitals, translation and reference both in capitals, ``none`` too, tags left out), how many
+translations keep the input's form (each inset as often as in the input; in capitals, with the
+input's tags), and the median time per sentence.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.common import DATA_DIR, REPO, RESULTS, markdown_table, read_lines, start_run, write_report
@@ -38,34 +47,55 @@ from model.evaluate import score_translations
 INSETS = {
     "symbol": ("❤️", "😀", "🎸", "👍🏽", "🐕", "🌳", "™"),
     "address": ("https://example.com/photos/4821", "www.example.org", "anna.smith@example.org"),
+    "control": ("\x00", "\x07", "\x7f", "\x90"),
+    "escape": ("\x1b[31m", "\x1b[1m", "\x1b[4;32m"),
+    "invisible": ("\u200b", "\u200d", "\u2060", "\u00ad", "\ufeff"),
 }
-KINDS = (*INSETS, "capitals")
-ALL_INSETS = tuple(inset for kind in INSETS.values() for inset in kind)
+RESET = "\x1b[0m"
+CAPITALS = ("capitals", "markup capitals")
+KINDS = (*INSETS, *CAPITALS)
+ALL_INSETS = (*(inset for kind in INSETS.values() for inset in kind), RESET)
 ANY_INSET = re.compile("|".join(map(re.escape, ALL_INSETS)))
+TAGS = re.compile(r"</?[pb]>")
 SPACES = re.compile(r"\s+")
 
 
 def changed(sentence: str, kind: str, rng: random.Random) -> str:
-    """``sentence`` in capitals, or with an inset of ``kind`` between two of its words (a sentence of
-    one word: unchanged)."""
+    """``sentence`` in capitals, or with an inset of ``kind`` between two of its words, in a word or
+    around one (a sentence of one word: unchanged)."""
     if kind == "capitals":
         return sentence.upper()
     words = sentence.split()
+    if kind == "markup capitals":
+        at, words = rng.randrange(len(words)), sentence.upper().split()
+        return "<p>" + " ".join([*words[:at], f"<b>{words[at]}</b>", *words[at + 1 :]]) + "</p>"
     if len(words) < 2:
         return sentence
-    at = rng.randrange(1, len(words))
-    return " ".join([*words[:at], rng.choice(INSETS[kind]), *words[at:]])
+    at, inset = rng.randrange(1, len(words)), rng.choice(INSETS[kind])
+    if kind == "control":
+        words[at - 1] += inset
+    elif kind == "escape":
+        words[at] = inset + words[at] + RESET
+    elif kind == "invisible":  # between two letters of a word
+        cuts = [(w, i) for w, word in enumerate(words) for i in range(1, len(word)) if word[i - 1 : i + 1].isalpha()]
+        w, i = rng.choice(cuts)
+        words[w] = words[w][:i] + inset + words[w][i:]
+    else:
+        words.insert(at, inset)
+    return " ".join(words)
 
 
 def scored(translation: str, kind: str) -> str:
     """What of ``translation`` is compared with its reference."""
-    text = SPACES.sub(" ", ANY_INSET.sub("", translation)).strip()
-    return text.upper() if kind == "capitals" else text
+    text = SPACES.sub(" ", ANY_INSET.sub("", TAGS.sub("", translation))).strip()
+    return text.upper() if kind in CAPITALS else text
 
 
 def keeps_its_form(source: str, translation: str, kind: str) -> bool:
-    if kind == "capitals":
-        return translation == translation.upper()
+    """In capitals (with the tags of the source), or every inset as often as in the source."""
+    if kind in CAPITALS:
+        words = TAGS.sub("", translation)
+        return words == words.upper() and TAGS.findall(translation) == TAGS.findall(source)
     return all(translation.count(s) == source.count(s) for s in ALL_INSETS)
 
 
@@ -97,10 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     references = read_lines(args.data / f"test_2016_flickr.{target}", args.sentences)
     rng = random.Random(0)
     copies = {kind: [changed(s, kind, rng) for s in sentences] for kind in KINDS}
-    options = TranslationOptions(source_language=source, target_language=target)
+    plain = TranslationOptions(source_language=source, target_language=target)
+    markup = replace(plain, format="html")
     batches = [slice(i, i + args.batch) for i in range(0, len(sentences), args.batch)]
 
-    def translate(texts: list[str]) -> list[str]:
+    def translate(texts: list[str], kind: str) -> list[str]:
+        options = markup if kind == "markup capitals" else plain
         return [r.text for b in batches for r in translator.translate_batch(texts[b], options).results]
 
     systems = {("none", "as it is"): (sentences, False)}
@@ -112,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, (texts, as_written) in systems.items():
             began = time.perf_counter()
             with read_as_written() if as_written else nullcontext():
-                outputs[name] = translate(texts)
+                outputs[name] = translate(texts, name[0])
             times[name].append(time.perf_counter() - began)
 
     # (input, translated, which outputs, scored as): the sentences as they are, scored in capitals

@@ -57,7 +57,7 @@ from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step
 from engine.forced_decoding import Forced
 from engine.glossary import Glossary
-from engine.insets import Stripped, take_out
+from engine.insets import Stripped, take_out, visible
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
@@ -74,6 +74,10 @@ WARMUP_TEXT = "Warm-up: the first request should not pay for memory allocation."
 # The beam of a sentence with glossary terms at least: dynamic beam allocation shares the beam
 # between hypotheses at each stage of meeting its constraints, and one beam has no stages to share.
 GLOSSARY_MIN_BEAM = 4
+# Searches with constraints that a sentence with glossary terms is admitted for, at that beam
+# (service.runtime counts them): two guides, of GUIDES' four, suffice for most sentences, and one
+# that needs more runs on what the call's other sentences left.
+GLOSSARY_SEARCHES = 2
 
 
 @dataclass(frozen=True)
@@ -160,11 +164,41 @@ class _Sentence:
         """Its glossary terms the target vocabulary can spell: those it is made to use."""
         return [t for t in self.terms if t.pieces]
 
+    def spells_terms(self) -> bool:
+        """Whether it says a glossary term the target vocabulary can spell: one it is made to use."""
+        return bool(self._spelled())
+
     def misses_terms(self) -> bool:
         """Whether its best translation misses a glossary term it can use."""
-        if not self.hypotheses or not self._spelled():
+        if not self.hypotheses or not self.spells_terms():
             return False
         return not self.constraints(Guide()).met_by(self.hypotheses[0].tokens)
+
+
+@dataclass
+class _Allowance:
+    """The work, in source tokens times beams, that putting a call's glossary terms in may take:
+    ``GLOSSARY_SEARCHES`` searches of each sentence with terms at the glossary's beam, as the
+    service admits it (``service.runtime.Runtime._check_cost``). Without it, a sentence no guide can
+    give its terms to would be decoded under all of them, several times what was admitted."""
+
+    left: int
+
+    @classmethod
+    def of(cls, sentences: Sequence[_Sentence], beam: int) -> _Allowance:
+        return cls(sum(len(s.ids) for s in sentences if s.spells_terms()) * beam * GLOSSARY_SEARCHES)
+
+    def spend(self, work: int) -> None:
+        self.left -= work
+
+    def take(self, sentences: Sequence[_Sentence], beam: int) -> list[_Sentence]:
+        """Those of ``sentences`` it has room to decode at ``beam``, in order, spent."""
+        taken = []
+        for s in sentences:
+            if (work := len(s.ids) * beam) <= self.left:
+                taken.append(s)
+                self.left -= work
+        return taken
 
 
 @dataclass(frozen=True)
@@ -376,12 +410,15 @@ class Translator:
         return self.tokenizer.count(stripped.words if stripped else text)
 
     def _sentence(self, text_index: int, text: str, truncated: bool, pair: _Pair, *, plain: bool) -> _Sentence:
-        if is_passthrough(text):  # symbols, numbers, URLs: a model would only invent words for them
+        if is_passthrough(visible(text)):  # symbols, numbers, URLs, escapes: a model would only invent words
             return _Sentence(text_index, [], truncated, verbatim=text)
-        # Markup keeps its text as written: its tags are placed by the alignment with that.
-        cased = ordinary_case(text, self.tokenizer.score) if plain else None
-        stripped = take_out(cased or text) if plain else None
-        reads = stripped.words if stripped else cased or text
+        # Markup takes its insets out of its blocks (engine.markup.document). Capitals are judged
+        # without the insets ("\x1b[1m" has a lower-case letter); ordinary case moves no character,
+        # so that markup's tags are placed by the alignment with the text as written.
+        stripped = take_out(text) if plain else None
+        words = stripped.words if stripped else text
+        cased = ordinary_case(words, self.tokenizer.score)
+        reads = cased or words
         ids = self.tokenizer.encode(reads, prefix=pair.source_prefix)
         if not self._reads_a_word(ids, pair):  # a script it has no pieces for: it would invent a sentence
             return _Sentence(text_index, [], truncated, verbatim=text)
@@ -403,13 +440,17 @@ class Translator:
         place of the words it translated them with (``engine.replacement``), scored by the model;
         failing that, it is decoded again under each guide of ``engine.constraints.GUIDES`` in turn
         until it uses them, in sub-batches of such sentences: a term the model uses by itself
-        costs nothing."""
+        costs nothing. Mending and decoding again draw on one allowance (``_Allowance``): a guide
+        runs for the sentences still missing terms that it has room for, and a sentence it has no
+        room for keeps its translation, its term reported unused."""
         self._run([_Job(batch, search) for batch in self._sub_batches(sentences)], call)
-        mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, call)]
-        self._run([_Job(batch, search, forced=True) for batch in self._sub_batches(mended)], call)
         wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
+        allowance = _Allowance.of(sentences, wide.beam_size)
+        mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, call)]
+        allowance.spend(sum(len(s.ids) * len(s.forced) for s in mended))  # one row per translation scored
+        self._run([_Job(batch, search, forced=True) for batch in self._sub_batches(mended)], call)
         for guide in GUIDES:
-            pending = [s for s in sentences if s.misses_terms()]
+            pending = allowance.take([s for s in sentences if s.misses_terms()], wide.beam_size)
             for s in pending:
                 s.terms_put_in = True
             if not pending:
@@ -620,9 +661,11 @@ class Translator:
         if hypothesis is None:
             return ""
         text = self.tokenizer.decode(hypothesis.tokens[len(pair.target_prefix) :])
+        if sentence.capitals:  # before the insets go back: they stay as written
+            text = text.upper()
         if sentence.stripped is not None:
             text = self._put_back(sentence.stripped, text, sentence, hypothesis, pair)
-        return text.upper() if sentence.capitals else text
+        return text
 
     def _put_back(
         self, stripped: Stripped, text: str, sentence: _Sentence, hypothesis: beam_search.Hypothesis, pair: _Pair

@@ -51,7 +51,7 @@ from engine.language_id import (
 from engine.markup import Document, MarkupError, plain_text
 from engine.repository import Hop, ModelEntry, Route, Router, discover, single
 from engine.tokenizer import Tokenizer
-from engine.translator import GLOSSARY_MIN_BEAM, TranslatorConfig, auto_streams
+from engine.translator import GLOSSARY_MIN_BEAM, GLOSSARY_SEARCHES, TranslatorConfig, auto_streams
 from service.batcher import BatcherConfig
 from service.cache import TranslationCache
 from service.engine_process import EngineHost
@@ -578,9 +578,11 @@ class Runtime:
         glossary: JobGlossary | None,
     ) -> int:
         """What the request would cost, estimated from each text's source tokens before any of it is
-        queued: the search's tokens times beams (both models' through a pivot; with a glossary, the
-        last model's at least the beam of a sentence with terms) and, with alignments, the weights
-        of each text's matrix, taking its translation as long as itself. Returns the source tokens."""
+        queued: the search's tokens times beams (both models' through a pivot; for a text that says
+        glossary terms, ``GLOSSARY_SEARCHES`` more at the beam of a sentence with terms, the most the
+        engine spends on putting them in: ``engine.translator._Allowance``) and, with alignments,
+        the weights of each text's matrix, taking its translation as long as itself. Returns the
+        source tokens."""
         s = self.settings
         source_tokens = beam_tokens = cells = 0
         for text, route in zip(texts, routes, strict=True):
@@ -589,8 +591,8 @@ class Runtime:
             tokens = len(self._tokenizer(route.hops[0].model).encode(text))  # EOS included
             source_tokens += tokens
             beams = [self._beam_size(hop.model, options) for hop in route.hops]
-            if _terms(route, glossary) is not None:
-                beams[-1] = max(beams[-1], GLOSSARY_MIN_BEAM)
+            if (terms := _terms(route, glossary)) is not None and _said(terms, text, options.format):
+                beams += [max(beams[-1], GLOSSARY_MIN_BEAM)] * GLOSSARY_SEARCHES
             beam_tokens += tokens * sum(beams)
             cells += (tokens - 1) ** 2
         _check_limit(beam_tokens, s.max_beam_tokens, "source tokens times beams", "MT_MAX_BEAM_TOKENS")

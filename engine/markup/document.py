@@ -273,6 +273,7 @@ class Document:
                 at = (
                     insets.after_word(target, words[a - 1], insets.follows_a_word(block.source, span.start)) if a else 0
                 )
+                at = insets.glued_to_what_follows(target, at, span.spaced)
                 return at, at
             if span.spaced[0] and a < len(words):  # after the space before the next word
                 return words[a][0], words[a][0]

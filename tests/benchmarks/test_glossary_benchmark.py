@@ -32,8 +32,8 @@ def test_both_sets_are_measured(tiny_bundle: Path, tiny_corpus: Path, tmp_path: 
         assert set(result["bleu"]) == {"plain", "plain_on_terms", "glossary"}
     assert "| reference |" in report["markdown"]
     heaviest = report["heaviest_request"]
-    assert (heaviest["texts"], heaviest["glossary_entries"]) == (64, 10_000)
-    assert heaviest["terms_said"] >= 64 * 8 and heaviest["terms_used"] <= heaviest["terms_said"]
+    assert 1 <= heaviest["texts"] <= 64 and heaviest["glossary_entries"] == 10_000
+    assert heaviest["terms_said"] >= heaviest["texts"] * 8 and heaviest["terms_used"] <= heaviest["terms_said"]
     assert heaviest["seconds"]["glossary"] > 0 and heaviest["peak_rss_mb_after"]["glossary"] > 0
     assert "Heaviest request" in report["markdown"]
     latency = report["service_latency"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,14 @@ def test_each_sentence_gets_one_inset_between_two_words(kind: str) -> None:
         assert robustness.scored(marked, kind) == sentence
         added = sum(marked.count(s) for s in robustness.INSETS[kind])
         assert added == (len(sentence.split()) >= 2)
-        assert marked.split()[0] == sentence.split()[0] and marked.split()[-1] == sentence.split()[-1]
+        if kind in ("symbol", "address"):  # between two words; the others in or around one
+            assert marked.split()[0] == sentence.split()[0] and marked.split()[-1] == sentence.split()[-1]
+
+
+def test_markup_capitals_are_a_paragraph_with_one_word_in_bold() -> None:
+    marked = robustness.changed("A dog runs.", "markup capitals", random.Random(0))
+    assert re.fullmatch(r"<p>[A-Z .]*<b>[A-Z.]+</b>[A-Z .]*</p>", marked)
+    assert robustness.scored(marked, "markup capitals") == "A DOG RUNS."
 
 
 def test_capitals_are_scored_in_capitals() -> None:

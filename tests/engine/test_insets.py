@@ -61,7 +61,6 @@ def test_runs_between_words_are_taken_out(sentence: str, words: str, insets: lis
         "😀 A dog runs. ✅",  # at the edges: segments of their own (engine.segmenter)
         "😀😀",
         "می\u200cخواهم بروم",  # a zero-width non-joiner inside a Persian word
-        "infor\u00admation",  # a soft hyphen
         "x^2 and `ls` here",  # modifier letters
         "https://x.y/z 😀",  # nothing else to read
     ],
