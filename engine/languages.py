@@ -52,7 +52,9 @@ def find(languages: list[Language], name: str) -> Language | None:
 
 
 def _named(languages: list[Language], wanted: str) -> Language | None:
-    return next((lang for lang in languages if wanted in (lang.code.lower(), (lang.model_code or "").lower())), None)
+    # A language without a model code has no second name: "" (a blank name) must not match it.
+    names = ((lang, {lang.code.lower(), (lang.model_code or lang.code).lower()}) for lang in languages)
+    return next((lang for lang, known in names if wanted in known), None)
 
 
 def broader(name: str) -> list[str]:
@@ -62,6 +64,8 @@ def broader(name: str) -> list[str]:
     default (``en-US``: ``en``; ``zh-Hans``: ``zh``; never ``zh-Hant`` or ``zh-TW``: a bare ``zh`` is
     Simplified Chinese). A script subtag is no region: ``sr-Latn`` is not ``sr`` (Cyrillic)."""
     language, *rest = name.strip().replace("_", "-").lower().split("-")
+    if not language.isalpha():  # "-de": a region of no language, which would name the first one served
+        return []
     script = rest.pop(0) if rest and len(rest[0]) == 4 and rest[0].isalpha() else None
     region = rest[0] if rest and _is_region(rest[0]) else None
     if script is None and region is None:

@@ -316,7 +316,8 @@ def test_reported_names_the_outside_language_that_choose_refuses_a_text_as() -> 
     chinese = Detection("it", 0.0001, inside, outside=Candidate("zh", 0.97))
     assert choose(chinese, ["en"], "de").detection.language == "zh"
     assert reported(chinese) == Detection("zh", 0.97, (Candidate("zh", 0.97), *inside), Candidate("zh", 0.97))
-    doubtful = replace(chinese, outside=Candidate("zh", OUTSIDE_FLOOR / 2))  # under the floor: not believed
+    # Under the floor, with the set's languages at a probability the model does not rule out: not believed.
+    doubtful = replace(chinese, candidates=(Candidate("it", 0.02),), outside=Candidate("zh", OUTSIDE_FLOOR / 2))
     assert reported(doubtful) == doubtful
     no_odds = replace(chinese, candidates=(Candidate("en", 0.2),), outside=Candidate("zh", 0.95))
     assert reported(no_odds) == no_odds
