@@ -160,13 +160,16 @@ def many_texts(setup: Setup, rng: random.Random, size: int | None = None, **opti
 
 def paragraphs(setup: Setup, rng: random.Random, budget: int, render: Callable[[int, str], str]) -> tuple[str, int]:
     """Paragraphs of ``Limits.paragraph_chars``, each rendered with its number, for as long as the
-    rendered text stays within ``budget`` bytes; the text, and the paragraphs' characters."""
+    rendered text stays within ``budget`` bytes and the document within MT_MAX_DOCUMENT_TEXTS and
+    MT_MAX_DOCUMENT_CHARS; the text, and the paragraphs' characters."""
+    settings = setup.limits.settings
     pieces: list[str] = []
     used = chars = 0
     while True:
         paragraph = filled(setup.sentences, rng, setup.limits.paragraph_chars)
         piece = render(len(pieces) + 1, paragraph)
-        if used + len(piece.encode()) > budget:
+        over = chars + len(paragraph) > settings.max_document_chars or len(pieces) == settings.max_document_texts
+        if over or used + len(piece.encode()) > budget:
             return "".join(pieces), chars
         pieces.append(piece)
         used += len(piece.encode())

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from service.documents import DOCUMENT_PROCESS_NAME
 from service.memory import resident_bytes
 
 MB = 1e6  # as the service reports memory (/v1/models)
@@ -36,12 +37,11 @@ def role(process: psutil.Process, root_pid: int) -> str:
         return "resource tracker"
     if "spawn_main" not in command:
         return command
-    # The service spawns engine processes and a document process alike; only an engine maps onnxruntime.
+    # The service spawns engine processes and a document process alike; the latter names itself.
     try:
-        engine = any("onnxruntime" in m.path for m in process.memory_maps())
-    except (psutil.AccessDenied, psutil.NoSuchProcess):
-        engine = True
-    return "engine" if engine else "documents"
+        return "documents" if process.name() == DOCUMENT_PROCESS_NAME else "engine"
+    except psutil.NoSuchProcess:
+        return "engine"
 
 
 @dataclass

@@ -45,7 +45,7 @@ def create_app(
     metrics = Metrics()
     runtime = Runtime(settings, metrics, factory=engine_factory)
     file_store = FileStore(settings.file_expiry_s)
-    documents = DocumentProcess(settings.max_document_bytes)
+    documents = DocumentProcess(settings.max_document_bytes, max_texts=settings.max_document_texts)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

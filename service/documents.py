@@ -4,7 +4,9 @@ A document's texts go through ``Runtime.translate`` like any request's, in chunk
 MT_MAX_TEXTS texts and MT_MAX_CHARS characters, one chunk after another: a large document holds no
 more of the queue at a time than one full-size request does, so other requests are served between
 its chunks, and each chunk gets the whole request deadline. The source language, when not given,
-is identified once for the whole document. A glossary applies to every text of it.
+is identified once for the whole document. A glossary applies to every text of it. A document
+holds at most MT_MAX_DOCUMENT_TEXTS texts (its reader stops at the one past them) and
+MT_MAX_DOCUMENT_CHARS characters: one over either is refused before any of it is translated.
 
 Reading and writing the file run in a process of their own (``DocumentProcess``): parsing a large
 document holds the interpreter for seconds (2 s for a 5.8 MB .docx), which in a thread of the HTTP
@@ -32,6 +34,7 @@ from engine.documents import (
     DocumentError,
     DocumentTooLarge,
     MalformedDocument,
+    TooManyTexts,
     UnsupportedFormat,
     read_document,
 )
@@ -68,6 +71,7 @@ class ReadDocument:
     texts: list[str]
     format: Format
     media_type: str
+    chars: int  # what its texts say, without the tags of their formatting: what is billed
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class _Unreadable:
     message: str
     line: int = 0
     column: int = 0
+    limit: int = 0  # a TooManyTexts's
 
 
 class DocumentProcess:
@@ -89,18 +94,19 @@ class DocumentProcess:
     A child that dies (killed, out of memory) fails its call with a 500; the next call starts another.
     """
 
-    def __init__(self, max_document_bytes: int) -> None:
+    def __init__(self, max_document_bytes: int, *, max_texts: int) -> None:
         self.max_document_bytes = max_document_bytes
+        self.max_texts = max_texts
         self._child: _Child | None = None
         # Calls wait here rather than in the pool's queue, so that killing the child fails only the
         # call it was running: a pool whose worker died fails every call queued in it.
         self._turn = asyncio.Lock()
 
     async def read(self, data: bytes, filename: str) -> ReadDocument:
-        return _checked(await self._run(_read_in_child, data, filename, self.max_document_bytes))
+        return _checked(await self._run(_read_in_child, data, filename, self.max_document_bytes, self.max_texts))
 
     async def write(self, data: bytes, filename: str, translations: list[str]) -> bytes:
-        return await self._run(_write_in_child, data, filename, self.max_document_bytes, translations)
+        return await self._run(_write_in_child, data, filename, self.max_document_bytes, self.max_texts, translations)
 
     def close(self) -> None:
         self._stop()
@@ -174,6 +180,7 @@ async def translate_document(runtime: Runtime, documents: DocumentProcess, job: 
     if len(job.data) > limit:
         raise PayloadTooLarge(f"the file is {len(job.data)} bytes; the limit is {limit} (MT_MAX_FILE_BYTES)")
     document = await documents.read(job.data, job.filename)
+    _check_document_chars(document.chars, runtime.settings.max_document_chars)
     _check_texts(document.texts, runtime.settings.max_chars)
     source = _source_language(runtime, document, job.source_lang)
     options = TranslationOptions(format=document.format)
@@ -200,28 +207,31 @@ def chunks(texts: Sequence[str], *, max_texts: int, max_chars: int) -> Iterator[
         yield chunk
 
 
-def plain_texts(document: ReadDocument) -> Iterator[str]:
-    """What each of the document's texts says, without the tags a format built it with (a Word
-    run's ``<span>``): what is identified, and billed."""
-    for text in document.texts:
-        yield plain_text(text, document.format) if document.format != "text" else text
+def plain_texts(texts: Sequence[str], format: Format) -> Iterator[str]:
+    """What each of a document's texts says, without the tags a format built it with (a Word run's
+    ``<span>``): what is identified, and billed."""
+    for text in texts:
+        yield plain_text(text, format) if format != "text" else text
 
 
-def _read_in_child(data: bytes, filename: str, max_bytes: int) -> ReadDocument | _Unreadable:
+def _read_in_child(data: bytes, filename: str, max_bytes: int, max_texts: int) -> ReadDocument | _Unreadable:
     try:
-        document = read_document(data, filename, max_bytes=max_bytes)
+        document = read_document(data, filename, max_bytes=max_bytes, max_texts=max_texts)
     except MalformedDocument as e:
         return _Unreadable(MalformedDocument, str(e), e.line, e.column)
+    except TooManyTexts as e:
+        return _Unreadable(TooManyTexts, str(e), limit=e.limit)
     except DocumentError as e:
         return _Unreadable(type(e), str(e))
-    read = ReadDocument(document.texts, document.format, document.media_type)
+    chars = sum(map(len, plain_texts(document.texts, document.format)))
+    read = ReadDocument(document.texts, document.format, document.media_type, chars)
     del document
     release_memory()  # the parsed tree's: the process stays for the next document
     return read
 
 
-def _write_in_child(data: bytes, filename: str, max_bytes: int, translations: list[str]) -> bytes:
-    written = read_document(data, filename, max_bytes=max_bytes).write(translations)
+def _write_in_child(data: bytes, filename: str, max_bytes: int, max_texts: int, translations: list[str]) -> bytes:
+    written = read_document(data, filename, max_bytes=max_bytes, max_texts=max_texts).write(translations)
     release_memory()
     return written
 
@@ -232,11 +242,27 @@ def _checked(read: ReadDocument | _Unreadable) -> ReadDocument:
         return read
     if issubclass(read.kind, UnsupportedFormat):
         raise UnsupportedMediaType(read.message)
+    if issubclass(read.kind, TooManyTexts):
+        # Reading stopped at the text past the limit: how many more there are is not known.
+        raise _over_limit(f"file: {read.message}", "MT_MAX_DOCUMENT_TEXTS", read.limit, read.limit + 1)
     if issubclass(read.kind, DocumentTooLarge):
         raise PayloadTooLarge(f"file: {read.message} (MT_MAX_DOCUMENT_BYTES)")
     if issubclass(read.kind, MalformedDocument):
         raise MalformedMarkup(f"file: {read.message}", details={"line": read.line, "column": read.column})
     raise InvalidRequest(f"file: {read.message}")
+
+
+def _check_document_chars(chars: int, limit: int) -> None:
+    if chars > limit:
+        message = f"file: the file has {chars} characters to translate; the limit is {limit}"
+        raise _over_limit(message, "MT_MAX_DOCUMENT_CHARS", limit, chars)
+
+
+def _over_limit(message: str, setting: str, limit: int, requested: int) -> PayloadTooLarge:
+    """The 413 of a document over one of its limits, which its details name as a request's are."""
+    return PayloadTooLarge(
+        f"{message} ({setting})", details={"setting": setting, "limit": limit, "requested": requested}
+    )
 
 
 def _check_texts(texts: Sequence[str], max_chars: int) -> None:
@@ -258,7 +284,7 @@ def _source_language(runtime: Runtime, document: ReadDocument, asked: str | None
     if (asked is not None and asked.lower() != "auto") or not document.texts:
         return asked
     sample = ""
-    for text in plain_texts(document):
+    for text in plain_texts(document.texts, document.format):
         sample += "\n" + text
         if len(sample) >= IDENTIFICATION_SAMPLE_CHARS:
             break

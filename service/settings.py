@@ -113,6 +113,20 @@ class Settings(BaseSettings):
         description="Most bytes of a file's content that are read, decompressed: all parts of a .docx together, "
         "other files as they are (413).",
     )
+    max_document_texts: int = Field(
+        100_000,
+        ge=1,
+        description="Most texts (paragraphs, headings, list items, cells, cues, lines) in one document (413), counted "
+        "as it is read, which stops at the one past it: millions of tiny ones would take GBs to read and hours to "
+        "translate. A 300-page book has about 20,000 paragraphs.",
+    )
+    max_document_chars: int = Field(
+        2_000_000,
+        ge=1,
+        description="Most characters of text to translate in one document, as billed: without the tags its "
+        "formatting is sent with (413). Twice a 300-page book's 1 M: what one upload may hold the service's "
+        "translation for.",
+    )
     data_dir: Path = Field(
         Path("data"),
         description="Directory the service keeps its data in (glossaries, in SQLite; with MT_SHARED_WEIGHTS, the "

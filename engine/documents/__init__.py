@@ -18,15 +18,18 @@ from types import ModuleType
 from engine.documents import html, markdown, subtitles, text, word
 from engine.documents.base import (
     MAX_DOCUMENT_BYTES,
+    MAX_DOCUMENT_TEXTS,
     Document,
     DocumentError,
     DocumentTooLarge,
     Format,
     MalformedDocument,
+    TooManyTexts,
     UnsupportedFormat,
 )
 
-# Extension -> the module of its format: its ``read(data, *, max_bytes) -> Document`` and ``MEDIA_TYPE``.
+# Extension -> the module of its format: its ``read(data, *, max_bytes, max_texts) -> Document`` and
+# ``MEDIA_TYPE``.
 FORMATS: dict[str, ModuleType] = {
     ".txt": text,
     ".md": markdown,
@@ -40,20 +43,24 @@ SUPPORTED_EXTENSIONS = tuple(FORMATS)
 MEDIA_TYPES = tuple(dict.fromkeys(module.MEDIA_TYPE for module in FORMATS.values()))
 
 
-def read_document(data: bytes, filename: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> Document:
+def read_document(
+    data: bytes, filename: str, *, max_bytes: int = MAX_DOCUMENT_BYTES, max_texts: int = MAX_DOCUMENT_TEXTS
+) -> Document:
     """The document in ``data``, of the format its file name's extension names (in any case);
-    DocumentTooLarge if its content, decompressed, is over ``max_bytes``."""
+    DocumentTooLarge if its content, decompressed, is over ``max_bytes``, TooManyTexts if it holds
+    more than ``max_texts`` texts to translate."""
     extension = PurePath(filename).suffix.lower()
     module = FORMATS.get(extension)
     if module is None:
         supported = ", ".join(SUPPORTED_EXTENSIONS)
         raise UnsupportedFormat(f"unsupported file type {extension or '(no extension)'!r}: supported are {supported}")
-    document: Document = module.read(data, max_bytes=max_bytes)
+    document: Document = module.read(data, max_bytes=max_bytes, max_texts=max_texts)
     return document
 
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
+    "MAX_DOCUMENT_TEXTS",
     "MEDIA_TYPES",
     "SUPPORTED_EXTENSIONS",
     "Document",
@@ -61,6 +68,7 @@ __all__ = [
     "DocumentTooLarge",
     "Format",
     "MalformedDocument",
+    "TooManyTexts",
     "UnsupportedFormat",
     "read_document",
 ]

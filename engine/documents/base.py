@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
 
 # How a document's texts must be translated (``engine.api.TranslationOptions.format``): plain text,
 # or HTML fragments whose tags the engine puts back around the translated words.
@@ -15,6 +17,9 @@ BOM = "\ufeff"
 # Bytes of a document's content that are read, decompressed: a .docx's parts, a text file as it is.
 # Their parsed form takes many times as much memory, a .docx's XML tree most of all.
 MAX_DOCUMENT_BYTES = 20 << 20
+# Texts (paragraphs, cells, cues, lines) a document may hold: a reader stops at the one past it, so
+# that a file of millions of tiny ones costs no more to refuse than a document of this many to read.
+MAX_DOCUMENT_TEXTS = 100_000
 
 
 class DocumentError(ValueError):
@@ -36,6 +41,24 @@ class UnsupportedFormat(DocumentError):
 
 class DocumentTooLarge(DocumentError):
     """The document's content, decompressed, takes more bytes than its reader was allowed."""
+
+
+class TooManyTexts(DocumentTooLarge):
+    """The document holds more texts to translate than its reader was allowed (``limit``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the file has more texts to translate (paragraphs, cells, cues or lines) than the limit, {limit}"
+        )
+        self.limit = limit
+
+
+def limited(items: Iterable[T], limit: int) -> Iterator[T]:
+    """``items``, TooManyTexts at the one past ``limit``: a reader's texts, counted as they are found."""
+    for count, item in enumerate(items, start=1):
+        if count > limit:
+            raise TooManyTexts(limit)
+        yield item
 
 
 @dataclass(frozen=True)

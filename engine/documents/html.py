@@ -15,7 +15,7 @@ browsers hide, make the page a DocumentError saying where.
 
 from __future__ import annotations
 
-from engine.documents.base import Document, MalformedDocument, Utf8Text
+from engine.documents.base import Document, MalformedDocument, TooManyTexts, Utf8Text
 from engine.markup import Document as Markup
 from engine.markup import MarkupError
 from engine.markup.document import HTML_BLOCKS, holds_blocks, kept
@@ -24,7 +24,7 @@ from engine.markup.tree import Element, Node, parse
 MEDIA_TYPE = "text/html; charset=utf-8"
 
 
-def read(data: bytes, *, max_bytes: int) -> Document:
+def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:
     source = Utf8Text.decode(data, max_bytes=max_bytes)
     try:
         nodes = parse(source.text, "html")
@@ -32,7 +32,7 @@ def read(data: bytes, *, max_bytes: int) -> Document:
         raise MalformedDocument(f"malformed HTML: {e}", e.line, e.column) from None
     pieces: list[str] = []  # the page, cut; concatenated, they are the page again
     translated: list[int] = []  # the pieces to translate
-    _cut(nodes, pieces, translated)
+    _cut(nodes, pieces, translated, max_texts)
 
     def write(translations: list[str]) -> bytes:
         out = list(pieces)
@@ -49,27 +49,30 @@ def read(data: bytes, *, max_bytes: int) -> Document:
     )
 
 
-def _cut(nodes: list[Node], pieces: list[str], translated: list[int]) -> None:
+def _cut(nodes: list[Node], pieces: list[str], translated: list[int], max_texts: int) -> None:
     """Append the pieces of ``nodes``: containers of blocks opened, the rest as runs between them."""
     run: list[Node] = []
     for node in nodes:
         if isinstance(node, Element) and node.name in HTML_BLOCKS:
-            _piece(run, pieces, translated)
+            _piece(run, pieces, translated, max_texts)
             run = []
             if holds_blocks(node) and not kept(node, "html"):
                 pieces.append(node.start)
-                _cut(node.children, pieces, translated)
+                _cut(node.children, pieces, translated, max_texts)
                 pieces.append(node.end)
             else:
-                _piece([node], pieces, translated)
+                _piece([node], pieces, translated, max_texts)
         else:
             run.append(node)
-    _piece(run, pieces, translated)
+    _piece(run, pieces, translated, max_texts)
 
 
-def _piece(nodes: list[Node], pieces: list[str], translated: list[int]) -> None:
-    """One piece of the page: translated if the engine would find anything in it to translate."""
+def _piece(nodes: list[Node], pieces: list[str], translated: list[int], max_texts: int) -> None:
+    """One piece of the page: translated if the engine would find anything in it to translate (one
+    more than ``max_texts`` is TooManyTexts)."""
     text = "".join(node.source for node in nodes)
     if text and Markup(text, "html").units:
+        if len(translated) == max_texts:
+            raise TooManyTexts(max_texts)
         translated.append(len(pieces))
     pieces.append(text)

@@ -20,7 +20,8 @@ line; reference links come back as inline links; link destinations as markdown-i
 (non-ASCII percent-encoded); text characters that Markdown would read as syntax are escaped. Not
 translated: image alt text, HTML blocks, and a block whose lines markdown-it rewrote (tabs in a
 continuation line's indentation) so that its text cannot be found in the file. Refused: lists and
-block quotes nested deeper than ``MAX_NESTING`` levels.
+block quotes nested deeper than ``MAX_NESTING`` levels; more texts than the reader is allowed, and
+more lines or blocks than ``LINES_PER_TEXT`` and ``TOKENS_PER_TEXT`` times that many.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
 from engine.documents import fragments
-from engine.documents.base import Document, DocumentError, Utf8Text
+from engine.documents.base import Document, DocumentError, TooManyTexts, Utf8Text
 from engine.segmenter import LINE_BREAK
 
 MEDIA_TYPE = "text/markdown; charset=utf-8"
@@ -44,6 +45,15 @@ MEDIA_TYPE = "text/markdown; charset=utf-8"
 # past its own limit (the preset's 20: nine lists), which is set past ours (a list opens two levels at
 # once). Deeper than any real document; each level of nesting parses its lines once more.
 MAX_NESTING = 50
+# markdown-it's work and memory grow with a file's lines (it keeps five numbers for each) and blocks
+# (a token of some 500 bytes for each opening, closing and content), whether or not they hold text:
+# 10 MB of blank lines took 2.3 GB to read, of "- a" lines 7 GB. A file may have this many of each
+# per text it is allowed, checked before parsing (lines) and as blocks are parsed (tokens): a text
+# takes 3 tokens (a paragraph's opening, content, closing), 5 in a list item, and a file rarely has
+# more lines of code and blank lines than of text.
+LINES_PER_TEXT = 10
+TOKENS_PER_TEXT = 8
+TOKEN_BUDGET = "token_budget"  # the markdown-it env's key for the most block tokens a parse may make
 PARSER = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + 3}).enable(["table", "strikethrough"])
 # Inline elements (emphasis in a link in emphasis) keep the preset's limit, past which markdown-it
 # reads them as text (translated): brackets nested on purpose parse several times slower under a
@@ -111,15 +121,28 @@ class _Block:
     cell: bool = False
 
 
-def read(data: bytes, *, max_bytes: int) -> Document:
+class TooManyBlocks(TooManyTexts):
+    """More lines or blocks than a file of as many texts as allowed would have."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        super().__init__(limit)
+        self.args = (f"the file has more {what} than the {limit} texts it may have could take",)
+
+
+def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:
     source = Utf8Text.decode(data, max_bytes=max_bytes)
     text = source.text
+    lines = text.count("\n") + text.count("\r") - text.count("\r\n") + 1  # as LINE_BREAK splits them
+    if lines > LINES_PER_TEXT * max_texts:
+        raise TooManyBlocks(max_texts, f"lines ({lines})")
     blocks, texts = [], []
-    for block, children in _locate(text):
+    for block, children in _locate(text, TOKENS_PER_TEXT * max_texts):
         fragment, translatable = _fragment(children, block.marks)
         if block.cell:
             block.marks[:] = map(_in_cell, block.marks)
         if translatable:
+            if len(texts) == max_texts:
+                raise TooManyTexts(max_texts)
             blocks.append(block)
             texts.append(fragment)
     eol = match.group() if (match := LINE_BREAK.search(text)) else "\n"
@@ -134,9 +157,11 @@ def read(data: bytes, *, max_bytes: int) -> Document:
     return Document(texts=texts, format="html", extension=".md", media_type=MEDIA_TYPE, writer=write)
 
 
-def _refuse_deeper_blocks(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+def _refuse_past_limits(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
     """A block rule tried before every other, that matches nothing: it refuses a block nested past
-    ``MAX_NESTING``."""
+    ``MAX_NESTING``, or one begun once the parse has made its budget's tokens."""
+    if len(state.tokens) > state.env[TOKEN_BUDGET]:
+        raise TooManyBlocks(state.env[TOKEN_BUDGET] // TOKENS_PER_TEXT, f"blocks (by line {start_line + 1})")
     if state.level > MAX_NESTING:
         raise DocumentError(
             f"line {start_line + 1}: lists and block quotes nest deeper than {MAX_NESTING} levels "
@@ -229,7 +254,7 @@ def _heading_attributes(content: str) -> int:
     return len(content) - len(before.rstrip(" \t"))
 
 
-PARSER.block.ruler.before("table", "refuse_deeper_blocks", _refuse_deeper_blocks)
+PARSER.block.ruler.before("table", "refuse_past_limits", _refuse_past_limits)
 PARSER.block.ruler.before("reference", "footnote_definition", _footnote_definition, {"alt": ["paragraph", "reference"]})
 PARSER.core.ruler.at("inline", _inline)
 INLINE_PARSER.inline.ruler.before("link", "footnote_reference", _footnote_reference)
@@ -246,14 +271,15 @@ def _lines(text: str) -> list[tuple[int, str]]:
     return lines
 
 
-def _locate(text: str) -> list[tuple[_Block, list[Token]]]:
-    """Every block's inline content whose lines are found in the file, and the span they cover."""
+def _locate(text: str, token_budget: int) -> list[tuple[_Block, list[Token]]]:
+    """Every block's inline content whose lines are found in the file, and the span they cover;
+    TooManyBlocks once markdown-it has made more than ``token_budget`` block tokens."""
     lines = _lines(text)
     cursor = [0] * len(lines)  # table cells share a line: each is looked for after the one before
     located = []
     # Front matter is parsed as blank lines, so that the other lines keep their numbers.
     markdown = FRONT_MATTER.sub(lambda match: re.sub(r"[^\r\n]", "", match.group()), text)
-    tokens = PARSER.parse(markdown)
+    tokens = PARSER.parse(markdown, {TOKEN_BUDGET: token_budget})
     for index, token in enumerate(tokens):
         if token.type == FOOTNOTE_OPEN:
             cursor[token.map[0]] = max(cursor[token.map[0]], token.meta["column"])

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import srt
 
 from engine.documents import fragments
-from engine.documents.base import Document, DocumentError, Utf8Text
+from engine.documents.base import Document, DocumentError, TooManyTexts, Utf8Text
 
 MEDIA_TYPE = "application/x-subrip; charset=utf-8"
 
@@ -35,9 +35,9 @@ POSITION = re.compile(r"^(?:\{\\[^{}]*\})+")  # {\an8}: SSA override codes that 
 TIMING_LINE = re.compile(r"[ \t]*\d+:\d+:\d+[,.]\d+[ \t]*-->")
 
 
-def read(data: bytes, *, max_bytes: int) -> Document:
+def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:
     source = Utf8Text.decode(data, max_bytes=max_bytes)
-    cues = _cues(source.text)
+    cues = _cues(source.text, max_texts)
     translated = [(i, _Cue.read(cue.content)) for i, cue in enumerate(cues) if cue.content.strip()]
 
     def write(translations: list[str]) -> bytes:
@@ -57,11 +57,18 @@ def read(data: bytes, *, max_bytes: int) -> Document:
     )
 
 
-def _cues(text: str) -> list[srt.Subtitle]:
+def _cues(text: str, max_texts: int) -> list[srt.Subtitle]:
+    """The file's cues, TooManyTexts at the one with text past ``max_texts``."""
     cues: list[srt.Subtitle] = []
+    with_text = 0
     try:
         for cue in srt.parse(_separated(text)):  # one at a time: an error is in the cue after the last one parsed
+            with_text += bool(cue.content.strip())
+            if with_text > max_texts:
+                raise TooManyTexts(max_texts)
             cues.append(cue)
+    except TooManyTexts:
+        raise  # a DocumentError, so a ValueError: not the timing's below
     except srt.SRTParseError as e:
         raise DocumentError(f"not a SubRip (.srt) file: {str(e)[:200]}") from None
     # A timing with more digits than Python reads as an integer (ValueError) or longer than a

@@ -7,16 +7,16 @@ line's leading and trailing whitespace, and a UTF-8 byte order mark. A line is o
 
 from __future__ import annotations
 
-from engine.documents.base import Document, Utf8Text
+from engine.documents.base import Document, Utf8Text, limited
 from engine.segmenter import LINE_BREAK
 
 MEDIA_TYPE = "text/plain; charset=utf-8"
 
 
-def read(data: bytes, *, max_bytes: int) -> Document:
+def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:
     source = Utf8Text.decode(data, max_bytes=max_bytes)
     pieces = LINE_BREAK.split(source.text)  # line, break, line, break, ..., line
-    lines = [(i, line) for i, line in enumerate(pieces) if i % 2 == 0 and line.strip()]
+    lines = list(limited(((i, line) for i, line in enumerate(pieces) if i % 2 == 0 and line.strip()), max_texts))
 
     def write(translations: list[str]) -> bytes:
         out = list(pieces)

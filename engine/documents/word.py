@@ -33,7 +33,7 @@ from docx.oxml.ns import nsmap
 from lxml import etree
 
 from engine.documents import fragments, word_placement
-from engine.documents.base import Document, DocumentError, DocumentTooLarge
+from engine.documents.base import Document, DocumentError, DocumentTooLarge, limited
 from engine.documents.wordml import (
     BREAKS,
     DATA_RUN,
@@ -82,14 +82,14 @@ class _Paragraph:
         word_placement.write(self.element, self.groups, self.base, translation)
 
 
-def read(data: bytes, *, max_bytes: int) -> Document:
+def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:
     unpacked = _unpacked(data, max_bytes)
-    pending = [_parsed(unpacked)]
+    pending = [_parsed(unpacked, max_texts)]
     paragraphs = pending[0][1]
 
     def write(translations: list[str]) -> bytes:
         # Writing moves runs: a second write starts again from the file as it was read.
-        document, paragraphs = pending.pop() if pending else _parsed(unpacked)
+        document, paragraphs = pending.pop() if pending else _parsed(unpacked, max_texts)
         for paragraph, translation in zip(paragraphs, translations, strict=True):
             paragraph.write(translation)
         out = io.BytesIO()
@@ -105,16 +105,17 @@ def read(data: bytes, *, max_bytes: int) -> Document:
     )
 
 
-def _parsed(unpacked: bytes) -> tuple[docx.document.Document, list[_Paragraph]]:
-    """The document, and its paragraphs that have text."""
+def _parsed(unpacked: bytes, max_texts: int) -> tuple[docx.document.Document, list[_Paragraph]]:
+    """The document, and its paragraphs that have text: TooManyTexts at the one past ``max_texts``,
+    before the rest are grouped (which takes most of the time and memory of reading)."""
     document = _open(unpacked)
     try:
-        grouped = [_Paragraph(paragraph, _groups(paragraph)) for paragraph in _paragraphs(document)]
+        grouped = (_Paragraph(paragraph, _groups(paragraph)) for paragraph in _paragraphs(document))
+        return document, list(limited((p for p in grouped if any(g.text.strip() for g in p.groups)), max_texts))
     # A part whose root is not the element it must be (a document without a body): python-docx
     # hands out None or an element without the attribute asked for.
     except (AttributeError, TypeError) as e:
         raise DocumentError(f"not a valid .docx file: {e}") from None
-    return document, [p for p in grouped if any(group.text.strip() for group in p.groups)]
 
 
 def _unpacked(data: bytes, max_bytes: int) -> bytes:

@@ -44,7 +44,7 @@ from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
 from engine.languages import broader
 from engine.repository import Router
-from service.documents import DocumentProcess, FileJob, ReadDocument, plain_texts, translate_document
+from service.documents import DocumentProcess, FileJob, translate_document
 from service.errors import (
     InvalidRequest,
     NotFound,
@@ -483,8 +483,7 @@ async def _translate_document(
                         raise
                     await asyncio.sleep(e.retry_after_s)
             document.result = await files.put(data, filename=document.filename, media_type=read.media_type)
-            # Off the event loop: a large document's markup takes seconds to read again.
-            document.characters = await asyncio.to_thread(_billed_characters, read)
+            document.characters = read.chars
             state.characters += document.characters
             document.status = "done"
     except ServiceError as e:
@@ -495,11 +494,6 @@ async def _translate_document(
     finally:
         document.expires = time.monotonic() + runtime.settings.file_expiry_s
         runtime.leave()
-
-
-def _billed_characters(document: ReadDocument) -> int:
-    """The characters of the document's texts as written, not the tags they were translated with."""
-    return sum(map(len, plain_texts(document)))
 
 
 def _expire(state: _State) -> None:

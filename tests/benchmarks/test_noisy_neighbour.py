@@ -66,6 +66,20 @@ def test_documents_fill_the_file_limits_with_paragraphs_the_requests_can_hold(se
     )
 
 
+@pytest.mark.parametrize("cap", [{"MT_MAX_DOCUMENT_CHARS": "1000"}, {"MT_MAX_DOCUMENT_TEXTS": "5"}])
+def test_documents_stay_within_what_a_document_may_translate(
+    tiny_bundle: Path, setup: Setup, cap: dict[str, str]
+) -> None:
+    limits = Limits.of({"MT_MODEL_DIR": str(tiny_bundle), **TINY_LIMITS, **cap})
+    capped = Setup(limits, setup.sentences)
+    settings = limits.settings
+    for request in first("document", capped, 3):
+        document = read_document(request.file[1], request.file[0], max_bytes=8000)
+        chars = sum(len(plain_text(t, document.format)) for t in document.texts)
+        assert 0 < len(document.texts) <= settings.max_document_texts and chars <= settings.max_document_chars
+        assert len(document.texts) == settings.max_document_texts or chars > settings.max_document_chars - 150
+
+
 def test_html_is_one_paragraph_of_inline_elements_at_the_limit(setup: Setup) -> None:
     [html] = first("html", setup)
     text = html.json["text"]

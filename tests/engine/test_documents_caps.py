@@ -1,0 +1,64 @@
+"""How many texts a document may hold: every reader stops at the text past its ``max_texts``, and a
+Markdown file with more lines or blocks than that many texts could take is refused before markdown-it
+has built them all."""
+
+from __future__ import annotations
+
+import io
+
+import docx
+import pytest
+
+from engine.documents import TooManyTexts, read_document
+from engine.documents.markdown import LINES_PER_TEXT, TOKENS_PER_TEXT, TooManyBlocks
+
+LIMIT = 3
+
+
+def word_file(paragraphs: int) -> bytes:
+    document = docx.Document()
+    for _ in range(paragraphs):
+        document.add_paragraph("A dog runs.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+FILES = {
+    "notes.txt": lambda n: b"A dog runs.\n\n" * n,
+    "notes.md": lambda n: b"- A dog runs.\n" * n,
+    "page.html": lambda n: b"<p>A dog runs.</p>" * n,
+    "film.srt": lambda n: b"".join(b"%d\n00:00:01,000 --> 00:00:02,000\nA dog runs.\n\n" % i for i in range(1, n + 1)),
+    "report.docx": word_file,
+}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_document_of_as_many_texts_as_allowed_is_read(name: str) -> None:
+    assert len(read_document(FILES[name](LIMIT), name, max_texts=LIMIT).texts) == LIMIT
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_document_of_one_text_more_is_refused_saying_the_limit(name: str) -> None:
+    with pytest.raises(TooManyTexts) as refused:
+        read_document(FILES[name](LIMIT + 1), name, max_texts=LIMIT)
+    assert refused.value.limit == LIMIT
+    assert str(refused.value) == (
+        f"the file has more texts to translate (paragraphs, cells, cues or lines) than the limit, {LIMIT}"
+    )
+
+
+def test_markdown_of_more_lines_than_its_texts_could_take_is_refused_before_parsing() -> None:
+    lines = LINES_PER_TEXT * LIMIT + 1
+    with pytest.raises(TooManyBlocks, match=rf"more lines \({lines}\) than the {LIMIT} texts"):
+        read_document(b"\n" * (lines - 1), "blank.md", max_texts=LIMIT)
+    assert read_document(b"\n" * (lines - 2), "blank.md", max_texts=LIMIT).texts == []
+
+
+def test_markdown_of_more_blocks_than_its_texts_could_take_is_refused_while_parsing() -> None:
+    """Thematic breaks: a block each, and no text; within the lines allowed."""
+    breaks = TOKENS_PER_TEXT * LIMIT + 2
+    assert breaks <= LINES_PER_TEXT * LIMIT
+    with pytest.raises(TooManyBlocks, match=rf"more blocks \(by line {breaks}\) than the {LIMIT} texts"):
+        read_document(b"***\n" * breaks, "rules.md", max_texts=LIMIT)
+    assert read_document(b"***\n" * (breaks - 1), "rules.md", max_texts=LIMIT).texts == []
