@@ -7,6 +7,12 @@ and only names this store handed out are ever served: a name is a key, never a p
 are deleted by ``expire_periodically`` (run for the app's lifetime) and, at the latest, on the next
 lookup; ``close`` deletes the directory with whatever is left in it. A file that cannot be written
 whole (a full disk: ``errors.py`` answers 507) is deleted at once. Used from the event loop only.
+
+The files kept take at most ``max_bytes`` of disk, each counted in whole blocks: a file that would
+take more is refused (``InsufficientStorage``, 507) and the links already handed out keep working
+until they expire. Unbounded, one client stored 1.2 GB in 150 s (10 MB HTML files, their text a
+comment that is kept, not translated), past the 1 GiB that ``deploy/k8s`` gives ``/tmp``, where
+going over has the pod evicted.
 """
 
 from __future__ import annotations
@@ -21,9 +27,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.errors import InsufficientStorage
+
 UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Of the uploaded file's name in a stored file's: a file name on disk has at most 255 bytes, and an
+# upload's name may have that many (after 230 characters, every upload was refused with a 500).
+NAME_CHARS = 128
+EXTENSION_CHARS = 16  # a longer one is no extension this service reads
 # How often expired files are looked for at most: they outlive their expiry by up to this much.
 SWEEP_INTERVAL_S = 60.0
+# Half of the 1 GiB deploy/k8s gives /tmp: the other half is for the uploads being read (spooled
+# there past 1 MiB) and whatever else the process writes there.
+MAX_BYTES = 512 << 20
+BLOCK_BYTES = 4096  # what a file takes on disk at least, and in multiples of: empty files count too
 
 
 @dataclass(frozen=True)
@@ -32,24 +48,42 @@ class StoredFile:
     filename: str  # the uploaded file's name, for the download's Content-Disposition
     media_type: str
     expires: float  # on the store's clock
+    disk_bytes: int  # what it takes on disk, in whole blocks
 
 
 class FileStore:
-    def __init__(self, expiry_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, expiry_s: float, *, max_bytes: int = MAX_BYTES, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.expiry_s = expiry_s
+        self.max_bytes = max_bytes
         self.clock = clock
+        self.bytes = 0  # disk the files take, those being written included
         self._directory: Path | None = None  # made on first use: an app that stores nothing leaves nothing
         self._files: dict[str, StoredFile] = {}
 
     async def put(self, data: bytes, *, filename: str, media_type: str) -> str:
-        """Store ``data`` (written in a thread); the name to download it by."""
+        """Store ``data`` (written in a thread); the name to download it by. InsufficientStorage
+        if the files kept would take more than ``max_bytes``."""
         self.expire()
+        disk_bytes = -(-max(len(data), 1) // BLOCK_BYTES) * BLOCK_BYTES
+        if self.bytes + disk_bytes > self.max_bytes:
+            raise InsufficientStorage(
+                f"the translated files waiting for download take the {self.max_bytes / 2**20:.0f} MiB kept for "
+                "them: try again once some have expired (MT_FILE_EXPIRY_S), or use /v1/translate_file, which "
+                "answers with the file itself"
+            )
         if self._directory is None:
             self._directory = Path(tempfile.mkdtemp(prefix="mt-files-"))
-        name = f"{secrets.token_urlsafe(24)}.{UNSAFE_IN_NAME.sub('_', filename).lstrip('.') or 'file'}"
+        name = f"{secrets.token_urlsafe(24)}.{_shortened(UNSAFE_IN_NAME.sub('_', filename).lstrip('.') or 'file')}"
         path = self._directory / name
-        await asyncio.to_thread(_write_whole, path, data)
-        self._files[name] = StoredFile(path, filename, media_type, self.clock() + self.expiry_s)
+        self.bytes += disk_bytes  # before the write: puts running at once must not all see room
+        try:
+            await asyncio.to_thread(_write_whole, path, data)
+        except BaseException:
+            self.bytes -= disk_bytes
+            raise
+        self._files[name] = StoredFile(path, filename, media_type, self.clock() + self.expiry_s, disk_bytes)
         return name
 
     def get(self, name: str) -> StoredFile | None:
@@ -62,7 +96,7 @@ class FileStore:
         runs it on the event loop, as every other use of the store)."""
         stored = self._files.pop(name, None)
         if stored is not None:
-            stored.path.unlink(missing_ok=True)
+            self._remove(stored)
 
     def expire(self) -> None:
         """Delete the files whose time is up."""
@@ -70,7 +104,7 @@ class FileStore:
         for name, stored in list(self._files.items()):
             if stored.expires <= now:
                 del self._files[name]
-                stored.path.unlink(missing_ok=True)
+                self._remove(stored)
 
     async def expire_periodically(self) -> None:
         """Run ``expire`` every so often (as often as files expire, at most every minute), until cancelled."""
@@ -78,11 +112,25 @@ class FileStore:
             await asyncio.sleep(min(self.expiry_s, SWEEP_INTERVAL_S))
             self.expire()
 
+    def _remove(self, stored: StoredFile) -> None:
+        stored.path.unlink(missing_ok=True)
+        self.bytes -= stored.disk_bytes
+
     def close(self) -> None:
         self._files.clear()
+        self.bytes = 0
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
+
+
+def _shortened(name: str) -> str:
+    """``name`` in at most ``NAME_CHARS`` characters, its extension kept: the download keeps its type."""
+    if len(name) <= NAME_CHARS:
+        return name
+    _, dot, extension = name.rpartition(".")
+    kept = dot + extension if dot and len(extension) <= EXTENSION_CHARS else ""
+    return name[: NAME_CHARS - len(kept)] + kept
 
 
 def _write_whole(path: Path, data: bytes) -> None:

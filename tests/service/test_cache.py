@@ -6,14 +6,16 @@ import gc
 import pickle
 import random
 import tracemalloc
+import weakref
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from engine.alignment import Alignment
-from engine.api import Hypothesis, TranslationResult, term_uses
-from engine.glossary import Glossary
+from engine.api import Hypothesis, TranslationOptions, TranslationResult, term_uses
+from engine.glossary import Glossary, Term
 from service.cache import LARGEST_SHARE, TranslationCache
 
 
@@ -129,3 +131,44 @@ def test_the_size_estimate_is_within_a_fifth_of_what_the_entries_hold(make: Call
     finally:
         tracemalloc.stop()
     assert 0.8 < cache.bytes / held < 1.2
+
+
+def glossary_options(terms: int, tag: str, *, placed: tuple[float, ...] | None = None) -> TranslationOptions:
+    """Options with a glossary of ``terms`` long terms of its own (``tag``), as an inline glossary makes."""
+    entries = tuple(Term(f"{tag} term {j}", f"{tag} Begriff {j} " + "x" * 500) for j in range(terms))
+    return TranslationOptions(source_language="en", target_language="de", glossary=Glossary(entries, placed))
+
+
+def test_a_glossary_is_keyed_by_its_terms_and_not_kept_alive_by_the_key() -> None:
+    cache = TranslationCache(100)
+    options = glossary_options(3, "a")
+    cache.put("m", "text", options, result("A"))
+    alive = weakref.ref(options.glossary)
+    again = glossary_options(3, "a")  # the same terms, another request's object
+    assert cache.get("m", "text", again) == result("A")
+    edited = replace(again, glossary=Glossary((*again.glossary.terms[:2], Term("a term 2", "anders"))))
+    case_sensitive = replace(
+        again, glossary=Glossary((*again.glossary.terms[:2], replace(again.glossary.terms[2], case_sensitive=True)))
+    )
+    placed = glossary_options(3, "a", placed=(0.0, 0.5, 1.0))
+    for other in (edited, case_sensitive, placed, replace(again, glossary=None)):
+        assert cache.get("m", "text", other) is None
+    del options, again
+    gc.collect()
+    assert alive() is None, "a cached translation keeps no glossary alive"
+
+
+def test_what_glossaries_in_the_keys_hold_stays_within_the_estimate() -> None:
+    cache = TranslationCache(10_000, max_bytes=10**12)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(20):
+            options = glossary_options(200, f"g{i}")  # each request's glossary of its own: 120 kB
+            cache.put("model:1:fp32", f"source text {i} " * 10, options, result(f"{i} a dog runs"))
+            del options
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 1.2 * cache.bytes

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import error_response
-from service.file_store import FileStore
+from service.errors import InsufficientStorage, error_response
+from service.file_store import BLOCK_BYTES, NAME_CHARS, FileStore
 
 
 def test_files_are_kept_under_unguessable_names_until_they_expire() -> None:
@@ -70,3 +70,56 @@ def test_a_file_not_written_whole_is_deleted_and_the_error_is_a_507(
 def test_other_os_errors_stay_internal_errors() -> None:
     response, error_type = error_response(PermissionError(errno.EACCES, "Permission denied"))
     assert (response.status_code, error_type) == (500, "internal_error")
+
+
+def test_the_files_kept_take_at_most_max_bytes_and_room_comes_back_as_they_go() -> None:
+    now = [100.0]
+    store = FileStore(expiry_s=60, max_bytes=5 * BLOCK_BYTES, clock=lambda: now[0])
+
+    async def scenario() -> None:
+        first = await store.put(b"x" * (2 * BLOCK_BYTES), filename="a.html", media_type="text/html")
+        now[0] += 30
+        second = await store.put(b"", filename="b.txt", media_type="text/plain")  # empty: still a block
+        with pytest.raises(InsufficientStorage) as full:
+            await store.put(b"x" * (2 * BLOCK_BYTES + 1), filename="c.html", media_type="text/html")
+        assert full.value.status == 507
+        assert store.get(first) is not None and store.get(second) is not None, "links handed out keep working"
+        await store.delete(second)
+        third = await store.put(b"x" * (2 * BLOCK_BYTES + 1), filename="c.html", media_type="text/html")
+        now[0] += 30  # the first expires
+        await store.put(b"x" * (2 * BLOCK_BYTES), filename="d.html", media_type="text/html")
+        assert store.bytes == 5 * BLOCK_BYTES and store.get(first) is None
+        stored = store.get(third)
+        assert stored is not None
+        on_disk = sorted(f.stat().st_size for f in stored.path.parent.iterdir())
+        assert on_disk == [2 * BLOCK_BYTES, 2 * BLOCK_BYTES + 1]
+
+    asyncio.run(scenario())
+    store.close()
+    assert store.bytes == 0
+
+
+def test_uploads_finishing_at_once_cannot_all_take_the_last_room() -> None:
+    store = FileStore(expiry_s=60, max_bytes=3 * BLOCK_BYTES)
+
+    async def both() -> list[str | BaseException]:
+        data = b"x" * (2 * BLOCK_BYTES)
+        return await asyncio.gather(
+            *(store.put(data, filename=f"{i}.txt", media_type="text/plain") for i in range(2)), return_exceptions=True
+        )
+
+    stored, refused = sorted(asyncio.run(both()), key=lambda r: isinstance(r, BaseException))
+    assert isinstance(stored, str) and isinstance(refused, InsufficientStorage)
+    assert store.bytes == 2 * BLOCK_BYTES
+    store.close()
+
+
+@pytest.mark.parametrize("filename", ["b" * 250 + ".docx", "c" * 300, "d" * 200 + "." + "e" * 100])
+def test_a_long_upload_name_is_shortened_in_the_link_and_kept_for_the_download(filename: str) -> None:
+    store = FileStore(expiry_s=60)
+    name = asyncio.run(store.put(b"data", filename=filename, media_type="text/plain"))
+    stored = store.get(name)
+    assert stored is not None and stored.path.read_bytes() == b"data" and stored.filename == filename
+    assert len(name) <= 32 + 1 + NAME_CHARS and name[33:] in filename
+    assert filename.endswith(".docx") == name.endswith(".docx")
+    store.close()
