@@ -123,6 +123,15 @@ class EngineHost:
             log.warning("engine process died under a batch of %d texts; trying it once more", len(texts))
             return self._least_busy(besides=child).translate(key, texts, options, cancellation)
 
+    def down(self) -> str | None:
+        """Why no engine process can translate (every one is down, its restart failing); None while
+        one can. Those whose restart is due are tried first: with none up, the service turns
+        unready, and no batch would come to try them."""
+        for child in self._children:
+            child.revive()
+        reasons = [child.down for child in self._children]
+        return None if None in reasons else reasons[0]
+
     def _least_busy(self, besides: _Child | None = None) -> _Child:
         """The child with the fewest batches in flight, among those up (or due a retry) if any:
         a child that is down has none in flight, and would otherwise be picked first every time."""
@@ -189,6 +198,19 @@ class _Child:
     def backing_off(self) -> bool:
         """Down, and its next restart not due yet."""
         return self._down is not None and time.monotonic() < self._retry_at
+
+    @property
+    def down(self) -> str | None:
+        """Why its last restart failed, while it is down."""
+        return self._down
+
+    def revive(self) -> None:
+        """Restart it if it is down and its restart is due, as its next call would."""
+        with self._lock:
+            if self._down is None or self._closing or self.backing_off:
+                return
+            with contextlib.suppress(EngineCrashed):  # logged, and left down until the next is due
+                self._restart()
 
     def load(self, key: str, config: TranslatorConfig) -> ModelInfo:
         info = self._call("load", key, config)

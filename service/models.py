@@ -38,6 +38,10 @@ class EngineLoader(Protocol):
 
     def resident_bytes(self) -> int: ...
 
+    def down(self) -> str | None:
+        """Why no engine can translate now, though models are loaded; None while one can."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -52,6 +56,9 @@ class InProcessLoader:
 
     def resident_bytes(self) -> int:
         return resident_bytes()
+
+    def down(self) -> str | None:
+        return None  # an engine in this process is up as long as the process is
 
     def close(self) -> None:
         pass

@@ -182,12 +182,15 @@ class Runtime:
         if self.load_error:
             raise Unavailable(self.load_error)
 
-    def check_ready(self) -> dict[str, str]:
-        """Unavailable (503) while the preloaded models load, when none can serve, and while
+    async def check_ready(self) -> dict[str, str]:
+        """Unavailable (503) while the preloaded models load, when none can serve, while every
+        engine process is down (its restarts failing: requests would only get 500s), and while
         draining; else the models that failed to load (by name: why), which the others outlive."""
         if self.draining:
             raise Unavailable("draining: the service is shutting down")
         pool, _ = self._loaded()
+        if (down := await asyncio.to_thread(pool.loader.down)) is not None:
+            raise Unavailable(f"every engine process is down, restarted again as its back-off ends: {down}")
         return {model: slot.error for model, slot in pool.slots.items() if slot.error}
 
     async def load(self) -> None:

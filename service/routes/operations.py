@@ -22,8 +22,9 @@ async def healthz(runtime: RuntimeDep) -> dict[str, str]:
 @router.get("/readyz", responses=error_responses(503))
 async def readyz(runtime: RuntimeDep) -> dict[str, Any]:
     """Readiness: 200 once the preloaded models are warm, listing models that failed to load
-    (the others serve); 503 while loading, when no model can serve, or while draining."""
-    failed = runtime.check_ready()
+    (the others serve); 503 while loading, when no model can serve, while every engine process is
+    down, or while draining."""
+    failed = await runtime.check_ready()
     return {"status": "degraded", "failed_models": failed} if failed else {"status": "ready"}
 
 

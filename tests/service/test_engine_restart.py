@@ -76,3 +76,28 @@ def wait_for_log(server: ServiceProcess, text: str) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"the log never said {text!r}:\n{server.log()}")
+
+
+def test_the_service_is_unready_while_every_engine_process_is_down_and_readiness_restarts_it(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    """Ready while down, it kept getting traffic only to answer 500s; unready, no batch comes to
+    restart the process, so readiness itself restarts it once its back-off ends."""
+    bundle, server = service_of_a_copy(tiny_bundle, tmp_path, streams=1)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        expected = client.post("/v1/translate", json=BODY).json()
+        away = bundle.rename(tmp_path / "moved")
+        os.kill(engine_pid(server.process.pid), signal.SIGKILL)
+        wait_for_log(server, FAILED_RESTART)
+        unready = client.get("/readyz")
+        assert unready.status_code == 503 and "every engine process is down" in unready.text, unready.text
+        assert client.get("/healthz").status_code == 200  # a pod restart is not what it needs
+        away.rename(bundle)
+        for _ in range(600):  # the back-off is 5 s; bounded polls of a state
+            if client.get("/readyz").status_code == 200:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(server.log())
+        assert client.post("/v1/translate", json=BODY).json() == expected
+    assert server.stop() == 0, server.log()

@@ -23,7 +23,7 @@ def with_runtime(bundle: Path, test: Callable[[Runtime], Coroutine[Any, Any, Non
         config = Settings(model_dir=bundle, threads=1, streams=1, engine_process=False, **settings)
         runtime = Runtime(config, Metrics())
         with pytest.raises(Unavailable, match="loading"):
-            runtime.check_ready()
+            await runtime.check_ready()
         await runtime.load()
         try:
             await test(runtime)
@@ -111,11 +111,11 @@ def test_omitted_options_are_the_models_defaults_and_share_the_cache(tiny_bundle
 
 def test_draining_turns_unready_and_refuses_new_requests(tiny_bundle: Path) -> None:
     async def test(runtime: Runtime) -> None:
-        runtime.check_ready()
+        await runtime.check_ready()
         runtime.enter()
         runtime.start_draining()
         with pytest.raises(Unavailable, match="draining"):
-            runtime.check_ready()
+            await runtime.check_ready()
         with pytest.raises(Unavailable, match="shutting down"):
             runtime.enter()
         drained = asyncio.ensure_future(runtime.drain(timeout_s=30))
