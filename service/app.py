@@ -45,7 +45,9 @@ def create_app(
     metrics = Metrics()
     runtime = Runtime(settings, metrics, factory=engine_factory)
     file_store = FileStore(settings.file_expiry_s)
-    documents = DocumentProcess(settings.max_document_bytes, max_texts=settings.max_document_texts)
+    documents = DocumentProcess(
+        settings.max_document_bytes, max_texts=settings.max_document_texts, memory_mb=settings.document_memory_mb
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

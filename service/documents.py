@@ -11,7 +11,8 @@ MT_MAX_DOCUMENT_CHARS characters: one over either is refused before any of it is
 Reading and writing the file run in a process of their own (``DocumentProcess``): parsing a large
 document holds the interpreter for seconds (2 s for a 5.8 MB .docx), which in a thread of the HTTP
 process stalls its event loop and every request it serves, and its parsed tree takes memory there
-long after.
+long after. Its heap is capped (MT_DOCUMENT_MEMORY_MB, as RLIMIT_DATA): a document that needs more
+fails its call with a 413, and the process is replaced, rather than the pod being killed for memory.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import resource
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 DOCUMENT_PROCESS_NAME = "mt-documents"
 # Characters of a document that language identification reads: more tell it nothing new.
 IDENTIFICATION_SAMPLE_CHARS = 2000
+MEMORY_SETTING = "MT_DOCUMENT_MEMORY_MB"
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,11 @@ class _Unreadable:
     limit: int = 0  # a TooManyTexts's
 
 
+@dataclass(frozen=True)
+class _OutOfMemory:
+    """A call that needed more memory than the document process may allocate."""
+
+
 class DocumentProcess:
     """Reads and writes documents in a child process, one at a time, started on first use. Writing
     reads the file again there: the parsed document stays in the child no longer than a call.
@@ -92,11 +100,14 @@ class DocumentProcess:
     A call whose caller leaves (its client hung up) kills the child: a parser cannot be interrupted,
     and would hold the child, and the documents waiting for it, for the seconds a large file takes.
     A child that dies (killed, out of memory) fails its call with a 500; the next call starts another.
+    One that reaches its memory limit (``memory_mb``) fails its call with a 413 and is replaced: an
+    allocation that failed may have left any object half-built.
     """
 
-    def __init__(self, max_document_bytes: int, *, max_texts: int) -> None:
+    def __init__(self, max_document_bytes: int, *, max_texts: int, memory_mb: int) -> None:
         self.max_document_bytes = max_document_bytes
         self.max_texts = max_texts
+        self.memory_mb = memory_mb
         self._child: _Child | None = None
         # Calls wait here rather than in the pool's queue, so that killing the child fails only the
         # call it was running: a pool whose worker died fails every call queued in it.
@@ -113,9 +124,9 @@ class DocumentProcess:
 
     async def _run(self, function: Callable[..., T], *args: object) -> T:
         async with self._turn:
-            future = await self._submit(function, *args)
+            future = await self._submit(_within_memory, function, *args)
             try:
-                return await asyncio.wrap_future(future)
+                result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
                 self._stop(kill=True)
                 raise
@@ -126,8 +137,16 @@ class DocumentProcess:
                     "the document process stopped while it read or wrote the file (killed, or out of memory): "
                     "try again, or send a smaller file"
                 ) from None
+            if isinstance(result, _OutOfMemory):
+                self._stop()
+                raise PayloadTooLarge(
+                    f"file: reading or writing it needs more memory than the document process may use, "
+                    f"{self.memory_mb} MiB ({MEMORY_SETTING})",
+                    details={"setting": MEMORY_SETTING, "limit": self.memory_mb},
+                )
+            return result
 
-    async def _submit(self, function: Callable[..., T], *args: object) -> Future[T]:
+    async def _submit(self, function: Callable[..., T | _OutOfMemory], *args: object) -> Future[T | _OutOfMemory]:
         child = self._child or await self._start()
         try:
             return child.pool.submit(function, *args)
@@ -138,7 +157,10 @@ class DocumentProcess:
     async def _start(self) -> _Child:
         # spawn: a fork of the HTTP process would copy its threads' locks mid-use
         pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_name_process
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_child,
+            initargs=(self.memory_mb << 20,),
         )
         try:
             pid = await asyncio.wrap_future(pool.submit(os.getpid))
@@ -166,11 +188,41 @@ class _Child:
     pid: int  # that process's
 
 
-def _name_process() -> None:
+def _start_child(memory_bytes: int) -> None:
     """Name the document process, so that ``ps``, ``top`` and the tests tell it from the engine
-    processes (both are started by multiprocessing's spawn, with the same command line). Linux only."""
+    processes (both are started by multiprocessing's spawn, with the same command line), and cap its
+    heap. Linux only.
+
+    RLIMIT_DATA, not RLIMIT_AS: it counts what allocations take (the heap, anonymous mappings; Linux
+    4.7 and later), not the address space that onnxruntime's libraries and thread stacks reserve.
+    """
     with contextlib.suppress(OSError):
         Path("/proc/self/comm").write_text(DOCUMENT_PROCESS_NAME)
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    soft = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+def _within_memory(function: Callable[..., T], *args: object) -> T | _OutOfMemory:
+    """``function(*args)``, or _OutOfMemory if it ran out of the process's memory limit."""
+    try:
+        return function(*args)
+    except Exception as e:
+        if not _exhausted(e):
+            raise
+    # Past the handler, the traceback, and the parsed document its frames hold, are freed.
+    release_memory()
+    return _OutOfMemory()
+
+
+def _exhausted(error: BaseException | None) -> bool:
+    """Whether ``error`` is a MemoryError or was raised while one was handled: zipfile's cleanup
+    turns it into a ValueError, a reader's own error may wrap it."""
+    while error is not None:
+        if isinstance(error, MemoryError):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 async def translate_document(runtime: Runtime, documents: DocumentProcess, job: FileJob) -> tuple[bytes, ReadDocument]:
@@ -217,17 +269,23 @@ def plain_texts(texts: Sequence[str], format: Format) -> Iterator[str]:
 def _read_in_child(data: bytes, filename: str, max_bytes: int, max_texts: int) -> ReadDocument | _Unreadable:
     try:
         document = read_document(data, filename, max_bytes=max_bytes, max_texts=max_texts)
-    except MalformedDocument as e:
-        return _Unreadable(MalformedDocument, str(e), e.line, e.column)
-    except TooManyTexts as e:
-        return _Unreadable(TooManyTexts, str(e), limit=e.limit)
     except DocumentError as e:
-        return _Unreadable(type(e), str(e))
+        if _exhausted(e):
+            raise
+        return _unreadable(e)
     chars = sum(map(len, plain_texts(document.texts, document.format)))
     read = ReadDocument(document.texts, document.format, document.media_type, chars)
     del document
     release_memory()  # the parsed tree's: the process stays for the next document
     return read
+
+
+def _unreadable(error: DocumentError) -> _Unreadable:
+    if isinstance(error, MalformedDocument):
+        return _Unreadable(MalformedDocument, str(error), error.line, error.column)
+    if isinstance(error, TooManyTexts):
+        return _Unreadable(TooManyTexts, str(error), limit=error.limit)
+    return _Unreadable(type(error), str(error))
 
 
 def _write_in_child(data: bytes, filename: str, max_bytes: int, max_texts: int, translations: list[str]) -> bytes:

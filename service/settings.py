@@ -127,6 +127,13 @@ class Settings(BaseSettings):
         "formatting is sent with (413). Twice a 300-page book's 1 M: what one upload may hold the service's "
         "translation for.",
     )
+    document_memory_mb: int = Field(
+        1024,
+        ge=256,
+        description="Most memory the document process may allocate (its heap, RLIMIT_DATA), in MiB; a document "
+        "that needs more is refused (413) and the process replaced. Its imports take 150; the largest documents "
+        "within the other limits 0.5 GB to read and write (a .docx of 20 MB of paragraphs).",
+    )
     data_dir: Path = Field(
         Path("data"),
         description="Directory the service keeps its data in (glossaries, in SQLite; with MT_SHARED_WEIGHTS, the "

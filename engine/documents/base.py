@@ -53,6 +53,15 @@ class TooManyTexts(DocumentTooLarge):
         self.limit = limit
 
 
+class TooManyBlocks(TooManyTexts):
+    """More of what a parser builds (lines, blocks, elements) than a file of as many texts as allowed
+    would have: refused before the parser has built them all."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        super().__init__(limit)
+        self.args = (f"the file has more {what} than the {limit} texts it may have could take",)
+
+
 def limited(items: Iterable[T], limit: int) -> Iterator[T]:
     """``items``, TooManyTexts at the one past ``limit``: a reader's texts, counted as they are found."""
     for count, item in enumerate(items, start=1):

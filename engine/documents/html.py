@@ -10,26 +10,37 @@ inline content between blocks is one text, with its tags. Everything between the
 doctype, ``<head>``'s other elements, the tags of the containers, comments, whitespace) is copied
 byte for byte, as is a UTF-8 byte order mark. Mis-nested or unclosed inline elements, which the
 engine could not put back in place, and a tag, comment or CDATA section left open, whose content
-browsers hide, make the page a DocumentError saying where.
+browsers hide, make the page a DocumentError saying where. So does a page of more elements, texts
+and comments than ``NODES_PER_TEXT`` times the texts it may have, as soon as the parser reaches them.
 """
 
 from __future__ import annotations
 
-from engine.documents.base import Document, MalformedDocument, TooManyTexts, Utf8Text
+from engine.documents.base import Document, MalformedDocument, TooManyBlocks, TooManyTexts, Utf8Text
 from engine.markup import Document as Markup
 from engine.markup import MarkupError
 from engine.markup.document import HTML_BLOCKS, holds_blocks, kept
-from engine.markup.tree import Element, Node, parse
+from engine.markup.tree import Element, Node, TooManyNodes, parse
 
 MEDIA_TYPE = "text/html; charset=utf-8"
+# The parse tree's nodes (elements, runs of text, comments) a page may have per text it is allowed:
+# the parser builds the whole tree before any text is counted (10 MB of "<p>a</p>": 2.6 M nodes,
+# 1 GB and 31 s to reach a refusal). Real pages are at least 17 characters a node (Rust's HTML
+# documentation: a median of 56, code listings of one text 20), so that at the 10 MB upload limit
+# they have at most 0.6 M of the 1 M allowed with 100,000 texts; per text, 18 at most in prose pages
+# with as many texts as nodes could be counted (Rust's reference), which the upload limit keeps far
+# under 100,000 texts.
+NODES_PER_TEXT = 10
 
 
 def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:
     source = Utf8Text.decode(data, max_bytes=max_bytes)
     try:
-        nodes = parse(source.text, "html")
+        nodes = parse(source.text, "html", max_nodes=NODES_PER_TEXT * max_texts)
     except MarkupError as e:
         raise MalformedDocument(f"malformed HTML: {e}", e.line, e.column) from None
+    except TooManyNodes as e:
+        raise TooManyBlocks(max_texts, f"elements, texts and comments (by line {e.line})") from None
     pieces: list[str] = []  # the page, cut; concatenated, they are the page again
     translated: list[int] = []  # the pieces to translate
     _cut(nodes, pieces, translated, max_texts)

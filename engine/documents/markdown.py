@@ -36,7 +36,7 @@ from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
 from engine.documents import fragments
-from engine.documents.base import Document, DocumentError, TooManyTexts, Utf8Text
+from engine.documents.base import Document, DocumentError, TooManyBlocks, TooManyTexts, Utf8Text
 from engine.segmenter import LINE_BREAK
 
 MEDIA_TYPE = "text/markdown; charset=utf-8"
@@ -119,14 +119,6 @@ class _Block:
     # In a table cell, where a "|" that is not escaped would end it: in code spans too, as GitHub
     # reads a cell before its inline content.
     cell: bool = False
-
-
-class TooManyBlocks(TooManyTexts):
-    """More lines or blocks than a file of as many texts as allowed would have."""
-
-    def __init__(self, limit: int, what: str) -> None:
-        super().__init__(limit)
-        self.args = (f"the file has more {what} than the {limit} texts it may have could take",)
 
 
 def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:

@@ -1,6 +1,6 @@
 """How many texts a document may hold: every reader stops at the text past its ``max_texts``, and a
-Markdown file with more lines or blocks than that many texts could take is refused before markdown-it
-has built them all."""
+Markdown file with more lines or blocks (an HTML page with more elements) than that many texts could
+take is refused before its parser has built them all."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import docx
 import pytest
 
 from engine.documents import TooManyTexts, read_document
-from engine.documents.markdown import LINES_PER_TEXT, TOKENS_PER_TEXT, TooManyBlocks
+from engine.documents.base import TooManyBlocks
+from engine.documents.html import NODES_PER_TEXT
+from engine.documents.markdown import LINES_PER_TEXT, TOKENS_PER_TEXT
 
 LIMIT = 3
 
@@ -62,3 +64,15 @@ def test_markdown_of_more_blocks_than_its_texts_could_take_is_refused_while_pars
     with pytest.raises(TooManyBlocks, match=rf"more blocks \(by line {breaks}\) than the {LIMIT} texts"):
         read_document(b"***\n" * breaks, "rules.md", max_texts=LIMIT)
     assert read_document(b"***\n" * (breaks - 1), "rules.md", max_texts=LIMIT).texts == []
+
+
+def test_html_of_more_elements_than_its_texts_could_take_is_refused_while_parsing() -> None:
+    """Line breaks: two nodes a line (<br> and the line's end), and no text. The parse stops at the
+    node past the budget, the <br> of the line it names, not at the end of the page."""
+    budget = NODES_PER_TEXT * LIMIT
+    line = budget // 2 + 1
+    with pytest.raises(
+        TooManyBlocks, match=rf"more elements, texts and comments \(by line {line}\) than the {LIMIT} texts"
+    ):
+        read_document(b"<br>\n" * budget * 2, "breaks.html", max_texts=LIMIT)
+    assert read_document(b"<br>\n" * (budget // 2), "breaks.html", max_texts=LIMIT).texts == []
