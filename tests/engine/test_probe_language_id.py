@@ -61,10 +61,25 @@ def test_short_latin_texts_keep_their_choice(identifier: LanguageIdentifier, tex
     assert sum(c.confidence for c in found.candidates) >= SET_FLOOR
 
 
-@pytest.mark.parametrize("opening", ["1 " * 600, "😀" * 1000, "— " * 600])
+@pytest.mark.parametrize(
+    "opening",
+    [
+        "1 " * 600,
+        "😀" * 1000,
+        "— " * 600,
+        "https://example.com/the/long/way/home " * 60,  # letters, but an address's
+        "support@example.com; " * 60,
+    ],
+)
 def test_a_long_opening_without_letters_does_not_decide_the_language(
     identifier: LanguageIdentifier, opening: str
 ) -> None:
     """Before, only the opening was read (the first MAX_CHARS characters): English at 0.12."""
     found = identifier.detect(opening + "Ein Hund rennt im Park und ein Mann sitzt auf der Bank.")
     assert found.language == "de"
+
+
+@pytest.mark.parametrize("text", ["https://example.com/a/b", "a.b@example.org, www.example.de"])
+def test_addresses_alone_are_no_language(identifier: LanguageIdentifier, text: str) -> None:
+    found = identifier.detect(text)
+    assert found.language is None and not found.candidates
