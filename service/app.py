@@ -75,6 +75,7 @@ def create_app(
     app.state.runtime = runtime
     app.state.files = file_store
     app.state.documents = documents
+    app.state.uploads = files.UploadSlots(settings.max_uploads)
     app.state.glossaries = GlossaryStore(settings.data_dir)
     install_error_handlers(
         app,

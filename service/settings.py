@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(
         10 << 20, ge=1024, description="Largest file /v1/translate_file and /translate_file accept (413)."
     )
+    max_uploads: int = Field(
+        16,
+        ge=1,
+        description="Most file uploads (/v1/translate_file, /translate_file, /v2/document) being received at once; "
+        "past it an upload is refused before its body is read (429). Each spools up to MT_MAX_FILE_BYTES to the "
+        "temporary directory while it arrives: 16 take at most 161 MiB of the 512 MiB deploy/k8s leaves them.",
+    )
     max_document_bytes: int = Field(
         20 << 20,
         ge=1024,

@@ -34,7 +34,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
     415: {"description": "A file of a type that cannot be translated"},
     422: {"description": "Invalid request, or malformed HTML or XML (malformed_markup)"},
     429: {
-        "description": "Overloaded: too many texts queued",
+        "description": "Overloaded: too many texts queued, or file uploads being received (MT_MAX_UPLOADS)",
         "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer", "minimum": 0}}},
     },
     503: {"description": "Starting, shutting down, or the model cannot be loaded"},

@@ -8,14 +8,15 @@ upload is read in memory and its spooled temporary file closed (deleted) before 
 
 The API key is checked before the upload is read: from the ``Authorization`` header before the
 body, or (LibreTranslate's) from the ``api_key`` field once the file part begins, so that a
-refused request costs the form fields before the file, never the file.
+refused request costs the form fields before the file, never the file. At most MT_MAX_UPLOADS
+uploads are received at once (``UploadSlots``): one more is refused (429) before its body is read.
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Callable, Iterator
+from contextlib import aclosing, contextmanager
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
@@ -28,7 +29,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from engine.documents import MEDIA_TYPES, SUPPORTED_EXTENSIONS
 from service.documents import FileJob, translate_document
-from service.errors import InvalidRequest, NotFound, Unauthorized
+from service.errors import InvalidRequest, NotFound, Overloaded, Unauthorized
 from service.file_store import FileStore
 from service.routes.common import bearer_key, error_responses, form_error, get_runtime, unless_disconnected
 from service.routes.glossaries import NO_GLOSSARY, request_glossary
@@ -49,6 +50,8 @@ UPLOAD_PATHS = ("/v1/translate_file", "/translate_file")
 # Room for a form's other fields and its part headers, on top of MT_MAX_FILE_BYTES (service.app).
 FORM_OVERHEAD_BYTES = 64 << 10
 MAX_FORM_FIELDS = 16
+# An upload of MT_MAX_FILE_BYTES takes seconds on a fast link: sooner, a slot is unlikely to be free.
+UPLOAD_RETRY_AFTER_S = 5
 FILE_DESCRIPTION = (
     f"The file, by its name's extension one of {', '.join(SUPPORTED_EXTENSIONS)} (else 415); "
     "at most MT_MAX_FILE_BYTES (413). Text files must be UTF-8."
@@ -173,12 +176,47 @@ class _FormParser(MultiPartParser):
             self.before_file({name: value for name, value in self.items if isinstance(value, str)})
 
 
+class UploadSlots:
+    """The file uploads being received at once, at most ``limit`` (MT_MAX_UPLOADS). While it
+    arrives, an upload is spooled by Starlette's parser (its first MiB in memory, the rest, up to
+    MT_MAX_FILE_BYTES, in the temporary directory) and holds its connection: without a bound, slow
+    concurrent uploads fill the disk, and a pod past its ``/tmp`` volume's limit is evicted."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.receiving = 0
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Held while an upload is received and spooled; refused (429) when none is free. Freed on
+        every way out: the form read, refused (413, 408, malformed) or its client gone."""
+        if self.receiving >= self.limit:
+            raise Overloaded(
+                f"{self.limit} file uploads are being received (MT_MAX_UPLOADS): try again shortly",
+                retry_after_s=UPLOAD_RETRY_AFTER_S,
+            )
+        self.receiving += 1
+        try:
+            yield
+        finally:
+            self.receiving -= 1
+
+
 async def _form(request: Request, *, before_file: FieldsCheck | None) -> tuple[dict[str, Any], str]:
     """The multipart form's text fields, the uploaded file's bytes as ``file``, and its name;
     ``before_file`` may refuse the request on the fields that come before the file."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send a multipart/form-data form")
+    uploads: UploadSlots = request.app.state.uploads
+    with uploads.slot():  # taken before any of the body is read, given back once its spool is deleted
+        fields, filename = await _read_form(request, before_file)
+    if "file" in fields and not filename:
+        raise InvalidRequest("file: must be a file upload with a file name, whose extension names its format")
+    return fields, filename
+
+
+async def _read_form(request: Request, before_file: FieldsCheck | None) -> tuple[dict[str, Any], str]:
     try:
         async with aclosing(request.stream()) as stream:
             form = await _FormParser(request, stream, before_file).parse()
@@ -195,8 +233,6 @@ async def _form(request: Request, *, before_file: FieldsCheck | None) -> tuple[d
             filename = _uploaded_name(upload.filename or "")
     finally:
         await form.close()  # deletes the upload's spooled temporary file
-    if "file" in fields and not filename:
-        raise InvalidRequest("file: must be a file upload with a file name, whose extension names its format")
     return fields, filename
 
 
