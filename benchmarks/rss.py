@@ -25,7 +25,7 @@ class Process:
     """One process and its RSS samples: (seconds since the start, MB)."""
 
     pid: int
-    role: str  # http, engine, resource tracker; all: the tree's sum
+    role: str  # http, engine, documents, resource tracker; all: the tree's sum
     samples: list[tuple[float, float]] = field(default_factory=list)
 
 
@@ -57,12 +57,14 @@ class ProcessTree:
             rss = resident_bytes(process.pid)
             if not rss:  # exited since it was listed
                 continue
-            if process.pid not in self.processes:
-                try:
-                    self.processes[process.pid] = Process(process.pid, role(process, self.root_pid))
-                except psutil.NoSuchProcess:
-                    continue
-            self.processes[process.pid].samples.append((round(at_s, 1), round(rss / MB, 1)))
+            try:
+                named = role(process, self.root_pid)
+            except psutil.NoSuchProcess:
+                continue
+            known = self.processes.setdefault(process.pid, Process(process.pid, named))
+            # The document process names itself once started: until then it reads as an engine.
+            known.role = named
+            known.samples.append((round(at_s, 1), round(rss / MB, 1)))
 
     def total(self) -> Process:
         """The tree as one process: at each sample time, the sum of its processes' RSS."""

@@ -42,6 +42,7 @@ def test_rss_is_sampled_in_every_process_through_the_run_and_after_it(measured: 
     *processes, total = report["memory"]
     roles = [p["role"] for p in processes]
     assert roles.count("http") == 1 and roles.count("engine") >= 1 and total["role"] == "all"
+    assert roles.count("documents") == 1  # the .docx is read in a process of its own
     last_answer = max(r["started_s"] + r["seconds"] for r in report["requests"])
     # A process that lives through the run (not one started and ended within it, as a helper
     # process of a library may be) is sampled every 0.1 s for over a second after the last answer.
