@@ -302,7 +302,7 @@ def _checked(read: ReadDocument | _Unreadable) -> ReadDocument:
         raise UnsupportedMediaType(read.message)
     if issubclass(read.kind, TooManyTexts):
         # Reading stopped at the text past the limit: how many more there are is not known.
-        raise _over_limit(f"file: {read.message}", "MT_MAX_DOCUMENT_TEXTS", read.limit, read.limit + 1)
+        raise PayloadTooLarge.over(f"file: {read.message}", "MT_MAX_DOCUMENT_TEXTS", read.limit, read.limit + 1)
     if issubclass(read.kind, DocumentTooLarge):
         raise PayloadTooLarge(f"file: {read.message} (MT_MAX_DOCUMENT_BYTES)")
     if issubclass(read.kind, MalformedDocument):
@@ -313,14 +313,7 @@ def _checked(read: ReadDocument | _Unreadable) -> ReadDocument:
 def _check_document_chars(chars: int, limit: int) -> None:
     if chars > limit:
         message = f"file: the file has {chars} characters to translate; the limit is {limit}"
-        raise _over_limit(message, "MT_MAX_DOCUMENT_CHARS", limit, chars)
-
-
-def _over_limit(message: str, setting: str, limit: int, requested: int) -> PayloadTooLarge:
-    """The 413 of a document over one of its limits, which its details name as a request's are."""
-    return PayloadTooLarge(
-        f"{message} ({setting})", details={"setting": setting, "limit": limit, "requested": requested}
-    )
+        raise PayloadTooLarge.over(message, "MT_MAX_DOCUMENT_CHARS", limit, chars)
 
 
 def _check_texts(texts: Sequence[str], max_chars: int) -> None:

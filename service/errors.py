@@ -69,6 +69,11 @@ class InvalidGlossary(InvalidRequest):
 class PayloadTooLarge(ServiceError):
     status, type = 413, "payload_too_large"
 
+    @classmethod
+    def over(cls, message: str, setting: str, limit: int, requested: int) -> PayloadTooLarge:
+        """Over the limit a setting sets: ``message``, then the setting; the details name all three."""
+        return cls(f"{message} ({setting})", details={"setting": setting, "limit": limit, "requested": requested})
+
 
 class UnsupportedMediaType(ServiceError):
     """A file of a type that cannot be translated."""

@@ -634,9 +634,8 @@ async def _give_up_loading(pool: ModelPool) -> None:
 def _check_limit(requested: int, limit: int, what: str, setting: str) -> None:
     """PayloadTooLarge (413) naming the setting, when ``requested`` is over its ``limit``."""
     if requested > limit:
-        raise PayloadTooLarge(
-            f"{requested} {what} in one request; the limit is {limit} ({setting})",
-            details={"setting": setting, "limit": limit, "requested": requested},
+        raise PayloadTooLarge.over(
+            f"{requested} {what} in one request; the limit is {limit}", setting, limit, requested
         )
 
 

@@ -46,9 +46,10 @@ class DocumentTooLarge(DocumentError):
 class TooManyTexts(DocumentTooLarge):
     """The document holds more texts to translate than its reader was allowed (``limit``)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, message: str | None = None) -> None:
         super().__init__(
-            f"the file has more texts to translate (paragraphs, cells, cues or lines) than the limit, {limit}"
+            message
+            or f"the file has more texts to translate (paragraphs, cells, cues or lines) than the limit, {limit}"
         )
         self.limit = limit
 
@@ -58,8 +59,7 @@ class TooManyBlocks(TooManyTexts):
     would have: refused before the parser has built them all."""
 
     def __init__(self, limit: int, what: str) -> None:
-        super().__init__(limit)
-        self.args = (f"the file has more {what} than the {limit} texts it may have could take",)
+        super().__init__(limit, f"the file has more {what} than the {limit} texts it may have could take")
 
 
 def limited(items: Iterable[T], limit: int) -> Iterator[T]:
