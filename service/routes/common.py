@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 from urllib.parse import parse_qsl
@@ -76,6 +77,8 @@ def form_error(exc: HTTPException) -> ServiceError:
 
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+# Where a JSON text can give a string a lone surrogate: escaped, or UTF-8 bytes of one.
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 MAX_URLENCODED_FIELDS = 1000  # as Starlette's form parser
 
 
@@ -105,7 +108,10 @@ def parse_json(body: bytes) -> Any:
     for arrays or objects nested thousands deep). JSON may escape a lone surrogate ("\\ud800"),
     which would fail whatever encodes it later (an error message echoing it, the response) as a
     500; an integer of over 4,300 digits is Python's ``ValueError`` already."""
-    parsed = json.loads(body)
+    text = body.decode(json.detect_encoding(body), "surrogatepass")  # as json.loads decodes bytes
+    parsed = json.loads(text)
+    if not _SURROGATE.search(text):  # most bodies: no string to look through
+        return parsed
     pending = [parsed]
     while pending:
         value = pending.pop()
