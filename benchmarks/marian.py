@@ -83,6 +83,7 @@ from engine.bundle import load_bundle
 from export.shortlist import main as build_shortlist
 
 MARIAN_SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
+POOL_SYSTEMS = ["pool-fp32", "pool-int8"]  # ours decoding in the row pool (engine.pool)
 # with the vocabulary shortlist: ours with the bundle's, CTranslate2 with a vocabulary map of it
 SHORTLIST_SYSTEMS = ["ours-fp32-shortlist", "ours-int8-shortlist", "ct2-float32-vmap", "ct2-int8-vmap"]
 SHORTLIST_K, SHORTLIST_FREQUENT = 100, 1000  # en-de's choice on Multi30K val (RESULTS.md section 16)
@@ -187,7 +188,7 @@ def table(results: dict[str, dict]) -> str:
               "= transformers"]  # fmt: skip
     rows = []
     reference = results.get(REFERENCE)
-    for name in [*MARIAN_SYSTEMS, *SHORTLIST_SYSTEMS]:
+    for name in [*MARIAN_SYSTEMS, *POOL_SYSTEMS, *SHORTLIST_SYSTEMS]:
         if (r := results.get(name)) is None:
             continue
         base = results.get(ct2_baseline(name)) if SYSTEMS[name][0] != "transformers" else None
@@ -441,7 +442,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--corpus", type=Path, default=DATA_DIR, help="train.en and train.de for the tokenizers")
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--limit", type=int, default=256, help="the first N test sentences")
-    parser.add_argument("--systems", nargs="+", choices=[*MARIAN_SYSTEMS, *SHORTLIST_SYSTEMS], default=MARIAN_SYSTEMS)
+    parser.add_argument(
+        "--systems", nargs="+", choices=[*MARIAN_SYSTEMS, *POOL_SYSTEMS, *SHORTLIST_SYSTEMS], default=MARIAN_SYSTEMS
+    )
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 2], help="one table each")

@@ -57,7 +57,8 @@ class OfflineEngine:
 
         variant = None if args.variant == "auto" else args.variant
         config = TranslatorConfig(model_dir=args.bundle, provider=args.provider, threads=args.threads, streams=streams,
-                                  variant=variant, max_batch_sentences=args.batch_sentences)  # fmt: skip
+                                  variant=variant, max_batch_sentences=args.batch_sentences,
+                                  pool=args.row_pool == "on")  # fmt: skip
         self.translator = Translator(config)
         self.options = TranslationOptions(beam_size=args.beam_size)
 
@@ -85,6 +86,7 @@ def service_settings(args: argparse.Namespace, streams: int, batching: bool) -> 
         "MT_CACHE_SIZE": "0",  # the clients cycle through the test set: a cache would answer repeats
         "MT_MAX_QUEUE_SENTENCES": str(max(1024, 4 * max(args.concurrency))),
         "MT_LOG_LEVEL": "warning",  # no access log line per request
+        "MT_ROW_POOL": str(args.row_pool == "on").lower(),
     }
 
 
@@ -195,6 +197,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="MT_MAX_BATCH_SENTENCES when batching")  # fmt: skip
     parser.add_argument("--max-wait-ms", type=float, default=DEFAULTS["max_wait_ms"].default, help="MT_MAX_WAIT_MS")
     parser.add_argument("--client", choices=get_args(ClientKind), default="raw", help="the clients' HTTP client")
+    parser.add_argument(
+        "--row-pool", choices=("on", "off"), default="on", help="MT_ROW_POOL (and the offline engine's)"
+    )
     parser.add_argument("--workdir", type=Path, default=RUNS / "service", help="the service's logs")
     parser.add_argument("--out", type=Path, default=RESULTS / "service.json", help="the result file")
     args = parser.parse_args(argv)

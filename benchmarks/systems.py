@@ -34,6 +34,9 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     # another bundle of the same checkpoint (benchmarks.engine --baseline-bundle), e.g. an earlier export
     "baseline-fp32": ("ours", "fp32"),
     "baseline-int8": ("ours", "int8"),
+    # ours decoding in the row pool (engine.pool), not each sub-batch as one rectangle of rows
+    "pool-fp32": ("ours", "fp32"),
+    "pool-int8": ("ours", "int8"),
     "ct2-float32": ("ct2", "float32"),
     "ct2-int8": ("ct2", "int8"),
     # the float32 model computed in float16 (CTranslate2's compute_type): GPU only
@@ -74,7 +77,7 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False) -> Translate:
+def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False, pool: bool = False) -> Translate:
     from engine import TranslationOptions, Translator, TranslatorConfig
 
     translator = Translator(
@@ -85,6 +88,7 @@ def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False
             streams=args.streams,
             variant=variant,
             max_batch_sentences=args.batch_size,
+            pool=pool,
         )
     )
     max_length = args.max_new_tokens or None
@@ -228,7 +232,7 @@ def load_transformers(args: argparse.Namespace) -> Translate:
 def load_system(name: str, args: argparse.Namespace) -> Translate:
     family, precision = SYSTEMS[name]
     if family == "ours":
-        return load_ours(args, precision, shortlist=name.endswith("-shortlist"))
+        return load_ours(args, precision, shortlist=name.endswith("-shortlist"), pool=name.startswith("pool-"))
     if family == "ct2":
         return load_ct2(args, args.ct2_dir, precision, vmap=name.endswith("-vmap"))
     if family == "transformers":

@@ -40,7 +40,7 @@ import numpy as np
 from engine.attention_trace import AttentionTrace
 from engine.candidates import candidates_from_top, top_candidates
 from engine.constraints import ConstraintTracker, SentenceConstraints
-from engine.decoder import Decoder, Step
+from engine.decoder import Selection, Step, StepRequest, Steps, driven
 from engine.rules import (
     NEG_INF,
     ForcedEos,
@@ -149,6 +149,12 @@ class _SearchState:
         self.n_finished = np.zeros(B, dtype=np.int64)  # per live sentence
         self.trace = AttentionTrace() if options.return_alignments else None
         self.constraints = constraints
+        self.selection: Selection | None = None  # the decoder's rows for the next step, once chosen
+
+    def request(self, tokens: np.ndarray, candidates: int, full: bool) -> StepRequest:
+        """The next step's request, with the selection made since the last one."""
+        selection, self.selection = self.selection, None
+        return StepRequest(tokens, candidates, full, selection)
 
     def finish(self, sentence: int, row: int, token: int, score: float, missing: int = 0) -> None:
         """Row ``row`` of live sentence ``sentence`` ends with ``token``: EOS, or at the length cap any."""
@@ -180,7 +186,6 @@ class _SearchState:
 
     def advance(
         self,
-        decoder: Decoder,
         *,
         keep: np.ndarray,
         rows: np.ndarray,
@@ -199,11 +204,10 @@ class _SearchState:
         self.tokens = tokens
         if self.trace is not None:
             self.trace.parents.append(rows)
-        decoder.select(rows if decoder_rows is None else decoder_rows, sentences)
+        self.selection = Selection(rows if decoder_rows is None else decoder_rows, sentences)
 
 
-def search(
-    decoder: Decoder,
+def search_steps(
     max_lengths: np.ndarray | list[int],
     options: SearchOptions,
     *,
@@ -213,7 +217,7 @@ def search(
     prefixes: Sequence[Sequence[int]] | None = None,
     forced_eos: ForcedEosMode = "model_score",
     constraints: Sequence[SentenceConstraints] | None = None,
-) -> list[list[Hypothesis]]:
+) -> Steps[list[list[Hypothesis]]]:
     """Decode B sentences; max_lengths (B,) caps each one's generated tokens, EOS included.
     ``extra_rules`` apply after those of ``options``, before the forced prefixes and EOS
     (``default_rules``).
@@ -227,6 +231,9 @@ def search(
     where they have source spans.
 
     Returns the ``num_hypotheses`` best hypotheses of each sentence, best first.
+
+    The search as the steps it asks of a decoder (``engine.decoder.Steps``), so that a pool can run
+    many at once; ``search`` runs it on one decoder. Raises when first advanced.
     """
     if forced_eos not in get_args(ForcedEosMode):
         raise ValueError(f"forced_eos must be one of {get_args(ForcedEosMode)}, got {forced_eos!r}")
@@ -243,8 +250,11 @@ def search(
     rules = default_rules(options, extra_rules, prefixes=prefixes, forced_eos=forced_eos)
     state = _SearchState(max_lengths, options, rules, forced_eos, bos_id=bos_id, eos_id=eos_id, constraints=tracker)
     run = _greedy_steps if options.beam_size == 1 else _beam_steps
-    run(decoder, state)
+    yield from run(state)
     return finalize(state.finished, options.num_hypotheses)
+
+
+search = driven(search_steps)
 
 
 def finalize(finished: list[list[Hypothesis]], num_hypotheses: int) -> list[list[Hypothesis]]:
@@ -260,14 +270,14 @@ def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -
     return (n_finished >= beam_size) | last_step
 
 
-def _greedy_steps(decoder: Decoder, state: _SearchState) -> None:
+def _greedy_steps(state: _SearchState) -> Steps[None]:
     # Each row's best 1 + spare tokens hold its best once the rules have banned what they may.
     spare = top_spare(state.rules)
     use_top = spare is not None
     width = 1 + spare if spare is not None else 1
     for step in range(int(state.max_lengths.max(initial=0))):
         last_step, full = state.plan(step, use_top)
-        out = decoder.step(state.tokens, width, full=full)
+        out = yield state.request(state.tokens, width, full)
         use_top = use_top and out.top_ids.shape[1] >= width
         B = len(state.alive)
         state.record(out)
@@ -293,10 +303,10 @@ def _greedy_steps(decoder: Decoder, state: _SearchState) -> None:
         if not keep.any():
             return
         rows = np.flatnonzero(keep)
-        state.advance(decoder, keep=keep, rows=rows, tokens=best[rows], scores=scores[rows, None])
+        state.advance(keep=keep, rows=rows, tokens=best[rows], scores=scores[rows, None])
 
 
-def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
+def _beam_steps(state: _SearchState) -> Steps[None]:
     K = state.options.beam_size
     # Each row's best 2K + spare tokens hold the sentence's best 2K once the rules have banned what they may.
     spare = top_spare(state.rules)
@@ -307,7 +317,7 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
         # At step 0 the K beams of a sentence are one and the same BOS row: the decoder computes it
         # once (as CTranslate2 does) and the search sees it K times.
         first = step == 0 and K > 1
-        out = decoder.step(state.tokens[::K] if first else state.tokens, width, full=full)
+        out = yield state.request(state.tokens[::K] if first else state.tokens, width, full)
         out = out.repeat(K) if first else out
         use_top = use_top and out.top_ids.shape[1] >= width
         B = len(state.alive)
@@ -350,7 +360,6 @@ def _beam_steps(decoder: Decoder, state: _SearchState) -> None:
         if state.constraints is not None:
             state.constraints.advance(kept[:, 0], picks)
         state.advance(
-            decoder,
             keep=keep,
             rows=rows,
             tokens=cand.tokens[kept, picks].ravel(),

@@ -38,7 +38,7 @@ class BundleError(Exception):
 # dynamic ones (batch and length axes) must be left symbolic in the graph.
 # ---------------------------------------------------------------------------------------------
 
-DYNAMIC_DIMS = frozenset({"B", "S", "N", "P", "P+1", "C", "M"})
+DYNAMIC_DIMS = frozenset({"B", "S", "N", "P", "P+1", "C", "M", "W", "W+1", "Q"})
 
 
 @dataclass(frozen=True)
@@ -73,25 +73,41 @@ def encoder_signature(layers: int) -> Signature:
 ROW_INPUTS = (TensorSpec("cache_rows", "int64", ("N",)), TensorSpec("source_rows", "int64", ("B",)))
 
 
-def decoder_signature(layers: int, *, shortlist: bool = False, row_inputs: bool = False) -> Signature:
+# The row pool's step (``engine.pool_graph``): each row's position and self-attention bias over the W
+# cached positions of the pool's buffers and its new one, and where its cross-attention query and
+# answer go among the sentence slots' Q = slots x rows per slot.
+POOL_INPUTS = (
+    TensorSpec("positions", "int64", ("N",)),
+    TensorSpec("self_bias", "float", ("N", "W+1")),
+    TensorSpec("query_slots", "int64", ("Q",)),
+    TensorSpec("row_slots", "int64", ("N",)),
+)
+
+
+def decoder_signature(
+    layers: int, *, shortlist: bool = False, row_inputs: bool = False, pool: bool = False
+) -> Signature:
     """One step. The caches are one tensor per layer so that the graph reads and writes each
     layer's keys/values in place of splitting and re-stacking one (L, ...) tensor every step.
     ``top_log_probs``/``top_ids`` are each row's best ``candidates`` tokens (ONNX TopK: best first,
     lower id first among equal values), so that the search need not scan all V per row.
     ``shortlist``: the graph scores only the M target ids ``vocab_ids`` (``engine.shortlist``).
-    ``row_inputs``: it gathers its cache and source by ``ROW_INPUTS`` first. The engine adds both
-    inputs when it loads a graph."""
+    ``row_inputs``: it gathers its cache and source by ``ROW_INPUTS`` first. ``pool``: the row
+    pool's step (``POOL_INPUTS``), which reads its cache of W positions in place and returns the new
+    position's keys and values. The engine adds these inputs when it loads a graph."""
     inputs = (
         TensorSpec("tokens", "int64", ("N", "1")),
-        *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "P", "Dh")),
+        *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "W" if pool else "P", "Dh")),
         *encoder_signature(layers)[1],
         TensorSpec("candidates", "int64", ("1",)),
         *([TensorSpec("vocab_ids", "int64", ("M",))] if shortlist else []),
         *(ROW_INPUTS if row_inputs else ()),
+        *(POOL_INPUTS if pool else ()),
     )
+    grown = ("step_k", "step_v") if pool else ("new_self_k", "new_self_v")
     outputs = (
         TensorSpec("log_probs", "float", ("N", "M" if shortlist else "V")),
-        *_layer_specs(("new_self_k", "new_self_v"), layers, ("N", "H", "P+1", "Dh")),
+        *_layer_specs(grown, layers, ("N", "H", "1" if pool else "P+1", "Dh")),
         TensorSpec("alignment", "float", ("N", "S")),
         TensorSpec("top_log_probs", "float", ("N", "C")),
         TensorSpec("top_ids", "int64", ("N", "C")),
@@ -403,7 +419,8 @@ def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *,
     if kind == "decoder":  # as the engine loaded it: with the inputs it adds, if it added them
         given = {i.name for i in session.get_inputs()}
         row_inputs = {spec.name for spec in ROW_INPUTS} <= given
-        inputs, outputs = decoder_signature(dims["L"], shortlist="vocab_ids" in given, row_inputs=row_inputs)
+        pool = {spec.name for spec in POOL_INPUTS} <= given
+        inputs, outputs = decoder_signature(dims["L"], shortlist="vocab_ids" in given, row_inputs=row_inputs, pool=pool)
     _check_args(where, "input", session.get_inputs(), inputs, dims)
     _check_args(where, "output", session.get_outputs(), outputs, dims)
 

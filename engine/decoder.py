@@ -6,8 +6,9 @@ tokens per row, S source length.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -39,3 +40,53 @@ class Decoder(Protocol):
     def select(self, rows: np.ndarray, sentences: np.ndarray | None) -> None:
         """Keep decoder rows ``rows`` (N',) in that order and, unless None, only the sentences ``sentences`` (B',)."""
         ...
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The rows (N',) a decoder keeps, in order, and unless None the sentences (B',) it keeps."""
+
+    rows: np.ndarray
+    sentences: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """What a step-wise search asks of the decoder next: the selection its last step made, if
+    any, then one step over ``tokens`` (N',) with each row's best ``candidates``."""
+
+    tokens: np.ndarray
+    candidates: int
+    full: bool
+    selection: Selection | None = None
+
+
+Result = TypeVar("Result")
+# A search written as a generator: it yields each step it needs and is sent the step's outputs, so
+# that one driver can run many searches' steps as one decoder run (``engine.pool``).
+Steps = Generator[StepRequest, Step, Result]
+
+
+def drive(steps: Steps[Result], decoder: Decoder) -> Result:
+    """Run a search's steps on ``decoder`` alone; its result."""
+    try:
+        request = next(steps)
+        while True:
+            if request.selection is not None:
+                decoder.select(request.selection.rows, request.selection.sentences)
+            request = steps.send(decoder.step(request.tokens, request.candidates, full=request.full))
+    except StopIteration as done:
+        return done.value
+
+
+Params = ParamSpec("Params")
+
+
+def driven(steps: Callable[Params, Steps[Result]]) -> Callable[Concatenate[Decoder, Params], Result]:
+    """A search written as steps, as a function that runs it on a decoder given first."""
+
+    def run(decoder: Decoder, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
+        return drive(steps(*args, **kwargs), decoder)
+
+    run.__doc__ = f"``{steps.__name__}`` run on ``decoder`` alone (``engine.decoder.drive``)."
+    return run

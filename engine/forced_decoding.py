@@ -16,7 +16,7 @@ from itertools import pairwise
 import numpy as np
 
 from engine.beam_search import Hypothesis, normalized
-from engine.decoder import Decoder
+from engine.decoder import Selection, StepRequest, Steps, driven
 
 
 @dataclass(frozen=True)
@@ -27,22 +27,24 @@ class Forced:
     eos: bool = True
 
 
-def score(
-    decoder: Decoder,
+def score_steps(
     translations: Sequence[Sequence[Forced]],
     *,
     bos_id: int,
     eos_id: int,
     prefix_length: int,
     length_penalty: float,
-) -> list[list[Hypothesis]]:
+) -> Steps[list[list[Hypothesis]]]:
     """Each sentence's ``translations`` (B lists) fed to ``decoder`` (one row per sentence) token by
     token -> their hypotheses, in the same order. The first ``prefix_length`` tokens of each are
     forced ones (the target language's), scored 0 as the search scores them; attention is kept
-    when the decoder gives it."""
+    when the decoder gives it.
+
+    The scoring as the steps it asks of a decoder (``engine.decoder.Steps``); ``score`` runs it on
+    one decoder."""
     owners = np.repeat(np.arange(len(translations)), [len(t) for t in translations])  # (N,)
     flat = [f for sentence in translations for f in sentence]
-    decoder.select(owners, owners)  # a row, and a copy of the source, for each translation
+    selection: Selection | None = Selection(owners, owners)  # a row, and its sentence's source, for each translation
     lengths = np.array([len(f.tokens) + f.eos for f in flat])
     targets = np.full((len(flat), int(lengths.max(initial=0))), eos_id, dtype=np.int64)  # (N, T)
     for row, f in enumerate(flat):
@@ -52,7 +54,8 @@ def score(
     attention = []
     tokens = np.full(len(flat), bos_id, dtype=np.int64)
     for t in range(targets.shape[1]):
-        step = decoder.step(tokens, 1, full=True)
+        step = yield StepRequest(tokens, 1, True, selection)
+        selection = None
         assert step.log_probs is not None
         log_probs[:, t] = step.log_probs[rows, targets[:, t]]
         attention.append(step.attention)
@@ -72,3 +75,6 @@ def score(
     ]
     bounds = np.cumsum([0, *(len(t) for t in translations)])
     return [hypotheses[a:b] for a, b in pairwise(bounds)]
+
+
+score = driven(score_steps)

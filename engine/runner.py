@@ -24,6 +24,9 @@ per layer, named as in ``engine.bundle``'s signatures, each with its row (or sen
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -34,6 +37,7 @@ import onnxruntime as ort
 from engine.bundle import per_layer
 from engine.decoder import Step
 from engine.heap import release_memory
+from engine.pool_graph import POSITIONS, with_pool_inputs
 from engine.shared_weights import session_model
 from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
 from engine.step_rows import CACHE_ROWS, SOURCE_ROWS, with_row_inputs
@@ -61,6 +65,9 @@ class RunnerConfig:
     # maps (engine.shared_weights); None: each process holds its own
     weights_cache: Path | None = None
     profile_prefix: str | None = None  # onnxruntime's profile of every run, written where this says
+    # CPU: the decoder step as the row pool runs it (engine.pool_graph), not the exported step, whose
+    # cache is one rectangle (HostDecoder)
+    pool: bool = False
 
     def __post_init__(self) -> None:
         if self.provider not in ("auto", "cpu", "cuda"):
@@ -118,6 +125,8 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         model = graph if graph is not None else str(path)
         if provider == "cpu" and config.weights_cache is not None:  # CUDA keeps its copy in device memory
             model = session_model(path, model, options, config.weights_cache)
+        if isinstance(model, bytes) and provider == "cpu" and (files := _external_files(model)):
+            return _session_mapping_weights(path, model, files, options, providers)
         if isinstance(model, bytes):  # the edited graph: its external weights are those of the graph at path
             options.add_session_config_entry(EXTERNAL_FOLDER, str(path.parent))
         return ort.InferenceSession(model, options, providers=providers)
@@ -125,20 +134,62 @@ def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes |
         raise RunnerError(f"{path}: onnxruntime cannot load the graph: {e}") from e
 
 
+def _external_files(graph: bytes) -> set[str]:
+    """The names of the weight files ``graph`` reads, beside it (its external data)."""
+    import onnx
+
+    def locations(g: onnx.GraphProto) -> Iterator[str]:
+        for tensor in g.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                yield next(entry.value for entry in tensor.external_data if entry.key == "location")
+        for node in g.node:
+            for attribute in node.attribute:
+                for branch in [attribute.g, *attribute.graphs] if attribute.HasField("g") else attribute.graphs:
+                    yield from locations(branch)
+
+    return set(locations(onnx.load_model_from_string(graph).graph))
+
+
+def _session_mapping_weights(
+    path: Path, graph: bytes, files: set[str], options: ort.SessionOptions, providers: list
+) -> ort.InferenceSession:
+    """A CPU session of ``graph`` (the graph at ``path`` edited) that maps its external weights
+    from their files, as a session of the file itself does: one loaded from bytes reads them into
+    the process (hundreds of MB at the OPUS-MT size, benchmarks/RESULTS.md, 18.1). The edited graph
+    is written, with hard links to the weight files (onnxruntime refuses symbolic ones), into a
+    directory beside them that is gone once it is loaded; where that cannot be written (a
+    read-only bundle), the weights are read."""
+    try:
+        with tempfile.TemporaryDirectory(prefix=".mt-graph-", dir=path.parent) as directory:
+            edited = Path(directory) / path.name
+            edited.write_bytes(graph)
+            for name in files:
+                os.link(path.parent / name, Path(directory) / name)
+            return ort.InferenceSession(str(edited), options, providers=providers)
+    except OSError as e:
+        log.debug("%s: the edited graph's weights are read, not mapped: %s", path, e)
+    options.add_session_config_entry(EXTERNAL_FOLDER, str(path.parent))
+    return ort.InferenceSession(graph, options, providers=providers)
+
+
 def load_decoder(path: Path, provider: str, config: RunnerConfig, *, shortlist: bool) -> ort.InferenceSession:
     """The session of the decoder-step graph at ``path`` as the engine runs it on ``provider``
-    (``decoder_graph``; on CUDA with the row inputs ``DeviceDecoder`` needs)."""
+    (``decoder_graph``; on CUDA with the row inputs ``DeviceDecoder`` needs, on the CPU as the row
+    pool runs it unless ``config.pool`` is off)."""
     mapped = provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
-    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, row_inputs=provider == "cuda")
+    pool = provider == "cpu" and config.pool
+    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, row_inputs=provider == "cuda", pool=pool)
     return load_session(path, provider, config, graph)
 
 
-def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False, row_inputs: bool = False) -> bytes | None:
+def decoder_graph(
+    path: Path, *, shortlist: bool, mapped: bool = False, row_inputs: bool = False, pool: bool = False
+) -> bytes | None:
     """The decoder-step graph at ``path`` as the engine runs it, serialized; None if that is the
     file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
     (``engine.top_k``); with ``shortlist``, a graph without the ``vocab_ids`` input gets it
     (``engine.shortlist``); with ``row_inputs``, the inputs by which the step picks its rows
-    (``engine.step_rows``).
+    (``engine.step_rows``); with ``pool``, the row pool's step (``engine.pool_graph``).
 
     ``mapped``: the session would map the graph's external weights from their files (a CPU session
     of the file itself). A graph edited only for its TopK is then left as it is: loaded from its
@@ -157,6 +208,9 @@ def decoder_graph(path: Path, *, shortlist: bool, mapped: bool = False, row_inpu
         edited = True
     if row_inputs:
         edited |= with_row_inputs(model)
+    if pool:
+        with_pool_inputs(model)
+        edited = True
     return model.SerializeToString() if edited else None
 
 
@@ -191,6 +245,7 @@ class Runner:
         self.device_id = config.device_id
         self.source_names = [output.name for output in self.encoder.get_outputs()]
         self.takes_vocab_ids = VOCAB_IDS in {i.name for i in self.decoder.get_inputs()}
+        self.pooled = POSITIONS in {i.name for i in self.decoder.get_inputs()}
 
     def encode(self, src_ids: np.ndarray) -> Encoded:
         """src_ids (B, S) int64, padded with pad id 0."""

@@ -16,7 +16,9 @@ and translates a list of texts in one call:
    each on its share of the threads (see ``TranslatorConfig.streams``);
    calls made at the same time (from several threads) share the streams one encoder pass or
    decoder step at a time, the least served call first (``engine.scheduler``), and a call whose
-   ``Cancellation`` is set stops at its next step with ``Cancelled``;
+   ``Cancellation`` is set stops at its next step with ``Cancelled``. With ``pool`` (CPU), every
+   sub-batch of every call is instead a search in one of ``streams`` row pools, which it joins
+   and leaves between steps (``engine.pool``, ``engine.pool_scheduler``);
 4. translations are detokenized and reassembled per text, in input order.
 
 A sentence's translation does not depend on what else is in the batch: rows are decoded
@@ -31,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -54,13 +56,15 @@ from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundl
 from engine.casing import ordinary_case
 from engine.constraints import GUIDES, Guide, SentenceConstraints
 from engine.cpus import available_cpus, default_threads
-from engine.decoder import Decoder, Step
+from engine.decoder import Decoder, Step, Steps, drive
 from engine.forced_decoding import Forced
 from engine.glossary import Glossary
 from engine.insets import Stripped, take_out, visible
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
+from engine.pool import PoolConfig, RowPool
+from engine.pool_scheduler import PoolScheduler, Timing
 from engine.replacement import Replacement, WordAttention, replaced
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
@@ -78,6 +82,7 @@ GLOSSARY_MIN_BEAM = 4
 # (service.runtime counts them): two guides, of GUIDES' four, suffice for most sentences, and one
 # that needs more runs on what the call's other sentences left.
 GLOSSARY_SEARCHES = 2
+_Results = list[list[beam_search.Hypothesis]]  # each sentence's hypotheses, best first
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,11 @@ class TranslatorConfig:
     max_batch_tokens: int = 4096  # padded source tokens per sub-batch
     warmup: bool = True
     weights_cache: Path | None = None  # engine.shared_weights: one copy of the weights per machine
+    # CPU: decode in a row pool per stream (engine.pool), which sub-batches join and leave between
+    # steps; off: each sub-batch decodes as one rectangle of rows. Off by default until the pool is
+    # at least as fast (benchmarks/RESULTS.md, section 21).
+    pool: bool = False
+    pool_rows: int = 128  # decoder rows a stream's pool decodes together at most
 
     def __post_init__(self) -> None:
         if self.max_batch_sentences < 1 or self.max_batch_tokens < 1:
@@ -257,13 +267,30 @@ class Translator:
             *graphs,
             DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size),
             RunnerConfig(
-                provider=config.provider, threads=config.threads_per_stream, weights_cache=config.weights_cache
+                provider=config.provider,
+                threads=config.threads_per_stream,
+                weights_cache=config.weights_cache,
+                pool=config.pool,
             ),
             shortlist=self.shortlist is not None,
         )
         check_graph(self.runner.encoder, "encoder", manifest, where=str(graphs[0]))
         check_graph(self.runner.decoder, "decoder", manifest, where=str(graphs[1]))
-        self.pool = ThreadPoolExecutor(config.streams, thread_name_prefix="decode") if config.streams > 1 else None
+        self.pools: list[PoolScheduler] | None = None
+        self.streams: ThreadPoolExecutor | None = None
+        if self.runner.pooled:  # a row pool per stream, each decoded by a thread of its own
+            shape = self.runner.shape
+            self.pools = [
+                PoolScheduler(
+                    RowPool(self.runner.decoder, shape, PoolConfig(rows=config.pool_rows)),
+                    self.runner.encode,
+                    pad_id=manifest.special_tokens.pad,
+                    name=f"mt-pool-{i}",
+                )
+                for i in range(config.streams)
+            ]
+        elif config.streams > 1:
+            self.streams = ThreadPoolExecutor(config.streams, thread_name_prefix="decode")
         self.scheduler = StepScheduler(config.streams)
         self.manifest = manifest
         self._sources = {lang.code: lang for lang in manifest.languages.source}
@@ -393,8 +420,10 @@ class Translator:
 
     def close(self) -> None:
         """Release the onnxruntime sessions; the translator cannot be used afterwards."""
-        if self.pool is not None:
-            self.pool.shutdown()
+        if self.streams is not None:
+            self.streams.shutdown()
+        for pool in self.pools or []:
+            pool.close()
         del self.runner
 
     # -- steps ------------------------------------------------------------------------------
@@ -497,64 +526,91 @@ class Translator:
         return Forced((*hypothesis.tokens[: len(pair.target_prefix)], *tokens), hypothesis.eos)
 
     def _run(self, jobs: list[_Job], call: _Call) -> None:
-        """Decode every job, ``streams`` at a time."""
-        calls = [call] * len(jobs)
-        timings = self.pool.map(self._decode_batch, jobs, calls) if self.pool else map(self._decode_batch, jobs, calls)
-        for job, (padded_tokens, encode_seconds, decode_seconds) in zip(jobs, timings, strict=True):
+        """Decode every job: all at once in the row pools, or (CUDA) ``streams`` at a time."""
+        if self.pools is None:
+            mapped = self.streams.map if self.streams else map
+            timings = list(mapped(self._decode_batch, jobs, [call] * len(jobs)))
+        else:
+            futures = [self._submit(job, call) for job in jobs]
+            timings = [self._decoded(job, call, *future.result()) for job, future in zip(jobs, futures, strict=True)]
+        for job, (encode_seconds, decode_seconds) in zip(jobs, timings, strict=True):
             call.stats.encode_seconds += encode_seconds
             call.stats.decode_seconds += decode_seconds
-            call.stats.sub_batches.append((len(job.sentences), padded_tokens))
+            width = max(len(s.ids) for s in job.sentences) + 1  # as pad_batch pads
+            call.stats.sub_batches.append((len(job.sentences), len(job.sentences) * width))
 
-    def _decode_batch(self, job: _Job, call: _Call) -> tuple[int, float, float]:
-        """Encode and search one sub-batch (or score its ``forced`` translations) with its glossary
-        terms placed as the job's guide says (None: without them), over the call's shortlist's
-        pieces for it if given (with what it must be able to write: EOS, the target language's tokens, those
-        terms); returns its padded source tokens, encode and decode seconds."""
-        batch, search, guide, pair = job.sentences, job.search, job.guide, call.pair
-        specials = self.manifest.special_tokens
-        src = pad_batch([s.ids for s in batch], specials.pad)  # (B, S)
+    def _submit(self, job: _Job, call: _Call) -> Future[tuple[object, Timing]]:
+        """Queue a job in the least loaded row pool."""
+        alignments, vocab_ids, steps = self._steps(job, call)
+        pools = self.pools
+        assert pools is not None
+        rows = sum(len(s.forced) for s in job.sentences) if job.forced else len(job.sentences) * job.search.beam_size
+        pool = min(pools, key=lambda p: p.load)
+        ids = [s.ids for s in job.sentences]
+        return pool.submit(ids, steps, rows=rows, task=call.task, alignments=alignments, vocab_ids=vocab_ids)
+
+    def _decoded(self, job: _Job, call: _Call, results: object, timing: Timing) -> tuple[float, float]:
+        self._keep(job, call, results)  # type: ignore[arg-type]
+        return timing.encode_seconds, timing.decode_seconds
+
+    def _decode_batch(self, job: _Job, call: _Call) -> tuple[float, float]:
+        """Encode and decode one job on the runner's own decoder state (CUDA), a turn per step;
+        returns its encode and decode seconds."""
+        src = pad_batch([s.ids for s in job.sentences], self.manifest.special_tokens.pad)  # (B, S)
         start = time.perf_counter()
         with call.task.turns() as turns:
             turns.next()
             encoded = self.runner.encode(src)
             encoded_at = time.perf_counter()
-            vocab_ids = None
-            if call.shortlist is not None:
-                must = [specials.eos, *pair.target_prefix, *job.pieces()]
-                vocab_ids = call.shortlist.for_batch([s.ids for s in batch], must)
-            # The attention shows the words a missed glossary term may replace, and where insets go back.
-            misses = guide is None and not job.forced and any(t.pieces for s in batch for t in s.terms)
-            if misses or any(s.stripped for s in batch):
-                search = replace(search, return_alignments=True)
-            # the decoder's attention also places constraints
-            alignments = search.return_alignments or (guide is not None and not guide.anywhere)
+            alignments, vocab_ids, steps = self._steps(job, call)
             decoder = _TurnTaking(self.runner.start(encoded, alignments=alignments, vocab_ids=vocab_ids), turns)
-            if job.forced:
-                results = forced_decoding.score(
-                    decoder,
-                    [s.forced for s in batch],
-                    bos_id=specials.bos,
-                    eos_id=specials.eos,
-                    prefix_length=len(pair.target_prefix),
-                    length_penalty=search.length_penalty,
-                )
-            else:
-                results = beam_search.search(
-                    decoder,
-                    [self._max_length(len(s.ids), call.max_length) for s in batch],
-                    search,
-                    bos_id=specials.bos,
-                    eos_id=specials.eos,
-                    forced_eos=self.manifest.decoding.forced_eos,
-                    prefixes=[pair.target_prefix] * len(batch),
-                    constraints=[s.constraints(guide) for s in batch] if guide is not None else None,
-                )
-        prefix = len(pair.target_prefix)
-        for s, hyps in zip(batch, results, strict=True):
+            self._keep(job, call, drive(steps, decoder))
+        return encoded_at - start, time.perf_counter() - encoded_at
+
+    def _steps(self, job: _Job, call: _Call) -> tuple[bool, np.ndarray | None, Steps[_Results]]:
+        """A job's search (or the scoring of its sentences' ``forced`` translations) with its
+        glossary terms placed as the job's guide says (None: without them), and what its decoder
+        must give it: attention, and the call's shortlist's pieces for it if given (with what it
+        must be able to write: EOS, the target language's tokens, those terms)."""
+        batch, search, guide, pair = job.sentences, job.search, job.guide, call.pair
+        specials = self.manifest.special_tokens
+        vocab_ids = None
+        if call.shortlist is not None:
+            must = [specials.eos, *pair.target_prefix, *job.pieces()]
+            vocab_ids = call.shortlist.for_batch([s.ids for s in batch], must)
+        # The attention shows the words a missed glossary term may replace, and where insets go back.
+        misses = guide is None and not job.forced and any(t.pieces for s in batch for t in s.terms)
+        if misses or any(s.stripped for s in batch):
+            search = replace(search, return_alignments=True)
+        # the decoder's attention also places constraints
+        alignments = search.return_alignments or (guide is not None and not guide.anywhere)
+        if job.forced:
+            steps = forced_decoding.score_steps(
+                [s.forced for s in batch],
+                bos_id=specials.bos,
+                eos_id=specials.eos,
+                prefix_length=len(pair.target_prefix),
+                length_penalty=search.length_penalty,
+            )
+        else:
+            steps = beam_search.search_steps(
+                [self._max_length(len(s.ids), call.max_length) for s in batch],
+                search,
+                bos_id=specials.bos,
+                eos_id=specials.eos,
+                forced_eos=self.manifest.decoding.forced_eos,
+                prefixes=[pair.target_prefix] * len(batch),
+                constraints=[s.constraints(guide) for s in batch] if guide is not None else None,
+            )
+        return alignments, vocab_ids, steps
+
+    def _keep(self, job: _Job, call: _Call, results: _Results) -> None:
+        """Give each of the job's sentences its hypotheses."""
+        prefix = len(call.pair.target_prefix)
+        for s, hyps in zip(job.sentences, results, strict=True):
             # An alternative that ends at once says nothing of a sentence with words; the best stays
             # what the search chose.
             s.hypotheses = hyps[:1] + [h for h in hyps[1:] if len(h.tokens) > prefix]
-        return src.size, encoded_at - start, time.perf_counter() - encoded_at
 
     def _sub_batches(self, sentences: list[_Sentence]) -> list[list[_Sentence]]:
         """Length-sorted runs of at most max_batch_sentences and max_batch_tokens padded tokens, and

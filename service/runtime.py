@@ -246,6 +246,7 @@ class Runtime:
             variant=None if s.variant == "auto" else s.variant,
             max_batch_sentences=s.max_batch_sentences,
             max_batch_tokens=s.max_batch_tokens,
+            pool=s.row_pool,
         )
         batcher = BatcherConfig(
             max_batch_sentences=s.max_batch_sentences,

@@ -79,6 +79,11 @@ class Settings(BaseSettings):
         description="Engine processes map one copy of each model's weights between them (CPU): onnxruntime's "
         "optimized graph, prepacked weights included, cached once per machine in `MT_DATA_DIR`/weights.",
     )
+    row_pool: bool = Field(
+        False,
+        description="CPU: the engine decodes in a pool of rows, which batches join and leave between decoder steps, "
+        "the self-attention cache written in place; false: each batch as one rectangle of rows.",
+    )
     max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
     max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")
     max_wait_ms: float = Field(

@@ -1,4 +1,5 @@
-"""The onnxruntime runner (engine/runner.py): provider choice and the two decoder-state paths.
+"""The onnxruntime runner (engine/runner.py): provider choice and the two rectangle decoder states
+(the exported step, whose cache is one rectangle; the row pool is tests/engine/test_pool.py's).
 
 The IO-binding path (``DeviceDecoder``) exists for CUDA; it runs here on the CPU device, with the
 decoder graph as CUDA loads it (``engine.step_rows``), and must give bitwise the same results as the
@@ -38,7 +39,7 @@ def runner(tiny_bundle: Path) -> Runner:
     bundle = load_bundle(tiny_bundle)
     d = bundle.manifest.dimensions
     shape = DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size)
-    return Runner(*bundle.graph_paths("fp32"), shape, RunnerConfig(provider="cpu", threads=1))
+    return Runner(*bundle.graph_paths("fp32"), shape, RunnerConfig(provider="cpu", threads=1, pool=False))
 
 
 def cuda_style_session(decoder: Path, *, shortlist: bool = False) -> ort.InferenceSession:
@@ -152,7 +153,8 @@ def runner_of(bundle_dir: Path, variant: str, *, shortlist: bool) -> Runner:
     bundle = load_bundle(bundle_dir)
     d = bundle.manifest.dimensions
     shape = DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size)
-    return Runner(*bundle.graph_paths(variant), shape, RunnerConfig(provider="cpu", threads=1), shortlist=shortlist)
+    config = RunnerConfig(provider="cpu", threads=1, pool=False)
+    return Runner(*bundle.graph_paths(variant), shape, config, shortlist=shortlist)
 
 
 def two_steps(

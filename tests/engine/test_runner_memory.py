@@ -22,7 +22,7 @@ def runner(tiny_bundle: Path) -> Runner:
     bundle = load_bundle(tiny_bundle)
     d = bundle.manifest.dimensions
     shape = DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size)
-    return Runner(*bundle.graph_paths("fp32"), shape, RunnerConfig(provider="cpu", threads=1))
+    return Runner(*bundle.graph_paths("fp32"), shape, RunnerConfig(provider="cpu", threads=1, pool=False))
 
 
 def decode(runner: Runner) -> tuple[list, bool]:

@@ -18,7 +18,7 @@ from engine import translator as translator_module
 from engine.api import TranslationOptions
 from engine.bundle import BundleError, load_bundle
 from engine.runner import RunnerError
-from engine.translator import Translator, TranslatorConfig, auto_streams, pad_batch
+from engine.translator import Translator, TranslatorConfig, auto_streams
 
 DATA = REPO.parent / "shared" / "data" / "multi30k"
 SHIPPED = REPO / "models" / "en-de"
@@ -134,25 +134,6 @@ def test_a_sentence_alone_and_in_mixed_batches_gives_identical_results(
         picked = rng.sample(range(len(texts)), size)
         batch = translator.translate_batch([texts[i] for i in picked], options).results
         assert [nbest(result) for result in batch] == [alone[i] for i in picked], f"batch of {size}"
-
-
-def test_padding_does_not_change_a_sentence_by_a_single_bit(translator: Translator) -> None:
-    """The property the batch invariance rests on (see translator.pad_batch): given at least one
-    padding position, more padding leaves the encoder and decoder outputs bitwise unchanged."""
-    rng = np.random.default_rng(0)
-    runner, vocab = translator.runner, translator.tokenizer.vocab_size
-    for length in range(2, 40):
-        sentence = [*rng.integers(4, vocab, length - 1).tolist(), 3]
-        outputs = []
-        for extra in (1, 2, 5, 64 - length):
-            encoded = runner.encode(pad_batch([sentence, [5, 3]], 0)[:, : length + extra])
-            decoder = runner.start(encoded, alignments=True)
-            decoder.select(np.array([0, 0, 1, 1]), None)  # two rows per sentence
-            steps = [decoder.step(np.array([2, 2, 2, 2]), 5), decoder.step(np.array([7, 8, 9, 10]), 5)]
-            rows = [o[:2] for step in steps for o in (step.log_probs, step.top_log_probs, step.attention)]
-            outputs.append([encoded.source["cross_k_0"][0, :, :length], *rows])
-        for other in outputs[1:]:
-            assert all(np.array_equal(a, b) for a, b in zip(outputs[0], other, strict=True)), length
 
 
 def test_text_handling_never_raises(translator: Translator) -> None:

@@ -1,0 +1,393 @@
+"""A pool of decoder rows: many searches, each with its own rows, decoded by one step at a time.
+
+Every search in the pool (a ``Member``: one sub-batch's beam search or forced decoding, written as
+``engine.decoder.Steps``) owns some of its rows and sentence slots. One step of the pool runs the
+decoder (the step graph as ``engine.pool_graph`` edits it) over every live row at once, whatever
+search it belongs to and however far along it is:
+
+- **Rows.** Each layer's self-attention keys and values are one preallocated buffer (R, H, W, Dh)
+  per layer, written in place: a step reads rows [0, N) as they lie and returns only the new
+  position's keys and values, which go in at each row's own length. Rows have their own lengths
+  and positions, so a search can join while others are halfway through theirs.
+- **Reordering.** A beam search's selection moves a row's cache only where its parent changed,
+  and only up to its length; rows that leave are filled by the last live rows, so live rows stay
+  packed in [0, N) and free capacity costs no compute.
+- **Slots.** A sentence's source side (cross-attention keys and values, (H, S, Dh) per layer, and
+  its mask) is written once, when its search joins, into a slot padded to the pool's source width
+  with the mask; any number of rows read a slot (a beam, or forced decoding's several
+  translations of one sentence).
+- **Widths.** The cache's W and the source's S grow by buckets when a row or sentence needs more
+  and shrink when the longest leaves, so a step's attention reads at most a bucket past the
+  longest live row. What a row reads past its own length weighs exactly 0, and W is a whole
+  number of buckets (``engine.pool_graph``): a sentence gets the same translation and scores
+  alone as beside any others (tests/engine/test_translator.py).
+
+The pool does no scheduling (``engine.pool_scheduler`` decides who joins and when) and no
+threading: it is driven by one thread.
+
+Shape legend: N live rows, R rows allocated, B a member's sentences, Bs live slots, H heads, W
+cached positions allocated, S source positions, Dh head size, L decoder layers, V vocabulary, C
+best tokens per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnxruntime as ort
+
+from engine.decoder import Selection, Step, StepRequest, Steps
+from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, SELF_BIAS, step_output
+from engine.runner import DecoderShape, Vocabulary, top_k
+from engine.shortlist import VOCAB_IDS
+
+NEG_INF = np.float32(-np.inf)
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    rows: int = 128  # rows decoded together at most; a member larger than that runs alone
+    width_bucket: int = 8  # cached positions are allocated by this many
+    source_bucket: int = 8  # and source positions
+
+
+@dataclass(eq=False)
+class Member:
+    """One search in the pool: its steps, and the rows and slots it holds."""
+
+    steps: Steps
+    source: dict[str, np.ndarray]  # its sentences as encoded: (B, H, S, Dh) per layer, src_mask (B, S)
+    alignments: bool  # it reads the step's cross-attention
+    vocab_ids: np.ndarray | None  # the shortlist it scores over; None: all V
+    on_done: Callable[[object, BaseException | None], None] | None = None  # its result, or what it raised
+    rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (n,) its rows in the pool
+    slots: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (B',) each sentence's slot
+    owned: list[int] = field(default_factory=list)  # the slots it filled
+    request: StepRequest | None = None  # its next step
+
+    @property
+    def source_width(self) -> int:
+        return self.source["src_mask"].shape[1]
+
+
+class RowPool:
+    """The rows and slots of every member, and the step that decodes them all (module docstring).
+    ``session``: the decoder step edited by ``engine.pool_graph.with_pool_inputs``."""
+
+    def __init__(self, session: ort.InferenceSession, shape: DecoderShape, config: PoolConfig) -> None:
+        self.session, self.shape, self.config = session, shape, config
+        self.members: list[Member] = []
+        self.cache_names = shape.names  # the layers' keys, then their values
+        self.step_names = [step_output(name) for name in self.cache_names]
+        self.cross_names = [i.name for i in session.get_inputs() if i.name.startswith("cross_")]
+        self.takes_vocab_ids = VOCAB_IDS in {i.name for i in session.get_inputs()}
+        self.n = 0  # live rows
+        self.n_slots = 0  # live slots
+        self.row_owner: list[Member | None] = []
+        self.slot_owner: list[Member | None] = []
+        self.lengths = np.zeros(0, dtype=np.int64)  # (R,) cached positions of each row
+        # One buffer for every layer's keys and values, so that moving a row is one copy: (2L, R, H, W, Dh)
+        self.cache = np.zeros((len(self.cache_names), 0, shape.heads, 0, shape.d_head), dtype=np.float32)
+        self.cross = np.zeros((len(self.cross_names), 0, shape.heads, 0, shape.d_head), dtype=np.float32)
+        self.src_mask = np.zeros((0, 0), dtype=bool)  # (Bs, S)
+        self._storage = np.empty(0, np.float32)  # the cache's memory, flat
+        self._spare = np.empty(0, np.float32)  # the memory the cache had before, reused when it fits
+        self._allocate_rows(0, self._width(1))
+        self._allocate_slots(0, config.source_bucket)
+
+    @property
+    def rows_held(self) -> int:
+        return self.n
+
+    @property
+    def width(self) -> int:
+        """W: cached positions allocated."""
+        return self.cache.shape[3]
+
+    @property
+    def source_width(self) -> int:
+        return self.src_mask.shape[1]
+
+    # -- joining and leaving ----------------------------------------------------------------
+
+    def join(self, member: Member) -> None:
+        """Give ``member`` a slot per sentence and a row per sentence, and its first request;
+        ``on_done`` is called at once if its steps end or fail before any step."""
+        sentences = member.source["src_mask"].shape[0]
+        width = member.source_width
+        if width > self.source_width:
+            self._allocate_slots(len(self.slot_owner), _round_up(width, self.config.source_bucket))
+        slots = self._take_slots(member, sentences)
+        self.cross[:, slots, :, :width] = np.stack([member.source[name] for name in self.cross_names])
+        self.src_mask[slots, :width] = member.source["src_mask"]
+        self.src_mask[slots, width:] = False
+        member.slots = slots
+        member.rows = self._take_rows(member, sentences)
+        self.members.append(member)
+        self._advance(member, None)
+
+    def remove(self, member: Member, error: BaseException) -> None:
+        """Stop ``member`` (cancelled): its rows and slots are freed, its steps closed."""
+        if member in self.members:
+            member.steps.close()
+            self._leave(member, None, error)
+
+    def _leave(self, member: Member, result: object, error: BaseException | None) -> None:
+        self.members.remove(member)
+        self._free_rows(member.rows)
+        self._free_slots(member.owned)
+        member.rows, member.slots, member.owned = member.rows[:0], member.slots[:0], []
+        self._shrink()
+        if member.on_done is not None:
+            member.on_done(result, error)
+
+    def _advance(self, member: Member, step: Step | None) -> None:
+        """Send ``member`` its step's outputs (None: start it) and take its next request."""
+        try:
+            request = next(member.steps) if step is None else member.steps.send(step)
+        except StopIteration as done:
+            self._leave(member, done.value, None)
+            return
+        except Exception as e:  # a search's own error fails its member, not the pool
+            self._leave(member, None, e)
+            return
+        member.request = request
+        if request.selection is not None:
+            self._select(member, request.selection)
+
+    # -- one step -----------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """Decode one step of every member's rows and hand each its outputs."""
+        members = list(self.members)  # each has its next request: members that end leave at once
+        if not members:
+            return
+        n = self.n
+        longest = int(self.lengths[:n].max(initial=0))
+        if longest + 1 > self.width:  # doubled: a row's growth copies the cache a few times, not every bucket
+            self._allocate_rows(len(self.lengths), max(self._width(longest + 1), 2 * self.width))
+        tokens = np.empty(n, dtype=np.int64)
+        requests = []
+        for m in members:
+            assert m.request is not None
+            tokens[m.rows] = m.request.tokens
+            requests.append(m.request)
+        candidates = max(r.candidates for r in requests)
+        full = any(r.full for r in requests)
+        alignments = any(m.alignments for m in members)
+        vocabulary = self._vocabulary(members)
+        feed = self._feed(tokens, top_k(candidates, vocabulary.width), vocabulary)
+        names = ["top_log_probs", "top_ids", *self.step_names] + ["alignment"] * alignments + ["log_probs"] * full
+        outputs = dict(zip(names, self.session.run(names, feed), strict=True))
+        new = np.stack([outputs[name][:, :, 0] for name in self.step_names], axis=1)  # (N, 2L, H, Dh)
+        self.cache[:, np.arange(n), :, self.lengths[:n]] = new
+        self.lengths[:n] += 1
+        log_probs = vocabulary.widen(outputs["log_probs"]) if full else None
+        # Each member's rows as the step saw them: a member that moves on may move others' rows.
+        stepped = [(m, m.rows.copy(), request) for m, request in zip(members, requests, strict=True)]
+        for m, r, request in stepped:
+            m.request = None
+            step = Step(
+                log_probs[r] if request.full and log_probs is not None else None,
+                outputs["top_log_probs"][r, : request.candidates],
+                outputs["top_ids"][r, : request.candidates],
+                outputs["alignment"][r, : m.source_width] if m.alignments else None,
+            )
+            self._advance(m, step)
+
+    def _vocabulary(self, members: list[Member]) -> Vocabulary:
+        """The pieces this step scores: the union of the members' shortlists, or all V if one
+        scores all."""
+        lists = [m.vocab_ids for m in members]
+        ids = None if any(v is None for v in lists) else np.unique(np.concatenate(lists))  # type: ignore[arg-type]
+        return Vocabulary(self.shape.vocab, ids, self.takes_vocab_ids)
+
+    def _feed(self, tokens: np.ndarray, candidates: np.ndarray, vocabulary: Vocabulary) -> dict[str, np.ndarray]:
+        n, lengths = self.n, self.lengths[: self.n]
+        # 0 on the new position (first) and each row's cached ones, -inf past its length
+        bias = np.where(np.arange(self.width + 1) <= lengths[:, None], np.float32(0), NEG_INF)
+        query_slots, row_slots = self._slot_layout()
+        feed = {
+            "tokens": tokens[:, None],
+            "candidates": candidates,
+            POSITIONS: lengths.copy(),
+            SELF_BIAS: bias,
+            QUERY_SLOTS: query_slots,
+            ROW_SLOTS: row_slots,
+            "src_mask": self.src_mask[: self.n_slots],
+        }
+        feed |= {name: self.cache[i, :n] for i, name in enumerate(self.cache_names)}
+        feed |= {name: self.cross[i, : self.n_slots] for i, name in enumerate(self.cross_names)}
+        return feed | vocabulary.feed()
+
+    def _slot_layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where each slot's queries come from and each row's answer goes: ``query_slots``
+        (Bs * R,), each slot's R rows, padded with row 0, and ``row_slots`` (N,). A member's rows
+        are shared out evenly among its sentences, in order (``engine.decoder.Decoder``'s
+        convention)."""
+        n = self.n
+        row_slot = np.empty(n, dtype=np.int64)
+        for m in self.members:
+            row_slot[m.rows] = np.repeat(m.slots, len(m.rows) // max(len(m.slots), 1))
+        counts = np.bincount(row_slot, minlength=self.n_slots)
+        # At least 2 queries a slot: a product with one row takes another kernel, which rounds
+        # differently, and a sentence's first step would depend on whether beams shared it.
+        R = max(2, int(counts.max(initial=1)))
+        order = np.argsort(row_slot, kind="stable")
+        starts = np.cumsum(counts) - counts
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - starts[row_slot[order]]
+        row_slots = row_slot * R + rank
+        query_slots = np.zeros(self.n_slots * R, dtype=np.int64)
+        query_slots[row_slots] = np.arange(n)
+        return query_slots, row_slots
+
+    # -- rows -------------------------------------------------------------------------------------
+
+    def _take_rows(self, member: Member, count: int) -> np.ndarray:
+        needed = self.n + count
+        if needed > len(self.lengths):
+            self._allocate_rows(max(needed, 2 * len(self.lengths)), self.width)
+        rows = np.arange(self.n, needed)
+        self.lengths[rows] = 0
+        self.cache[:, rows] = 0
+        self.row_owner[self.n : needed] = [member] * count
+        self.n = needed
+        return rows
+
+    def _select(self, member: Member, selection: Selection) -> None:
+        """Apply a search's selection to its rows: new row i continues old row ``rows[i]``. A row
+        continued once keeps its cache where it is; only a second (third...) continuation of a
+        row copies it, into a row no longer continued or a new one."""
+        old = member.rows
+        sources = old[selection.rows]  # (n',) the row each new row continues
+        order = np.argsort(sources, kind="stable")
+        repeated = np.zeros(len(sources), dtype=bool)
+        repeated[1:] = sources[order[1:]] == sources[order[:-1]]
+        copies = np.sort(order[repeated])  # new rows that continue a row an earlier one continues
+        continued = np.zeros(len(self.lengths), dtype=bool)
+        continued[sources] = True
+        spare = old[~continued[old]]  # rows nothing continues
+        if len(copies) > len(spare):
+            spare = np.concatenate([spare, self._take_rows(member, len(copies) - len(spare))])
+        rows = sources.copy()
+        if len(copies):
+            dst, src = spare[: len(copies)], sources[copies]
+            self._copy_rows(dst, src)
+            rows[copies] = dst
+        member.rows = rows
+        self._free_rows(spare[len(copies) :])
+        if selection.sentences is not None:
+            member.slots = member.slots[selection.sentences]
+            kept = set(member.slots.tolist())
+            unused = [s for s in member.owned if s not in kept]
+            member.owned = [s for s in member.owned if s in kept]
+            self._free_slots(unused)
+        self._shrink()
+
+    def _copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """Rows ``src``'s caches into rows ``dst``, up to their lengths."""
+        longest = int(self.lengths[src].max())
+        self.cache[:, dst, :, :longest] = self.cache[:, src, :, :longest]  # the right side is read first
+        self.lengths[dst] = self.lengths[src]
+
+    def _free_rows(self, rows: np.ndarray) -> None:
+        """Free ``rows``; the last live rows move into those below the new end."""
+        for r in rows:
+            self.row_owner[r] = None
+        end = self.n - len(rows)
+        holes = rows[rows < end]
+        movers = np.array([r for r in range(end, self.n) if self.row_owner[r] is not None], dtype=np.int64)
+        if len(holes):
+            self._copy_rows(holes, movers)
+            for hole, mover in zip(holes.tolist(), movers.tolist(), strict=True):
+                owner = self.row_owner[mover]
+                assert owner is not None
+                owner.rows[owner.rows == mover] = hole
+                self.row_owner[hole], self.row_owner[mover] = owner, None
+        self.n = end
+
+    def _allocate_rows(self, rows: int, width: int) -> None:
+        """Buffers of ``rows`` rows and ``width`` positions, the live rows' caches copied in. The
+        buffer given up is kept for the next one that fits in it: fresh memory costs a page
+        fault per page at its first use, more than the copy."""
+        shape = (self.cache.shape[0], rows, self.shape.heads, width, self.shape.d_head)
+        size = int(np.prod(shape))
+        storage = self._spare if self._spare.size >= size else np.empty(size, np.float32)
+        self._spare, self._storage = self._storage, storage
+        cache = storage[:size].reshape(shape)
+        keep = min(width, self.width)
+        cache[:, : self.n, :, :keep] = self.cache[:, : self.n, :, :keep]
+        cache[:, : self.n, :, keep:] = 0  # past a row's length: finite, so that its weight 0 makes it count 0
+        self.cache = cache
+        lengths = np.zeros(rows, dtype=np.int64)
+        lengths[: self.n] = self.lengths[: self.n]
+        self.lengths = lengths
+        self.row_owner = self.row_owner[: self.n] + [None] * (rows - self.n)
+
+    def _width(self, positions: int) -> int:
+        """The buffers' width for ``positions``: whole buckets (module docstring)."""
+        return _round_up(positions, self.config.width_bucket)
+
+    # -- slots ------------------------------------------------------------------------------------
+
+    def _take_slots(self, member: Member, count: int) -> np.ndarray:
+        needed = self.n_slots + count
+        if needed > len(self.slot_owner):
+            self._allocate_slots(max(needed, 2 * len(self.slot_owner)), self.source_width)
+        slots = np.arange(self.n_slots, needed)
+        self.slot_owner[self.n_slots : needed] = [member] * count
+        member.owned = slots.tolist()
+        self.n_slots = needed
+        return slots
+
+    def _free_slots(self, slots: list[int]) -> None:
+        """Free ``slots``; the last live slots move into those below the new end."""
+        for s in slots:
+            self.slot_owner[s] = None
+        end = self.n_slots - len(slots)
+        holes = [s for s in slots if s < end]
+        movers = [s for s in range(end, self.n_slots) if self.slot_owner[s] is not None]
+        if holes:
+            self.cross[:, holes] = self.cross[:, movers]
+            self.src_mask[holes] = self.src_mask[movers]
+        for hole, mover in zip(holes, movers, strict=True):
+            owner = self.slot_owner[mover]
+            assert owner is not None
+            owner.slots[owner.slots == mover] = hole
+            owner.owned = [hole if s == mover else s for s in owner.owned]
+            self.slot_owner[hole], self.slot_owner[mover] = owner, None
+        self.n_slots = end
+
+    def _allocate_slots(self, slots: int, width: int) -> None:
+        """Slots of ``width`` source positions, the live slots copied in."""
+        cross = np.zeros((self.cross.shape[0], slots, self.shape.heads, width, self.shape.d_head), dtype=np.float32)
+        src_mask = np.zeros((slots, width), dtype=bool)
+        keep = min(width, self.source_width)
+        cross[:, : self.n_slots, :, :keep] = self.cross[:, : self.n_slots, :, :keep]
+        src_mask[: self.n_slots, :keep] = self.src_mask[: self.n_slots, :keep]
+        self.cross, self.src_mask = cross, src_mask
+        self.slot_owner = self.slot_owner[: self.n_slots] + [None] * (slots - self.n_slots)
+
+    def _longest_source(self) -> int:
+        return max((m.source_width for m in self.members), default=0)
+
+    # -- shrinking ----------------------------------------------------------------------------
+
+    def _shrink(self) -> None:
+        """Give back the positions and source width the live rows no longer need, and rows and
+        slots allocated past twice the configured rows."""
+        needed = self._width(int(self.lengths[: self.n].max(initial=0)) + 1)
+        rows = len(self.lengths)
+        rows_wanted = max(self.config.rows, _round_up(self.n, self.config.rows))
+        if self.width > 2 * needed or rows > 2 * rows_wanted:
+            self._allocate_rows(min(rows, max(rows_wanted, self.n)), min(self.width, 2 * needed))
+        source_needed = _round_up(self._longest_source(), self.config.source_bucket)
+        if self.source_width > source_needed:
+            self._allocate_slots(len(self.slot_owner), source_needed)
+
+
+def _round_up(n: int, bucket: int) -> int:
+    return max(bucket, -(-n // bucket) * bucket)

@@ -1,0 +1,218 @@
+"""Iteration-level scheduling: between two steps of a row pool, searches leave and join.
+
+A ``PoolScheduler`` owns one ``engine.pool.RowPool`` and the thread that decodes it. Callers
+``submit`` searches (a sub-batch's source ids and its ``engine.decoder.Steps``) from any thread and
+wait for their results. Between two steps:
+
+1. searches whose call is cancelled (a request that timed out, a client that left) leave: their
+   rows and slots are free before the next step, and their callers get ``Cancelled``;
+2. queued searches join while the pool has room for their rows, the call with the least model
+   time so far first ("least attained service", as ``engine.scheduler`` hands out turns): a light
+   request arriving while a heavy one decodes joins at the next step with room, and is decoded
+   with it row by row. A search larger than the pool joins an empty pool; none is refused. The
+   sources of every search that joins at a boundary are encoded in one encoder run;
+3. one step decodes every live row, and each call is charged its rows' share of the step's time.
+
+A search that finishes leaves within the step that finished it, so its rows are free for the next
+joiner at once, and a caller's other searches go on.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.decoder import Steps
+from engine.pool import Member, RowPool
+from engine.runner import Encoded
+from engine.scheduler import Cancelled, Task
+
+Encoder = Callable[[np.ndarray], Encoded]
+
+
+@dataclass(eq=False)
+class _Queued:
+    ids: list[list[int]]  # the sentences' source ids
+    steps: Steps
+    rows: int  # the most rows it will hold at once
+    alignments: bool
+    vocab_ids: np.ndarray | None
+    task: Task
+    future: Future[tuple[object, Timing]]
+    order: int
+    encode_seconds: float = 0.0
+
+
+@dataclass
+class Timing:
+    """What a search cost: its share of the encoder run it joined with, and its time in the pool."""
+
+    encode_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+
+class PoolScheduler:
+    def __init__(self, pool: RowPool, encode: Encoder, *, pad_id: int, name: str = "mt-pool") -> None:
+        self.pool, self.encode, self.pad_id = pool, encode, pad_id
+        self._queue: list[_Queued] = []
+        self._tasks: dict[Member, Task] = {}
+        self._peaks: dict[Member, int] = {}  # rows a member will grow to at its first step
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def load(self) -> int:
+        """Rows held and queued: where the next search is best sent."""
+        with self._changed:
+            return self.pool.rows_held + sum(q.rows for q in self._queue)
+
+    def submit(
+        self,
+        ids: list[list[int]],
+        steps: Steps,
+        *,
+        rows: int,
+        task: Task,
+        alignments: bool = False,
+        vocab_ids: np.ndarray | None = None,
+    ) -> Future[tuple[object, Timing]]:
+        """Decode ``steps`` over the sentences ``ids`` (holding at most ``rows`` rows) in the pool.
+        The future's result is the steps' result and timing; its exception what the steps raise,
+        or ``Cancelled`` once ``task`` is."""
+        future: Future[tuple[object, Timing]] = Future()
+        queued = _Queued(ids, steps, rows, alignments, vocab_ids, task, future, next(self._order))
+        task.cancellation.on_set(self._wake)
+        with self._changed:
+            if self._closed:
+                raise RuntimeError("the pool is closed")
+            self._queue.append(queued)
+            self._changed.notify_all()
+        return future
+
+    def close(self) -> None:
+        """Finish what was submitted, then stop the thread."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        self._thread.join()
+
+    def _wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    # -- the thread -------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            self._serve()
+        except BaseException as e:  # a fault of the pool's own: no caller is left waiting for ever
+            with self._changed:
+                self._closed = True
+                queued, self._queue = self._queue, []
+            for member in list(self.pool.members):
+                if member.on_done is not None:
+                    member.on_done(None, e)
+            for q in queued:
+                q.future.set_exception(e)
+            raise
+
+    def _serve(self) -> None:
+        while True:
+            with self._changed:
+                while not (self._queue or self.pool.members or self._closed):
+                    self._changed.wait()
+                if self._closed and not (self._queue or self.pool.members):
+                    return
+                cancelled = [q for q in self._queue if q.task.cancellation.is_set()]
+                for q in cancelled:
+                    self._queue.remove(q)
+                joining = self._admit()
+            for q in cancelled:
+                q.future.set_exception(Cancelled("the translation was cancelled"))
+            for member, task in list(self._tasks.items()):
+                if task.cancellation.is_set():
+                    self.pool.remove(member, Cancelled("the translation was cancelled"))
+            if joining:
+                self._join(joining)
+            self._step()
+
+    def _admit(self) -> list[_Queued]:
+        """The queued searches that join now: by least attained service, while they fit."""
+        held = self.pool.rows_held + sum(self._peaks.values())
+        joining: list[_Queued] = []
+        for q in sorted(self._queue, key=lambda q: (q.task.attained_s, q.task.order, q.order)):
+            empty = not self.pool.members and not joining
+            if not empty and held + q.rows > self.pool.config.rows:
+                break  # no smaller search passes it: the largest would wait for ever
+            joining.append(q)
+            held += q.rows
+        for q in joining:
+            self._queue.remove(q)
+        return joining
+
+    def _join(self, joining: list[_Queued]) -> None:
+        """Encode the joiners' sentences in one run and give each its rows."""
+        ids = [s for q in joining for s in q.ids]
+        src = np.full((len(ids), max(map(len, ids)) + 1), self.pad_id, dtype=np.int64)  # engine.translator.pad_batch
+        for i, seq in enumerate(ids):
+            src[i, : len(seq)] = seq
+        start = time.perf_counter()
+        try:
+            encoded = self.encode(src).source
+        except Exception as e:
+            for q in joining:
+                q.future.set_exception(e)
+            return
+        seconds = (time.perf_counter() - start) / len(ids)
+        first = 0
+        for q in joining:
+            sentences = slice(first, first + len(q.ids))
+            first += len(q.ids)
+            width = max(map(len, q.ids)) + 1  # its own batch's width, as it would have been encoded alone
+            source = {name: value[sentences, ..., :width, :] for name, value in encoded.items() if name != "src_mask"}
+            source["src_mask"] = encoded["src_mask"][sentences, :width]
+            timing = Timing(encode_seconds=seconds * len(q.ids))
+            member = Member(q.steps, source, q.alignments, q.vocab_ids)
+            member.on_done = functools.partial(self._done, member, q, timing)
+            self._tasks[member] = q.task
+            self._peaks[member] = max(q.rows - len(q.ids), 0)
+            self.pool.join(member)
+
+    def _done(self, member: Member, q: _Queued, timing: Timing, result: object, error: BaseException | None) -> None:
+        """A member left the pool: finished, failed or cancelled."""
+        del self._tasks[member]
+        self._peaks.pop(member, None)
+        timing.decode_seconds = time.perf_counter() - timing.started
+        if error is not None:
+            q.future.set_exception(error)
+        else:
+            q.future.set_result((result, timing))
+
+    def _step(self) -> None:
+        """One step of the pool; each call is charged its rows' share of its time."""
+        charged = [(self._tasks[m], len(m.rows)) for m in self.pool.members]
+        if not charged:
+            return
+        start = time.perf_counter()
+        try:
+            self.pool.step()
+        except Exception as e:  # onnxruntime failed: the searches in the step fail, not the pool
+            for member in list(self.pool.members):
+                self.pool.remove(member, e)
+        self._peaks.clear()
+        seconds = time.perf_counter() - start
+        total = sum(n for _, n in charged) or 1
+        with self._changed:
+            for task, n in charged:
+                task.attained_s += seconds * n / total

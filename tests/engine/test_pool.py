@@ -1,0 +1,348 @@
+"""The row pool (engine/pool.py, engine/pool_graph.py, engine/pool_scheduler.py) on a real bundle.
+
+The pool's step is checked against the exported step (the rectangle cache), and searches in the
+pool against the same searches alone and on the rectangle decoder: joining while others run,
+sentences leaving, beams reordered, sources wider than a bucket, the pool full; then the
+scheduler's cancellation and its order of joining.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from engine import beam_search, forced_decoding
+from engine.beam_search import SearchOptions
+from engine.bundle import check_graph, load_bundle
+from engine.decoder import Steps
+from engine.forced_decoding import Forced
+from engine.pool import Member, PoolConfig, RowPool
+from engine.pool_graph import PoolGraphError, with_pool_inputs
+from engine.pool_scheduler import PoolScheduler
+from engine.runner import DecoderShape, Runner, RunnerConfig
+from engine.scheduler import Cancellation, Cancelled, StepScheduler
+from engine.translator import pad_batch
+
+BOS, EOS = 2, 3
+
+
+def runner_for(bundle: Path, variant: str = "fp32", *, pool: bool) -> Runner:
+    loaded = load_bundle(bundle)
+    d = loaded.manifest.dimensions
+    shape = DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size)
+    return Runner(*loaded.graph_paths(variant), shape, RunnerConfig(provider="cpu", threads=1, pool=pool))
+
+
+@pytest.fixture(scope="module")
+def pooled(tiny_bundle: Path) -> Runner:
+    return runner_for(tiny_bundle, pool=True)
+
+
+@pytest.fixture(scope="module")
+def rectangle(tiny_bundle: Path) -> Runner:
+    return runner_for(tiny_bundle, pool=False)
+
+
+def sentences(n: int, seed: int, longest: int = 30) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [[*rng.integers(4, 150, int(rng.integers(1, longest))).tolist(), EOS] for _ in range(n)]
+
+
+def searched(ids: Sequence[Sequence[int]], beam: int, *, alignments: bool = False) -> Steps:
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam, return_alignments=alignments)
+    return beam_search.search_steps([len(s) + 8 for s in ids], options, bos_id=BOS, eos_id=EOS)
+
+
+def member(
+    runner: Runner, ids: list[list[int]], steps: Steps, results: list, *, alignments: bool = False, width: int = 0
+) -> Member:
+    """A member of the pool for ``ids``, encoded with ``width`` source positions if more than
+    ``pad_batch`` gives; its result or error goes into ``results``."""
+    src = pad_batch(ids, 0)
+    source = runner.encode(np.pad(src, ((0, 0), (0, max(0, width - src.shape[1]))))).source
+    joined = Member(steps, source, alignments, None)
+    joined.on_done = lambda result, error: results.append(error if error is not None else result)
+    return joined
+
+
+def run(pool: RowPool, schedule: dict[int, list[Member]]) -> None:
+    """Step the pool until every member is done, each joining before the step its key says."""
+    step = 0
+    while pool.members or any(at >= step for at in schedule):
+        for joining in schedule.get(step, []):
+            pool.join(joining)
+        pool.step()
+        step += 1
+
+
+def alone(runner: Runner, ids: list[list[int]], beam: int, *, alignments: bool = False) -> list:
+    pool, results = RowPool(runner.decoder, runner.shape, PoolConfig()), []
+    run(pool, {0: [member(runner, ids, searched(ids, beam, alignments=alignments), results, alignments=alignments)]})
+    return results[0]
+
+
+def same(a: list[list[beam_search.Hypothesis]], b: list[list[beam_search.Hypothesis]], source: int = 0) -> bool:
+    """Bitwise the same hypotheses: tokens, scores and attention (its first ``source`` positions
+    if given: a source padded more has more)."""
+    for x, y in zip(a, b, strict=True):
+        for h, g in zip(x, y, strict=True):
+            if h.tokens != g.tokens or h.score != g.score:
+                return False
+            if (h.attention is None) != (g.attention is None):
+                return False
+            width = source or None
+            if h.attention is not None and not np.array_equal(h.attention[:, :width], g.attention[:, :width]):
+                return False
+    return True
+
+
+# -- the step graph ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_the_pool_step_computes_the_exported_step_over_ragged_rows(tiny_bundle: Path, variant: str) -> None:
+    """Rows at one position in a rectangle cache, and the same rows in a wider buffer, out of
+    order, one sentence with a single row: the same log-probabilities, new keys and attention."""
+    rect, pool = runner_for(tiny_bundle, variant, pool=False), runner_for(tiny_bundle, variant, pool=True)
+    check_graph(pool.decoder, "decoder", load_bundle(tiny_bundle).manifest, where="pool step")
+    shape = rect.shape
+    rng = np.random.default_rng(0)
+    source = rect.encode(pad_batch(sentences(3, 1), 0)).source
+    P, W, K = 5, 16, 2
+    N = 3 * K
+    names = shape.names
+    caches = {name: rng.standard_normal((N, shape.heads, P, shape.d_head)).astype(np.float32) for name in names}
+    tokens = rng.integers(4, shape.vocab, (N, 1))
+    feed = {"tokens": tokens, **caches, **source, "candidates": np.array([6])}
+    expected = dict(zip([o.name for o in rect.decoder.get_outputs()], rect.decoder.run(None, feed), strict=True))
+    order = np.array([5, 4, 3, 2, 0])  # sentence 2's rows swapped, sentence 0 with one row
+    buffers = {name: np.zeros((len(order), shape.heads, W, shape.d_head), np.float32) for name in names}
+    for name in names:
+        buffers[name][:, :, :P] = caches[name][order]
+        buffers[name][:, :, P:] = 7.0  # what lies past a row's length must not matter
+    bias = np.where(np.arange(W + 1) <= P, np.float32(0), np.float32(-np.inf))[None].repeat(len(order), 0)
+    pooled = {
+        "tokens": tokens[order],
+        **buffers,
+        **source,
+        "candidates": np.array([6]),
+        "positions": np.full(len(order), P),
+        "self_bias": bias,
+        "query_slots": np.array([4, 4, 3, 2, 1, 0]),  # slot 0's one row (twice), slot 1's and slot 2's two
+        "row_slots": np.array([5, 4, 3, 2, 0]),
+    }
+    got = dict(zip([o.name for o in pool.decoder.get_outputs()], pool.decoder.run(None, pooled), strict=True))
+    np.testing.assert_allclose(got["log_probs"], expected["log_probs"][order], atol=2e-5)
+    np.testing.assert_allclose(got["alignment"], expected["alignment"][order], atol=1e-6)
+    for name in names:
+        np.testing.assert_allclose(got[f"step_{name[5:]}"][:, :, 0], expected[f"new_{name}"][order][:, :, P], atol=1e-5)
+    assert np.array_equal(got["top_ids"], expected["top_ids"][order])
+
+
+def test_a_graph_the_edit_does_not_know_is_refused(tiny_bundle: Path) -> None:
+    model = onnx.load(str(load_bundle(tiny_bundle).graph_paths("fp32")[0]))  # the encoder
+    with pytest.raises(PoolGraphError, match="not an exported decoder step"):
+        with_pool_inputs(model)
+
+
+# -- searches in the pool ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_searches_joining_a_running_pool_get_what_they_get_alone(pooled: Runner, beam: int) -> None:
+    """Three searches join at steps 0, 3 and 7 (rows of other lengths and positions in flight, a
+    source wider than the others'): each gets bitwise what it gets alone in the pool, with its
+    attention, and what the rectangle decoder gives, token for token."""
+    batches = [sentences(5, 1), sentences(3, 2, longest=60), sentences(6, 3, longest=8)]
+    results: dict[int, list] = {i: [] for i in range(3)}
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
+    schedule = {
+        at: [member(pooled, ids, searched(ids, beam, alignments=True), results[i], alignments=True)]
+        for i, (at, ids) in enumerate(zip((0, 3, 7), batches, strict=True))
+    }
+    run(pool, schedule)
+    for i, ids in enumerate(batches):
+        assert same(results[i][0], alone(pooled, ids, beam, alignments=True)), i
+    assert pool.rows_held == 0 and pool.n_slots == 0
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_pool_translates_as_the_rectangle_decoder(pooled: Runner, rectangle: Runner, beam: int) -> None:
+    ids = sentences(16, 4)
+    in_pool = alone(pooled, ids, beam)
+    encoded = rectangle.encode(pad_batch(ids, 0))
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam)
+    on_rectangle = beam_search.search(
+        rectangle.start(encoded, alignments=False), [len(s) + 8 for s in ids], options, bos_id=BOS, eos_id=EOS
+    )
+    for pool_hyps, rect_hyps in zip(in_pool, on_rectangle, strict=True):
+        assert [h.tokens for h in pool_hyps] == [h.tokens for h in rect_hyps]
+        np.testing.assert_allclose([h.score for h in pool_hyps], [h.score for h in rect_hyps], atol=1e-4)
+
+
+def test_forced_decoding_in_the_pool_scores_as_alone(pooled: Runner) -> None:
+    """Several translations of one sentence read its one slot; scored beside a search, each gets
+    its score and attention as when scored alone."""
+    ids = sentences(2, 5)
+    translations = [[Forced((5, 6, 7)), Forced((8, 9), eos=False), Forced(())], [Forced((10, 11, 12, 13))]]
+
+    def scoring() -> Steps:
+        return forced_decoding.score_steps(translations, bos_id=BOS, eos_id=EOS, prefix_length=0, length_penalty=1.0)
+
+    together: list = []
+    beside: list = []
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig())
+    others = sentences(4, 6)
+    schedule = {
+        0: [member(pooled, others, searched(others, 4), beside)],
+        2: [member(pooled, ids, scoring(), together, alignments=True)],
+    }
+    run(pool, schedule)
+    first: list = []
+    fresh = RowPool(pooled.decoder, pooled.shape, PoolConfig())
+    run(fresh, {0: [member(pooled, ids, scoring(), first, alignments=True)]})
+    assert same(together[0], first[0])
+    assert [len(t) for t in together[0]] == [3, 1]
+
+
+def test_padding_does_not_change_a_sentence_by_a_single_bit(pooled: Runner) -> None:
+    """The property batch invariance rests on: with at least one padding position, more padding
+    of the source, and a wider cache (more cached positions masked), leave a sentence's outputs
+    bitwise unchanged."""
+    rng = np.random.default_rng(0)
+    for length in range(2, 40, 3):
+        sentence = [*rng.integers(4, 150, length - 1).tolist(), EOS]
+        outputs = []
+        for extra in (1, 2, 5, 64 - length):
+            pool, results = RowPool(pooled.decoder, pooled.shape, PoolConfig(width_bucket=8 * (1 + extra % 3))), []
+            ids = [sentence, [5, 3]]
+            steps = searched(ids, 2, alignments=True)
+            run(pool, {0: [member(pooled, ids, steps, results, alignments=True, width=length + extra)]})
+            outputs.append(results[0][0])
+        for other in outputs[1:]:
+            assert same([outputs[0]], [other], source=length), length
+
+
+def test_a_full_pool_queues_searches_and_a_failing_search_fails_alone(pooled: Runner) -> None:
+    """More rows than the pool holds: every search is decoded, none refused; a search whose
+    steps raise fails its own caller only."""
+    scheduler = PoolScheduler(
+        RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16)), pooled.encode, pad_id=0, name="test-pool"
+    )
+    tasks = StepScheduler()
+    try:
+        with tasks.task() as task:
+            batches = [sentences(4, seed) for seed in range(6)]  # 16 rows each at beam 4
+            futures = [scheduler.submit(ids, searched(ids, 4), rows=16, task=task) for ids in batches]
+            mismatched = beam_search.search_steps([3], SearchOptions(), bos_id=BOS, eos_id=EOS, prefixes=[[5], [6]])
+            broken = scheduler.submit([[5, 3]], mismatched, rows=4, task=task)
+            for ids, future in zip(batches, futures, strict=True):
+                result, timing = future.result(timeout=60)
+                assert same(result, alone(pooled, ids, 4))  # type: ignore[arg-type]
+                assert timing.decode_seconds > 0
+            with pytest.raises(ValueError, match="2 prefixes for 1 sentences"):
+                broken.result(timeout=60)
+    finally:
+        scheduler.close()
+    assert scheduler.pool.rows_held == 0
+
+
+def test_a_cancelled_call_leaves_at_the_next_step_and_others_go_on(pooled: Runner) -> None:
+    scheduler = PoolScheduler(RowPool(pooled.decoder, pooled.shape, PoolConfig()), pooled.encode, pad_id=0)
+    tasks = StepScheduler()
+    long = [[*range(4, 60), EOS]] * 4
+    try:
+        with tasks.task() as doomed, tasks.task() as kept:
+            endless = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
+            stopped = scheduler.submit(long, endless, rows=16, task=doomed)
+            ids = sentences(3, 9)
+            other = scheduler.submit(ids, searched(ids, 4), rows=12, task=kept)
+            doomed.cancellation.set()
+            with pytest.raises(Cancelled):
+                stopped.result(timeout=60)
+            assert same(other.result(timeout=60)[0], alone(pooled, ids, 4))  # type: ignore[arg-type]
+    finally:
+        scheduler.close()
+    assert scheduler.pool.rows_held == 0
+
+
+def test_the_least_served_call_joins_first(pooled: Runner) -> None:
+    """A heavy call's searches wait for room; a light call submitted after them joins before the
+    heavy call's next one, since it has had no model time yet."""
+    joined: list[str] = []
+    scheduler = PoolScheduler(RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16)), pooled.encode, pad_id=0)
+    original = scheduler.pool.join
+
+    def recording(m: Member) -> None:
+        joined.append(names[id(m.steps)])
+        original(m)
+
+    scheduler.pool.join = recording  # type: ignore[method-assign]
+    tasks = StepScheduler()
+    names: dict[int, str] = {}
+    try:
+        with tasks.task() as heavy, tasks.task(Cancellation()) as light:
+            futures = []
+            for i in range(3):
+                ids = sentences(4, 20 + i, longest=40)
+                steps = searched(ids, 4)
+                names[id(steps)] = f"heavy-{i}"
+                futures.append(scheduler.submit(ids, steps, rows=16, task=heavy))
+            heavy.attained_s += 1.0  # as if it had run a while
+            ids = sentences(1, 30)
+            steps = searched(ids, 4)
+            names[id(steps)] = "light"
+            futures.append(scheduler.submit(ids, steps, rows=4, task=light))
+            for future in futures:
+                future.result(timeout=60)
+    finally:
+        scheduler.close()
+    assert joined.index("light") < joined.index("heavy-2")
+
+
+# -- the translator and the service on the pool -----------------------------------------------
+
+
+def test_the_translator_on_the_pool_translates_as_on_rectangles(tiny_bundle: Path) -> None:
+    """Alternatives, alignments, a glossary and markup, through both paths: the same texts; and
+    on the pool, a sentence alone and in a batch of mixed lengths gets bitwise the same result."""
+    from engine.api import TranslationOptions
+    from engine.glossary import Glossary, Term
+    from engine.translator import Translator, TranslatorConfig
+
+    words = ["a", "the", "man", "woman", "dog", "cat", "child", "red", "big", "runs", "sits", "plays", "in", "park"]
+    rng = np.random.default_rng(3)
+    texts = [" ".join(rng.choice(words, int(rng.integers(1, 30)))).capitalize() + "." for _ in range(24)]
+    configs = {
+        pool: TranslatorConfig(model_dir=tiny_bundle, provider="cpu", threads=1, pool=pool) for pool in (True, False)
+    }
+    translators = {pool: Translator(config) for pool, config in configs.items()}
+    glossary = Glossary((Term("dog", "Hund"),))
+    cases = [
+        TranslationOptions(beam_size=4, num_hypotheses=3, return_alignments=True),
+        TranslationOptions(beam_size=1),
+        TranslationOptions(beam_size=4, glossary=glossary),
+        TranslationOptions(beam_size=2, format="html"),
+    ]
+    try:
+        for options in cases:
+            batch = texts if options.format == "text" else [f"<p>{t} <b>{t}</b></p>" for t in texts[:6]]
+            results = {pool: t.translate_batch(batch, options).results for pool, t in translators.items()}
+            for on_pool, on_rectangles in zip(results[True], results[False], strict=True):
+                assert [h.text for h in on_pool.hypotheses] == [h.text for h in on_rectangles.hypotheses]
+                assert (on_pool.alignment is None) == (on_rectangles.alignment is None)
+        pool = translators[True]
+        options = TranslationOptions(beam_size=4, num_hypotheses=2)
+        together = pool.translate_batch(texts, options).results
+        for text, result in zip(texts, together, strict=True):
+            alone_result = pool.translate_batch([text], options).results[0]
+            assert [(h.text, h.score) for h in alone_result.hypotheses] == [
+                (h.text, h.score) for h in result.hypotheses
+            ]
+    finally:
+        for translator in translators.values():
+            translator.close()
