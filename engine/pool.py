@@ -92,8 +92,6 @@ class RowPool:
         self.cache = np.zeros((len(self.cache_names), 0, shape.heads, 0, shape.d_head), dtype=np.float32)
         self.cross = np.zeros((len(self.cross_names), 0, shape.heads, 0, shape.d_head), dtype=np.float32)
         self.src_mask = np.zeros((0, 0), dtype=bool)  # (Bs, S)
-        self._storage = np.empty(0, np.float32)  # the cache's memory, flat
-        self._spare = np.empty(0, np.float32)  # the memory the cache had before, reused when it fits
         self._allocate_rows(0, self._width(1))
         self._allocate_slots(0, config.source_bucket)
 
@@ -310,14 +308,8 @@ class RowPool:
         self.n = end
 
     def _allocate_rows(self, rows: int, width: int) -> None:
-        """Buffers of ``rows`` rows and ``width`` positions, the live rows' caches copied in. The
-        buffer given up is kept for the next one that fits in it: fresh memory costs a page
-        fault per page at its first use, more than the copy."""
-        shape = (self.cache.shape[0], rows, self.shape.heads, width, self.shape.d_head)
-        size = int(np.prod(shape))
-        storage = self._spare if self._spare.size >= size else np.empty(size, np.float32)
-        self._spare, self._storage = self._storage, storage
-        cache = storage[:size].reshape(shape)
+        """Buffers of ``rows`` rows and ``width`` positions, the live rows' caches copied in."""
+        cache = np.empty((self.cache.shape[0], rows, self.shape.heads, width, self.shape.d_head), dtype=np.float32)
         keep = min(width, self.width)
         cache[:, : self.n, :, :keep] = self.cache[:, : self.n, :, :keep]
         cache[:, : self.n, :, keep:] = 0  # past a row's length: finite, so that its weight 0 makes it count 0
