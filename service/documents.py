@@ -42,7 +42,7 @@ from engine.documents import (
 )
 from engine.documents.base import Format
 from engine.heap import release_memory
-from engine.markup import plain_text
+from engine.markup import MarkupError, plain_text
 from service.errors import InternalError, InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
 from service.runtime import JobGlossary, Runtime, TranslationJob, prefer_served
 
@@ -269,11 +269,13 @@ def plain_texts(texts: Sequence[str], format: Format) -> Iterator[str]:
 def _read_in_child(data: bytes, filename: str, max_bytes: int, max_texts: int) -> ReadDocument | _Unreadable:
     try:
         document = read_document(data, filename, max_bytes=max_bytes, max_texts=max_texts)
+        chars = sum(map(len, plain_texts(document.texts, document.format)))
     except DocumentError as e:
         if _exhausted(e):
             raise
         return _unreadable(e)
-    chars = sum(map(len, plain_texts(document.texts, document.format)))
+    except MarkupError as e:  # a text the reader built that markup cannot hold (emphasis nested past its limit)
+        return _unreadable(MalformedDocument(f"a text of the file: {e}", e.line, e.column))
     read = ReadDocument(document.texts, document.format, document.media_type, chars)
     del document
     release_memory()  # the parsed tree's: the process stays for the next document

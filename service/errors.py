@@ -28,10 +28,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from engine.picklable import Picklable
+
 log = logging.getLogger(__name__)
 
 
-class ServiceError(Exception):
+class ServiceError(Picklable, Exception):
     """Base class: an expected failure with an HTTP status and a stable error type."""
 
     status: int = 500

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Literal
 
 from engine.glossary import BuiltGlossaries, Glossary, Term
 from engine.languages import UnsupportedLanguage
+from engine.picklable import Picklable
 
 if TYPE_CHECKING:
     from engine.repository import Router
@@ -93,7 +94,7 @@ CREATE TABLE IF NOT EXISTS entries (
 """
 
 
-class InvalidEntries(ValueError):
+class InvalidEntries(Picklable, ValueError):
     """Entries that cannot make a glossary (DeepL answers 400); ``entry`` is the line or row of a
     TSV or CSV text that is wrong (from 1), where one is."""
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from engine.picklable import Picklable
+
 T = TypeVar("T")
 
 # How a document's texts must be translated (``engine.api.TranslationOptions.format``): plain text,
@@ -26,7 +28,7 @@ class DocumentError(ValueError):
     """The file cannot be read as a document of its format (corrupt, not UTF-8, ...)."""
 
 
-class MalformedDocument(DocumentError):
+class MalformedDocument(Picklable, DocumentError):
     """Markup in the file that cannot be translated with its tags in place, and where (1-based)."""
 
     def __init__(self, message: str, line: int, column: int) -> None:
@@ -43,7 +45,7 @@ class DocumentTooLarge(DocumentError):
     """The document's content, decompressed, takes more bytes than its reader was allowed."""
 
 
-class TooManyTexts(DocumentTooLarge):
+class TooManyTexts(Picklable, DocumentTooLarge):
     """The document holds more texts to translate than its reader was allowed (``limit``)."""
 
     def __init__(self, limit: int, message: str | None = None) -> None:

@@ -27,6 +27,8 @@ from html.parser import HTMLParser
 from typing import Literal
 from xml.parsers import expat
 
+from engine.picklable import Picklable
+
 MarkupFormat = Literal["html", "xml"]
 
 VOID_NAMES = "area base br col embed hr img input link meta param source track wbr keygen"
@@ -60,7 +62,7 @@ MAX_DEPTH = 256  # elements open at once: the tree is walked recursively
 NEWLINE = re.compile("\n")
 
 
-class MarkupError(ValueError):
+class MarkupError(Picklable, ValueError):
     """Markup that cannot be translated with its tags in place: what is wrong, and where (1-based)."""
 
     def __init__(self, message: str, line: int, column: int) -> None:
@@ -69,7 +71,7 @@ class MarkupError(ValueError):
         self.column = column
 
 
-class TooManyNodes(ValueError):
+class TooManyNodes(Picklable, ValueError):
     """The tree reached more nodes than its parse was allowed (``limit``), by ``line``."""
 
     def __init__(self, limit: int, line: int) -> None:
@@ -132,6 +134,9 @@ class _TreeBuilder:
         # HTML's void elements and implied end tags mean nothing in XML, where expat reports every
         # end: applied there, an element named br or p would be closed twice and lose the markup after it.
         self.html = html
+        # The pieces of each text node made of several tokens, joined once at the end: a node grown
+        # token by token ("< " after "< ") copied itself at each, quadratic in its length.
+        self._pieces: dict[int, tuple[Text, list[str], list[str]]] = {}
 
     @property
     def current(self) -> Element:
@@ -140,8 +145,10 @@ class _TreeBuilder:
     def text(self, source: str, text: str) -> None:
         children = self.current.children
         if children and isinstance(children[-1], Text):
-            children[-1].source += source
-            children[-1].text += text
+            last = children[-1]
+            _, sources, texts = self._pieces.setdefault(id(last), (last, [last.source], [last.text]))
+            sources.append(source)
+            texts.append(text)
         else:
             self._add(Text(source, text))
 
@@ -187,6 +194,8 @@ class _TreeBuilder:
             if element.name not in OPTIONAL_END:
                 where = f"line {element.line}, column {element.column}"
                 raise MarkupError(f"<{element.name}> at {where} is never closed", element.line, element.column)
+        for node, sources, texts in self._pieces.values():
+            node.source, node.text = "".join(sources), "".join(texts)
         return self.root.children
 
 
@@ -308,11 +317,25 @@ def _unterminated(kind: str, source: str, written: str) -> str | None:
     return "declaration or processing instruction" if after in ("!", "?") else None
 
 
+def _construct_at(markup: str, line: int, offset: int) -> tuple[int, int]:
+    """Line and column (1-based) of the ``<`` that opens the construct html.parser stopped in, at
+    ``line``, ``offset`` (its position, 1-based line, 0-based offset)."""
+    line_start = 0
+    for _ in range(line - 1):
+        line_start = markup.index("\n", line_start) + 1
+    opening = markup.rfind("<", 0, line_start + offset + 1)
+    return markup.count("\n", 0, opening) + 1, opening - (markup.rfind("\n", 0, opening) + 1) + 1
+
+
 def _parse_html(markup: str, max_nodes: int | None) -> list[Node]:
     tokens = _HTMLTokens(markup, max_nodes)
-    tokens.feed(markup)
-    tokens.check_tail()
-    tokens.close()
+    try:
+        tokens.feed(markup)
+        tokens.check_tail()
+        tokens.close()
+    except AssertionError as e:  # html.parser's own check of a construct it cannot read ("<![ ")
+        line, column = _construct_at(markup, *tokens.getpos())
+        raise MarkupError(f"unreadable markup at line {line}, column {column}: {e}", line, column) from None
     tokens._flush(len(markup))
     return tokens.tree.finish()
 

@@ -132,6 +132,9 @@ def test_a_word_nobody_aligned_to_keeps_its_tag_next_to_its_neighbour() -> None:
         ("html", "<p>Shown <!-- hidden -- > still hidden</p>", "unterminated comment at line 1, column 10"),
         ("html", "<p>Shown <![CDATA[ hidden</p>", "unterminated CDATA section at line 1, column 10"),
         ("html", "<p>Shown <? hidden", "unterminated declaration or processing instruction at line 1, column 10"),
+        ("html", "<p>A dog.</p><![<![x", "unreadable markup at line 1, column 17"),
+        ("html", "<p>A dog.</p>\n<![ ]]>", "unreadable markup at line 2, column 1"),
+        ("html", "<![-x]>", "unreadable markup at line 1, column 1"),
         ("xml", "<p>Shown <!-- hidden</p>", "malformed XML at line 1, column 10: unclosed token"),
         ("xml", "<p>Shown <![CDATA[ hidden</p>", "malformed XML at line 1, column"),
         ("html", "<p>a</br>", "</br> at line 1, column 5: <br> is a void element"),
@@ -255,3 +258,12 @@ def test_each_line_s_translation_stays_on_its_side_of_the_br_whatever_the_word_o
 )
 def test_xml_elements_named_like_html_void_or_optional_end_ones_keep_every_character(markup: str) -> None:
     assert "".join(node.source for node in parse(markup, "xml")) == markup
+
+
+def test_a_text_of_many_tokens_is_one_node_holding_all_of_them() -> None:
+    """400,000 "< " after a paragraph are as many tokens of text: one node, its pieces joined once
+    (joined token by token, the parse took a minute of the document process)."""
+    markup = "<p>A dog runs.</p>" + "< " * 400_000
+    nodes = parse(markup, "html")
+    assert len(nodes) == 2 and nodes[1].source == "< " * 400_000
+    assert "".join(node.source for node in nodes) == markup

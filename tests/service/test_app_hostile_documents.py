@@ -149,3 +149,15 @@ def test_the_document_limit_is_a_setting_for_every_format(start_service: StartSe
         error = assert_error(upload(c, "notes.txt", b"A dog runs.\n" * 200), 413, "payload_too_large")
         assert error["message"] == "file: the file is 2400 bytes of text; the limit is 2048 (MT_MAX_DOCUMENT_BYTES)"
         assert upload(c, "notes.txt", b"A dog runs.\n").status_code == 200
+
+
+def test_markdown_emphasis_past_the_nesting_limit_is_a_4xx_and_the_next_file_is_translated(
+    client: httpx.Client,
+) -> None:
+    """1 KB of Markdown whose emphasis nests past the markup limit: the error raised in the
+    document process came back as a 500 (it could not be unpickled) and broke the process."""
+    hostile = upload(client, "stars.md", ("*" * 514 + "a" + "*" * 514).encode())
+    assert 400 <= hostile.status_code < 500, hostile.text
+    assert hostile.json()["error"]["type"] != "internal_error"
+    after = upload(client, "plain.md", b"A dog runs in the park.\n")
+    assert after.status_code == 200, after.text

@@ -37,6 +37,7 @@ def test_xml_comes_back_with_its_elements(client: httpx.Client) -> None:
         ("<p>A <b>dog</p>", "html", "text 1: malformed HTML: </p> at line 1, column 12 closes <p> while <b>"),
         ("<p>A dog", "xml", "malformed XML at line 1, column"),
         ("<p>A <b", "html", "unterminated tag at line 1, column 6"),
+        ("<p>A dog.</p><![<![x", "html", "unreadable markup at line 1, column 17"),
     ],
 )
 def test_malformed_markup_is_a_422_that_says_what_and_where(
@@ -54,6 +55,18 @@ def test_plain_text_is_not_read_as_markup(client: httpx.Client) -> None:
 
 def test_an_unknown_format_is_a_422(client: httpx.Client) -> None:
     assert_error(translate(client, "x", "pdf"), 422, "invalid_request")
+
+
+def test_unreadable_html_is_a_4xx_on_libretranslate_and_as_a_file(client: httpx.Client) -> None:
+    """21 bytes that html.parser refuses with an AssertionError: a 4xx in each API's shape, never a 500."""
+    markup = "<p>A dog.</p><![<![x"
+    body = {"q": markup, "source": "en", "target": "de", "format": "html", "api_key": API_KEYS[0]}
+    libre = client.post("/translate", json=body)
+    assert libre.status_code == 400 and "unreadable markup" in libre.json()["error"], libre.text
+    upload = client.post(
+        "/v1/translate_file", files={"file": ("page.html", markup.encode())}, data={"target_lang": "de"}
+    )
+    assert 400 <= upload.status_code < 500 and "unreadable markup" in upload.text, upload.text
 
 
 def test_libretranslate_format_html_keeps_tags_as_json_and_as_a_form(client: httpx.Client) -> None:

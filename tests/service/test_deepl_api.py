@@ -356,6 +356,8 @@ def test_errors_in_deepl_shape(native: httpx.Client) -> None:
         ),
         ({"json": {"text": ["a"] * 9, "target_lang": "DE"}}, 413),
         ({"json": {"text": ["<p>a</b>"], "target_lang": "DE", "tag_handling": "xml"}}, 400),
+        # html.parser's own assertion on a "<![" it cannot read: was a 500
+        ({"json": {"text": ["<p>A dog.</p><![<![x"], "target_lang": "DE", "tag_handling": "html"}}, 400),
         # a variant DeepL does not name is no language, not its prefix's
         ({"json": {"text": [TEXT], "target_lang": "DE-XX"}}, 400),
         ({"json": {"text": [TEXT], "target_lang": "DE-"}}, 400),
