@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sqlite3
 import time
 import unicodedata
@@ -53,6 +54,7 @@ MAX_TERM_CHARS = 1024
 # Every listing of a key's glossaries carries their names: unbounded, 1,000 names of a request's
 # megabyte each made one listing a gigabyte.
 MAX_NAME_CHARS = 200
+MAX_ID_CHARS = 36  # a glossary's id: a UUID
 # A glossary's terms are looked up in every text it translates, and it is built (checked and
 # indexed) once per change: 10,000 keep both within milliseconds.
 MAX_ENTRIES = 10_000
@@ -67,6 +69,8 @@ DEEPL_VARIANTS = frozenset({"en-gb", "en-us", "pt-br", "pt-pt", "zh-hans", "zh-h
 # Put into a translation, a term's bidirectional override or isolate would reorder the text that
 # follows it on screen ("Trojan Source"); the marks (LRM, RLM) that right-to-left terms need are
 # not among them.
+# Characters of no width that spell nothing: soft hyphen, zero-width space, word joiner, BOM.
+ZERO_WIDTH = re.compile("[\u00ad\u200b\u2060\ufeff]")
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 EntriesFormat = Literal["tsv", "csv"]
 Side = Literal["source", "target"]
@@ -212,24 +216,38 @@ def checked(terms: Sequence[Term]) -> Glossary:
         raise InvalidEntries("entries: a glossary needs at least one entry")
     if len(terms) > MAX_ENTRIES:
         raise InvalidEntries(f"entries: {len(terms)} entries; a glossary has at most {MAX_ENTRIES}")
-    stripped = tuple(Term(_term(i, t.source), _term(i, t.target), t.case_sensitive) for i, t in enumerate(terms))
+    stripped = tuple(
+        Term(_term(i, t.source, source=True), _term(i, t.target, source=False), t.case_sensitive)
+        for i, t in enumerate(terms)
+    )
     try:
         return Glossary(stripped)
     except ValueError as e:  # the engine names the term: "term 3: duplicate source term 'Dog' (as term 1)"
         raise InvalidEntries(f"entries: {e}") from None
 
 
-def _term(index: int, value: str) -> str:
-    term = value.strip()
+def _term(index: int, value: str, *, source: bool) -> str:
+    """A term stripped, its zero-width characters taken out (the text a term is found in has none:
+    with one, the term never matched); InvalidEntries if it cannot be a term."""
+    term = ZERO_WIDTH.sub("", value).strip()
     if not term:
         raise InvalidEntries(f"entries: term {index}: empty term")
     if len(term) > MAX_TERM_CHARS:
         raise InvalidEntries(f"entries: term {index}: a term has more than {MAX_TERM_CHARS} characters")
-    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in term):
-        raise InvalidEntries(f"entries: term {index}: a term contains a control character or a line break")
-    if any(c in BIDI_CONTROLS for c in term):
-        raise InvalidEntries(f"entries: term {index}: a term contains a bidirectional embedding, override or isolate")
+    _refuse_unprintable(f"entries: term {index}: a term", term)
+    if source and not any(c.isalnum() for c in term):
+        # "-" or "." would be found between any two words and put its target there
+        raise InvalidEntries(f"entries: term {index}: a source term needs a letter or a digit, not only {term!r}")
     return term
+
+
+def _refuse_unprintable(what: str, value: str) -> None:
+    """InvalidEntries if ``value`` has a control character, a line break or a bidirectional
+    embedding, override or isolate (which would turn the text around it in every listing)."""
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
+        raise InvalidEntries(f"{what} contains a control character or a line break")
+    if any(c in BIDI_CONTROLS for c in value):
+        raise InvalidEntries(f"{what} contains a bidirectional embedding, override or isolate")
 
 
 def merged(current: Sequence[Term], changes: Sequence[Term], remove: Sequence[str] = ()) -> list[Term]:
@@ -431,7 +449,14 @@ def _create_or_migrate(db: sqlite3.Connection) -> None:
 def _name(name: str) -> str:
     if not name.strip():
         raise InvalidEntries("name: must not be empty")
+    _refuse_unprintable("name:", name)
     return name
+
+
+def quoted_id(glossary_id: str) -> str:
+    """``glossary_id`` as an error message names it: quoted, or by its length when it is longer
+    than any id this service makes (an id of 500 KB came back in a 500 KB answer)."""
+    return repr(glossary_id) if len(glossary_id) <= MAX_ID_CHARS else f"of {len(glossary_id)} characters"
 
 
 def _write_entries(db: sqlite3.Connection, glossary_id: str, terms: Sequence[Term]) -> None:

@@ -63,6 +63,7 @@ from service.glossaries import (
     GlossaryInfo,
     GlossaryStore,
     parse_entries,
+    quoted_id,
     to_tsv,
     variant_language,
 )
@@ -578,7 +579,7 @@ async def _glossary(
         raise InvalidRequest("Use of a glossary requires the source_lang parameter to be set.")
     glossary = await stored_glossary(request, key, glossary_id)
     if glossary is None:
-        raise InvalidRequest(f"Value for 'glossary_id' not supported: no glossary {glossary_id!r}.")
+        raise InvalidRequest(f"Value for 'glossary_id' not supported: no glossary {quoted_id(glossary_id)}.")
     if (glossary.source_lang, glossary.target_lang) != (source.split("-")[0], target.split("-")[0]):
         raise InvalidRequest(
             f"The glossary is for {glossary.source_lang.upper()} to {glossary.target_lang.upper()}, "

@@ -31,7 +31,7 @@ from service.errors import (
     UnsupportedLanguage,
     storage_full,
 )
-from service.glossaries import GlossaryStore, InvalidEntries, TooManyGlossaries, checked, parse_entries
+from service.glossaries import GlossaryStore, InvalidEntries, TooManyGlossaries, checked, parse_entries, quoted_id
 from service.glossary_schemas import (
     GlossaryCreate,
     GlossaryEntriesBody,
@@ -199,7 +199,7 @@ async def get_glossary(request: Request, glossary_id: str) -> GlossaryWithEntrie
     whose, store, _ = await _caller(request)
     found = await stored(lambda: store.with_entries(whose, glossary_id))
     if found is None:
-        raise NotFound(f"no glossary {glossary_id!r}")
+        raise NotFound(f"no glossary {quoted_id(glossary_id)}")
     info, terms = found
     return GlossaryWithEntries.of(info, entries=[GlossaryEntry.of(t) for t in terms])
 
@@ -235,7 +235,7 @@ async def _updated(store: GlossaryStore, whose: str, glossary_id: str, **changes
     """``GlossaryStore.update`` with ``changes``; NotFound if there is no such glossary."""
     updated = await stored(lambda: store.update(whose, glossary_id, **changes))
     if updated is None:
-        raise NotFound(f"no glossary {glossary_id!r}")
+        raise NotFound(f"no glossary {quoted_id(glossary_id)}")
     return GlossaryOut.of(updated)
 
 
@@ -250,5 +250,5 @@ async def delete_glossary(request: Request, glossary_id: str) -> Response:
     """Delete a glossary and its entries."""
     whose, store, _ = await _caller(request)
     if not await stored(lambda: store.delete(whose, glossary_id)):
-        raise NotFound(f"no glossary {glossary_id!r}")
+        raise NotFound(f"no glossary {quoted_id(glossary_id)}")
     return Response(status_code=204)

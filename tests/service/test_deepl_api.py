@@ -339,6 +339,15 @@ def test_an_unknown_language_is_refused(translator: deepl.Translator) -> None:
     assert source.value.http_status_code == 400
 
 
+def test_a_glossary_id_no_glossary_has_is_not_echoed_whole(native: httpx.Client) -> None:
+    """500 KB of glossary_id came back in a 500 KB answer."""
+    headers = {"Authorization": f"DeepL-Auth-Key {API_KEYS[0]}"}
+    body = {"text": [TEXT], "source_lang": "EN", "target_lang": "DE", "glossary_id": "x" * 500_000}
+    response = native.post("/v2/translate", json=body, headers=headers)
+    assert response.status_code == 400 and len(response.content) < 1000, response.text[:200]
+    assert "of 500000 characters" in response.json()["message"]
+
+
 def test_errors_in_deepl_shape(native: httpx.Client) -> None:
     headers = {"Authorization": f"DeepL-Auth-Key {API_KEYS[0]}"}
     cases = [

@@ -24,6 +24,7 @@ from service.glossaries import (
     checked,
     merged,
     parse_entries,
+    quoted_id,
     to_tsv,
 )
 from service.routes.glossaries import stored
@@ -151,6 +152,10 @@ def test_parse_tsv_and_csv() -> None:
         ("\u2066dog,Hund", "csv", "bidirectional"),
         ('"dog,Hund', "csv", "malformed CSV"),
         ("a,b", "json", "entries_format"),
+        # found between any two words, its target put there: "Ein Hund - Katze rennt."
+        ("-\tKatze", "tsv", "a source term needs a letter or a digit, not only '-'"),
+        ("...,Punkte", "csv", "needs a letter or a digit"),
+        ("\u200b\tHund", "tsv", "empty term"),
     ],
 )
 def test_invalid_entries(text: str, entries_format: str, says: str) -> None:
@@ -243,9 +248,33 @@ def test_duplicates_are_judged_as_the_engine_matches_terms(tmp_path: Path) -> No
 
 
 def test_terms_are_stored_stripped(tmp_path: Path) -> None:
+    """Spaces around a term, and characters of no width inside it, which the text a term is found in
+    never has (a term with one never matched); a target term may be punctuation."""
     store = GlossaryStore(tmp_path)
-    created = store.create("me", "a", "en", "de", [Term(" dog ", " Hund\t")])
-    assert store.entries("me", created.glossary_id) == [Term("dog", "Hund")]
+    created = store.create(
+        "me", "a", "en", "de", [Term(" dog ", " Hund\t"), Term("ca\u200bt", "–"), Term("i\u00adce", "Eis")]
+    )
+    assert store.entries("me", created.glossary_id) == [Term("dog", "Hund"), Term("cat", "–"), Term("ice", "Eis")]
+    assert [m.term for m in checked(created_terms(store, created.glossary_id)).find("The cat eats ice.")] == [1, 2]
+
+
+def created_terms(store: GlossaryStore, glossary_id: str) -> list[Term]:
+    return store.entries("me", glossary_id)
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "line\nbreak", "\x1b[31mred", "evil\u202eexe.txt", "a\u2028b"])
+def test_a_name_that_would_garble_a_listing_is_refused(tmp_path: Path, name: str) -> None:
+    store = GlossaryStore(tmp_path)
+    with pytest.raises(InvalidEntries, match=r"^name: contains"):
+        store.create("me", name, "en", "de", [Term("dog", "Hund")])
+    created = store.create("me", "fine", "en", "de", [Term("dog", "Hund")])
+    with pytest.raises(InvalidEntries, match=r"^name: contains"):
+        store.update("me", created.glossary_id, name=name)
+
+
+def test_an_id_too_long_for_any_glossary_is_not_echoed() -> None:
+    assert quoted_id("0" * 36) == repr("0" * 36)
+    assert quoted_id("x" * 500_000) == "of 500000 characters"
 
 
 def test_merged() -> None:
