@@ -112,6 +112,13 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(
         10 << 20, ge=1024, description="Largest file /v1/translate_file and /translate_file accept (413)."
     )
+    upload_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Longest a file upload may take to arrive (408 past it): a client sending a byte now and then "
+        "held its upload slot for as long as it went on.",
+    )
     max_uploads: int = Field(
         16,
         ge=1,

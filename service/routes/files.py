@@ -9,14 +9,16 @@ upload is read in memory and its spooled temporary file closed (deleted) before 
 The API key is checked before the upload is read: from the ``Authorization`` header before the
 body, or (LibreTranslate's) from the ``api_key`` field once the file part begins, so that a
 refused request costs the form fields before the file, never the file. At most MT_MAX_UPLOADS
-uploads are received at once (``UploadSlots``): one more is refused (429) before its body is read.
+uploads are received at once (``UploadSlots``): one more is refused (429) before its file is read,
+and one that takes longer than MT_UPLOAD_TIMEOUT_S to arrive is refused (408) and its slot freed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 from collections.abc import AsyncGenerator, Callable, Iterator
-from contextlib import aclosing, contextmanager
+from contextlib import ExitStack, aclosing, contextmanager
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
@@ -29,7 +31,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from engine.documents import MEDIA_TYPES, SUPPORTED_EXTENSIONS
 from service.documents import FileJob, translate_document
-from service.errors import InvalidRequest, NotFound, Overloaded, Unauthorized
+from service.errors import InvalidRequest, NotFound, Overloaded, RequestTimeout, Unauthorized
 from service.file_store import FileStore
 from service.routes.common import bearer_key, error_responses, form_error, get_runtime, unless_disconnected
 from service.routes.glossaries import NO_GLOSSARY, request_glossary
@@ -209,8 +211,24 @@ async def _form(request: Request, *, before_file: FieldsCheck | None) -> tuple[d
     if content_type != "multipart/form-data":
         raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send a multipart/form-data form")
     uploads: UploadSlots = request.app.state.uploads
-    with uploads.slot():  # taken before any of the body is read, given back once its spool is deleted
-        fields, filename = await _read_form(request, before_file)
+    settings = (await get_runtime(request)).settings
+    with ExitStack() as held:
+        if before_file is None:  # the key was checked from the headers: the slot before any of the body
+            held.enter_context(uploads.slot())
+            taking = None
+        else:  # a key the form may carry: the slot once it is checked, as the file part begins
+
+            def taking(fields: dict[str, str]) -> None:
+                before_file(fields)
+                held.enter_context(uploads.slot())
+
+        try:  # the slot is given back once the upload's spool is deleted
+            async with asyncio.timeout(settings.upload_timeout_s):
+                fields, filename = await _read_form(request, taking)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the upload was not received within {settings.upload_timeout_s:g} s (MT_UPLOAD_TIMEOUT_S)"
+            ) from None
     if "file" in fields and not filename:
         raise InvalidRequest("file: must be a file upload with a file name, whose extension names its format")
     return fields, filename

@@ -131,3 +131,55 @@ def test_an_upload_refused_while_it_streams_frees_its_slot(client: httpx.Client)
     malformed = client.post("/v1/translate_file", content=b"no parts", headers={"Content-Type": "multipart/form-data"})
     assert_error(malformed, 422, "invalid_request")
     assert upload(client).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def keyed_slot(start_service: StartService) -> ServiceProcess:
+    """One upload slot, keys required, uploads given 2 s to arrive."""
+    return start_service(max_uploads=1, max_file_bytes=MAX_FILE_BYTES, api_keys="slot-key", upload_timeout_s=2)
+
+
+def held_upload(server: ServiceProcess, path: str, body: bytes, sent: int, headers: str = "") -> socket.socket:
+    """An upload whose first ``sent`` bytes of ``body`` are sent once the route reads it, and no more."""
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nExpect: 100-continue\r\n{headers}"
+        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    sock = socket.create_connection((server.url.removeprefix("http://").split(":")[0], server.port), timeout=30)
+    sock.sendall(head.encode())
+    assert sock.recv(4096).startswith(b"HTTP/1.1 100 ")
+    sock.sendall(body[:sent])
+    return sock
+
+
+def keyed_upload(server: ServiceProcess) -> httpx.Response:
+    headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}", "Authorization": "Bearer slot-key"}
+    return httpx.post(f"{server.url}/v1/translate_file", content=form("target_lang"), headers=headers, timeout=60)
+
+
+def test_a_keyless_libretranslate_upload_takes_no_slot_before_its_file(keyed_slot: ServiceProcess) -> None:
+    """Its key may be a form field: its slot is taken once that is checked, as the file part begins.
+    One that sends its text fields and stops (16 of them held every slot for every key) holds none."""
+    body = form("target")
+    fields_only = body.index(b'name="file"') - 60  # the target field, not the file part's headers
+    sock = held_upload(keyed_slot, "/translate_file", body, fields_only)
+    try:
+        assert keyed_upload(keyed_slot).status_code == 200
+    finally:
+        sock.close()
+
+
+def test_an_upload_past_its_deadline_is_a_408_and_frees_its_slot(keyed_slot: ServiceProcess) -> None:
+    """Half of a body, then nothing: 408 after MT_UPLOAD_TIMEOUT_S, where it held its slot for as
+    long as its client dripped."""
+    body = form("target_lang")
+    sock = held_upload(keyed_slot, "/v1/translate_file", body, len(body) // 2, "Authorization: Bearer slot-key\r\n")
+    try:
+        assert keyed_upload(keyed_slot).status_code == 429  # the slot is the stalled upload's
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"MT_UPLOAD_TIMEOUT_S" in answer, answer[:300]
+    assert keyed_upload(keyed_slot).status_code == 200
