@@ -46,7 +46,10 @@ def create_app(
     runtime = Runtime(settings, metrics, factory=engine_factory)
     file_store = FileStore(settings.file_expiry_s)
     documents = DocumentProcess(
-        settings.max_document_bytes, max_texts=settings.max_document_texts, memory_mb=settings.document_memory_mb
+        settings.max_document_bytes,
+        max_texts=settings.max_document_texts,
+        memory_mb=settings.document_memory_mb,
+        timeout_s=settings.document_timeout_s,
     )
 
     @asynccontextmanager

@@ -43,7 +43,14 @@ from engine.documents import (
 from engine.documents.base import Format
 from engine.heap import release_memory
 from engine.markup import MarkupError, plain_text
-from service.errors import InternalError, InvalidRequest, MalformedMarkup, PayloadTooLarge, UnsupportedMediaType
+from service.errors import (
+    DeadlineExceeded,
+    InternalError,
+    InvalidRequest,
+    MalformedMarkup,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
 from service.runtime import JobGlossary, Runtime, TranslationJob, prefer_served
 
 T = TypeVar("T")
@@ -101,13 +108,15 @@ class DocumentProcess:
     and would hold the child, and the documents waiting for it, for the seconds a large file takes.
     A child that dies (killed, out of memory) fails its call with a 500; the next call starts another.
     One that reaches its memory limit (``memory_mb``) fails its call with a 413 and is replaced: an
-    allocation that failed may have left any object half-built.
+    allocation that failed may have left any object half-built. One that has not answered a call
+    within ``timeout_s`` (stopped, stuck) is killed and replaced, the call failed with a 504.
     """
 
-    def __init__(self, max_document_bytes: int, *, max_texts: int, memory_mb: int) -> None:
+    def __init__(self, max_document_bytes: int, *, max_texts: int, memory_mb: int, timeout_s: float = 60.0) -> None:
         self.max_document_bytes = max_document_bytes
         self.max_texts = max_texts
         self.memory_mb = memory_mb
+        self.timeout_s = timeout_s
         self._child: _Child | None = None
         # Calls wait here rather than in the pool's queue, so that killing the child fails only the
         # call it was running: a pool whose worker died fails every call queued in it.
@@ -126,10 +135,18 @@ class DocumentProcess:
         async with self._turn:
             future = await self._submit(_within_memory, function, *args)
             try:
-                result = await asyncio.wrap_future(future)
+                async with asyncio.timeout(self.timeout_s):
+                    result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
                 self._stop(kill=True)
                 raise
+            except TimeoutError:
+                self._stop(kill=True)
+                log.error("the document process did not answer within %g s: replaced", self.timeout_s)
+                raise DeadlineExceeded(
+                    f"the document process did not answer within {self.timeout_s:g} s (MT_DOCUMENT_TIMEOUT_S); "
+                    "it was replaced: try again"
+                ) from None
             except BrokenProcessPool:
                 self._stop(kill=False)
                 log.error("the document process died (killed, or out of memory) while it read or wrote a file")

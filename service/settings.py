@@ -153,6 +153,13 @@ class Settings(BaseSettings):
         "that needs more is refused (413) and the process replaced. Its imports take 150; the largest documents "
         "within the other limits 0.5 GB to read and write (a .docx of 20 MB of paragraphs).",
     )
+    document_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Longest the document process may take to read or write one file; past it the process is "
+        "replaced and the request answered 504 (a stopped or stuck process held every document request).",
+    )
     data_dir: Path = Field(
         Path("data"),
         description="Directory the service keeps its data in (glossaries, in SQLite; with MT_SHARED_WEIGHTS, the "

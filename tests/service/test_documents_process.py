@@ -5,6 +5,7 @@ alone, with a 500 that says so."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -190,3 +191,23 @@ def test_a_document_process_killed_under_a_request_fails_it_alone_with_a_500(
         assert paragraphs(waiting.result()) == expected
     assert error["message"].startswith("the document process stopped while it read or wrote the file")
     assert document_pid(lone) != killed
+
+
+def test_a_stopped_document_process_is_replaced_at_its_deadline(start_service: StartService) -> None:
+    """SIGSTOP held every document request for as long as the process stayed stopped: now the call
+    it does not answer within MT_DOCUMENT_TIMEOUT_S is a 504, the process is killed, and the next
+    document is read by another."""
+    server = start_service(streams=1, cache_size=0, document_timeout_s=2)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        expected = paragraphs(upload(client, word_file()))
+        stopped = document_pid(server)
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            error = assert_error(upload(client, word_file()), 504, "timeout")
+            assert "MT_DOCUMENT_TIMEOUT_S" in error["message"]
+            wait_until_gone(stopped)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGCONT)
+        assert paragraphs(upload(client, word_file())) == expected
+        assert document_pid(server) != stopped
