@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import re
 import sqlite3
 import time
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 
 DATABASE_NAME = "glossaries.sqlite3"
 BUSY_TIMEOUT_S = 30.0
+log = logging.getLogger(__name__)
+
 MAX_TERM_CHARS = 1024
 # Every listing of a key's glossaries carries their names: unbounded, 1,000 names of a request's
 # megabyte each made one listing a gigabyte.
@@ -269,6 +272,7 @@ class GlossaryStore:
     def __init__(self, directory: Path) -> None:
         self.path = directory / DATABASE_NAME
         self._ready = False
+        self._problem: str | None = None  # what ``problem`` last found
         self._built = BuiltGlossaries(MAX_BUILT_MB * 1024 * 1024)
 
     def create(
@@ -404,18 +408,54 @@ class GlossaryStore:
                 raise
             db.execute("COMMIT")
 
+    def problem(self) -> str | None:
+        """Why the store cannot be used (a damaged database file), None while it can: a deleted
+        one is made again, empty, by the check itself. One short read, waiting for no writer; a
+        change of state is logged once."""
+        found = None
+        try:
+            with self._connection(busy_timeout_s=0.1) as db:
+                db.execute("SELECT 1 FROM glossaries LIMIT 1").fetchall()
+        except sqlite3.Error as e:
+            found = str(e) if damaged(e) else None  # busy or locked is in use, not damaged
+        if found != self._problem:
+            if found is None:
+                log.warning("the glossary store %s can be used again", self.path)
+            else:
+                log.error("the glossary store %s cannot be used: %s", self.path, found)
+            self._problem = found
+        return found
+
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection of its own (autocommit: transactions are begun explicitly), with the schema."""
+    def _connection(self, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Iterator[sqlite3.Connection]:
+        """A connection of its own (autocommit: transactions are begun explicitly), with the schema.
+        A database deleted under the service is made again, empty, and said so."""
+        if self._ready and not _has_data(self.path):
+            log.error("the glossary store %s was deleted or emptied: made again, empty", self.path)
+            self._ready = False
         if not self._ready:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as db:
+        with closing(sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)) as db:
             db.execute("PRAGMA foreign_keys = ON")
             if not self._ready:
                 _use_write_ahead_log(db)
                 _create_or_migrate(db)
                 self._ready = True
             yield db
+
+
+def damaged(error: sqlite3.Error) -> bool:
+    """Whether ``error`` says the database file is not a usable database (not one, or malformed)."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    return not isinstance(error, sqlite3.OperationalError) or "malformed" in str(error)
+
+
+def _has_data(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 def _use_write_ahead_log(db: sqlite3.Connection) -> None:

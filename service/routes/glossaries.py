@@ -28,10 +28,19 @@ from service.errors import (
     InternalError,
     InvalidGlossary,
     NotFound,
+    Unavailable,
     UnsupportedLanguage,
     storage_full,
 )
-from service.glossaries import GlossaryStore, InvalidEntries, TooManyGlossaries, checked, parse_entries, quoted_id
+from service.glossaries import (
+    GlossaryStore,
+    InvalidEntries,
+    TooManyGlossaries,
+    checked,
+    damaged,
+    parse_entries,
+    quoted_id,
+)
 from service.glossary_schemas import (
     GlossaryCreate,
     GlossaryEntriesBody,
@@ -104,6 +113,9 @@ async def stored(call: Callable[[], T]) -> T:
             raise InsufficientStorage(
                 "no space left to store the glossary (MT_DATA_DIR): nothing was changed"
             ) from None
+        if isinstance(e, sqlite3.Error) and damaged(e):
+            log.error("the glossary store (MT_DATA_DIR) is damaged: %s", e)
+            raise Unavailable(f"the glossary store (MT_DATA_DIR) is damaged and cannot be used: {e}") from None
         log.error("glossary store failed", exc_info=e)
         raise InternalError(f"the glossary store (MT_DATA_DIR) cannot be used: {e}") from None
 

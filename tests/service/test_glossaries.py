@@ -437,3 +437,28 @@ def test_an_owner_keeps_at_most_max_glossaries(tmp_path: Path, monkeypatch: pyte
     store.create("them", "theirs", "en", "de", ENTRIES)  # another key's count is its own
     store.delete("me", made[0].glossary_id)
     store.create("me", "g2", "en", "de", ENTRIES)
+
+
+def test_a_deleted_store_is_made_again_and_used(tmp_path: Path) -> None:
+    """Deleted (or emptied) under the service, the store answered "no such table" until a restart."""
+    store = GlossaryStore(tmp_path)
+    store.create("me", "a", "en", "de", [Term("dog", "Hund")])
+    for path in tmp_path.glob(f"{DATABASE_NAME}*"):
+        path.unlink()
+    assert store.problem() is None
+    assert store.list("me") == []
+    store.create("me", "b", "en", "de", [Term("cat", "Katze")])
+    (tmp_path / DATABASE_NAME).write_bytes(b"")
+    assert store.list("me") == []
+
+
+def test_a_damaged_store_says_so_and_is_used_again_once_replaced(tmp_path: Path) -> None:
+    store = GlossaryStore(tmp_path)
+    store.create("me", "a", "en", "de", [Term("dog", "Hund")])
+    for path in tmp_path.glob(f"{DATABASE_NAME}*"):
+        path.unlink()
+    (tmp_path / DATABASE_NAME).write_bytes(b"not a database " * 1000)
+    assert "not a database" in (store.problem() or "")
+    (tmp_path / DATABASE_NAME).unlink()
+    assert store.problem() is None
+    assert store.list("me") == []

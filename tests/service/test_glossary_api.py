@@ -435,3 +435,26 @@ def test_a_key_keeps_at_most_a_thousand_glossaries(glossary_server: ServiceProce
             db.execute("DELETE FROM glossaries WHERE owner = ?", (whose,))
         mine.close()
         client.close()
+
+
+def test_a_damaged_store_makes_the_server_unready_and_its_routes_503_until_it_is_replaced(
+    start_service: StartService,
+) -> None:
+    """Deleted or corrupted under a running server, the store answered every glossary route 500
+    ("no such table") until a restart, with /readyz 200."""
+    server = start_service(api_keys=API_KEYS[0])
+    database = server.log_path.parent / "data" / DATABASE_NAME
+    body = {"name": "a", "source_lang": "en", "target_lang": "de", "entries": [{"source": "dog", "target": "Hund"}]}
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {API_KEYS[0]}"}, timeout=60) as api:
+        assert api.post("/v1/glossaries", json=body).status_code == 201
+        for path in database.parent.glob(f"{DATABASE_NAME}*"):
+            path.unlink()
+        assert api.get("/readyz").status_code == 200  # deleted: made again, empty
+        assert api.get("/v1/glossaries").json()["glossaries"] == []
+        database.write_bytes(b"not a database " * 1000)
+        unready = assert_error(api.get("/readyz"), 503, "unavailable")
+        assert "glossary store" in unready["message"]
+        assert_error(api.get("/v1/glossaries"), 503, "unavailable")
+        database.unlink()
+        assert api.get("/readyz").status_code == 200
+        assert api.post("/v1/glossaries", json=body).status_code == 201
