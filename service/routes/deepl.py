@@ -610,7 +610,7 @@ async def create_glossary(request: Request) -> JSONResponse:
     with entries_checked():
         entries = parse_entries(body.entries, body.entries_format, (source, target), served)
     store, whose = glossary_store(request), owner(runtime, key)
-    glossary = await stored(lambda: store.create(whose, body.name, source, target, entries))
+    glossary = await stored(lambda: store.create(whose, body.name, source, target, entries), write=True)
     return JSONResponse(_glossary_json(glossary), status_code=201)
 
 
@@ -642,7 +642,7 @@ async def glossary_entries(request: Request, glossary_id: str) -> Response:
 @router.delete("/v2/glossaries/{glossary_id}", status_code=204)
 async def delete_glossary(request: Request, glossary_id: str) -> Response:
     whose, store = await _glossaries(request)
-    if not await stored(lambda: store.delete(whose, glossary_id)):
+    if not await stored(lambda: store.delete(whose, glossary_id), write=True):
         raise NotFound("Glossary not found.")
     return Response(status_code=204)
 

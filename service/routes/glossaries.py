@@ -13,6 +13,7 @@ import hashlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from service.errors import (
     InternalError,
     InvalidGlossary,
     NotFound,
+    Overloaded,
     Unavailable,
     UnsupportedLanguage,
     storage_full,
@@ -75,7 +77,7 @@ router = APIRouter(tags=["glossaries"], route_class=_SharedPathRoute)
 NOT_FOUND = "No such glossary"
 NO_GLOSSARY: dict[int | str, dict[str, Any]] = {404: {**error_responses(404)[404], "description": NOT_FOUND}}
 _ERRORS = {**error_responses(401, 503), **NO_GLOSSARY}
-_WRITE_ERRORS = {**error_responses(401, 413, 422, 503, 507), **NO_GLOSSARY}
+_WRITE_ERRORS = {**error_responses(401, 413, 422, 429, 503, 507), **NO_GLOSSARY}
 
 
 def owner(runtime: Runtime, key: str | None) -> str:
@@ -98,13 +100,48 @@ def entries_checked() -> Iterator[None]:
         raise InvalidGlossary(str(e), details=None if e.entry is None else {"entry": e.entry}) from None
 
 
-async def stored(call: Callable[[], T]) -> T:
-    """A glossary store call, in a thread: entries it refuses are InvalidGlossary (422); one
-    glossary too many for the key GlossaryLimit (403); a full disk InsufficientStorage (507: the
-    write's transaction left nothing); its other failures are the server's (500), logged."""
+class _StoreThreads:
+    """The glossary store's threads, apart from asyncio's default pool (which other work and, before,
+    the readiness check shared): reads (a translation's glossary, a listing) on a few, writes on
+    one, since SQLite writes one at a time anyway. At most ``MAX_PENDING_WRITES`` writes wait; one
+    more is refused (429) at once: 32 clients each replacing 10,000 entries in a loop queued every
+    write for seconds on the database's lock, and everyone's glossary translations behind them."""
+
+    def __init__(self) -> None:
+        self.reads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="mt-glossary-read")
+        self.writes = ThreadPoolExecutor(1, thread_name_prefix="mt-glossary-write")
+        self.pending_writes = 0
+
+    async def run(self, call: Callable[[], T], *, write: bool) -> T:
+        loop = asyncio.get_running_loop()
+        if not write:
+            return await loop.run_in_executor(self.reads, call)
+        if self.pending_writes >= MAX_PENDING_WRITES:
+            raise Overloaded(
+                f"{MAX_PENDING_WRITES} glossary changes are waiting to be stored: try again shortly",
+                retry_after_s=WRITE_RETRY_AFTER_S,
+            )
+        self.pending_writes += 1
+        try:
+            return await loop.run_in_executor(self.writes, call)
+        finally:
+            self.pending_writes -= 1
+
+
+READ_THREADS = 4
+MAX_PENDING_WRITES = 8
+WRITE_RETRY_AFTER_S = 1
+_THREADS = _StoreThreads()
+
+
+async def stored(call: Callable[[], T], *, write: bool = False) -> T:
+    """A glossary store call, on the store's threads (``_StoreThreads``; ``write``: one that
+    changes the store): entries it refuses are InvalidGlossary (422); one glossary too many for the
+    key GlossaryLimit (403); a full disk InsufficientStorage (507: the write's transaction left
+    nothing); a damaged store Unavailable (503); its other failures are the server's (500), logged."""
     try:
         with entries_checked():
-            return await asyncio.to_thread(call)
+            return await _THREADS.run(call, write=write)
     except TooManyGlossaries as e:
         raise GlossaryLimit(str(e)) from None
     except (sqlite3.Error, OSError) as e:
@@ -177,7 +214,7 @@ def _pair(runtime: Runtime, source: str, target: str) -> tuple[str, str]:
     "/v1/glossaries",
     status_code=201,
     response_model=GlossaryOut,
-    responses=error_responses(400, 401, 403, 413, 422, 503, 507),
+    responses=error_responses(400, 401, 403, 413, 422, 429, 503, 507),
     openapi_extra={**json_body(GlossaryCreate), **BEARER_AUTH},
 )
 async def create_glossary(request: Request) -> GlossaryOut:
@@ -191,7 +228,7 @@ async def create_glossary(request: Request) -> GlossaryOut:
             terms = parse_entries(body.entries_text, body.entries_format, (source, target), served)
     else:
         terms = [entry.term() for entry in body.entries or []]
-    return GlossaryOut.of(await stored(lambda: store.create(whose, body.name, source, target, terms)))
+    return GlossaryOut.of(await stored(lambda: store.create(whose, body.name, source, target, terms), write=True))
 
 
 @router.get(
@@ -245,7 +282,7 @@ async def replace_entries(request: Request, glossary_id: str) -> GlossaryOut:
 
 async def _updated(store: GlossaryStore, whose: str, glossary_id: str, **changes: Any) -> GlossaryOut:
     """``GlossaryStore.update`` with ``changes``; NotFound if there is no such glossary."""
-    updated = await stored(lambda: store.update(whose, glossary_id, **changes))
+    updated = await stored(lambda: store.update(whose, glossary_id, **changes), write=True)
     if updated is None:
         raise NotFound(f"no glossary {quoted_id(glossary_id)}")
     return GlossaryOut.of(updated)
@@ -255,12 +292,12 @@ async def _updated(store: GlossaryStore, whose: str, glossary_id: str, **changes
     "/v1/glossaries/{glossary_id}",
     status_code=204,
     response_class=Response,
-    responses=_ERRORS,
+    responses={**_ERRORS, **error_responses(429)},
     openapi_extra=BEARER_AUTH,
 )
 async def delete_glossary(request: Request, glossary_id: str) -> Response:
     """Delete a glossary and its entries."""
     whose, store, _ = await _caller(request)
-    if not await stored(lambda: store.delete(whose, glossary_id)):
+    if not await stored(lambda: store.delete(whose, glossary_id), write=True):
         raise NotFound(f"no glossary {quoted_id(glossary_id)}")
     return Response(status_code=204)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -462,3 +463,28 @@ def test_a_damaged_store_says_so_and_is_used_again_once_replaced(tmp_path: Path)
     (tmp_path / DATABASE_NAME).unlink()
     assert store.problem() is None
     assert store.list("me") == []
+
+
+def test_glossary_writes_wait_on_their_own_thread_and_past_the_bound_are_refused() -> None:
+    """Eight changes wait at most; the ninth is a 429 at once. Reads (a translation's glossary)
+    are answered meanwhile, on threads no write holds."""
+    from service.errors import Overloaded
+    from service.routes.glossaries import MAX_PENDING_WRITES, _StoreThreads
+
+    threads = _StoreThreads()
+    release = threading.Event()
+
+    async def scenario() -> None:
+        writes = [asyncio.create_task(threads.run(release.wait, write=True)) for _ in range(MAX_PENDING_WRITES)]
+        await asyncio.sleep(0)  # each has taken its place
+        assert threads.pending_writes == MAX_PENDING_WRITES
+        with pytest.raises(Overloaded) as refused:
+            await threads.run(lambda: None, write=True)
+        assert refused.value.headers["Retry-After"] == "1"
+        assert await threads.run(lambda: "read", write=False) == "read"
+        release.set()
+        assert await asyncio.gather(*writes) == [True] * MAX_PENDING_WRITES
+        assert threads.pending_writes == 0
+        assert await threads.run(lambda: "written", write=True) == "written"
+
+    asyncio.run(scenario())
