@@ -36,7 +36,14 @@ from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
 from engine.documents import fragments
-from engine.documents.base import Document, DocumentError, TooManyBlocks, TooManyTexts, Utf8Text
+from engine.documents.base import (
+    Document,
+    DocumentError,
+    DocumentTooLarge,
+    TooManyBlocks,
+    TooManyTexts,
+    Utf8Text,
+)
 from engine.segmenter import LINE_BREAK
 
 MEDIA_TYPE = "text/markdown; charset=utf-8"
@@ -53,6 +60,10 @@ MAX_NESTING = 50
 # more lines of code and blank lines than of text.
 LINES_PER_TEXT = 10
 TOKENS_PER_TEXT = 8
+# The markup a written file may carry past its own length (``_Written``): links and images by
+# reference are written out with their destinations, a few times a README's badges, never more.
+EXPANSION = 2
+EXPANSION_SLACK = 1 << 20
 TOKEN_BUDGET = "token_budget"  # the markdown-it env's key for the most block tokens a parse may make
 PARSER = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + 3}).enable(["table", "strikethrough"])
 # Inline elements (emphasis in a link in emphasis) keep the preset's limit, past which markdown-it
@@ -128,8 +139,9 @@ def read(data: bytes, *, max_bytes: int, max_texts: int) -> Document:
     if lines > LINES_PER_TEXT * max_texts:
         raise TooManyBlocks(max_texts, f"lines ({lines})")
     blocks, texts = [], []
+    written = _Written(EXPANSION * len(text) + EXPANSION_SLACK)
     for block, children in _locate(text, TOKENS_PER_TEXT * max_texts):
-        fragment, translatable = _fragment(children, block.marks)
+        fragment, translatable = _fragment(children, block.marks, written)
         if block.cell:
             block.marks[:] = map(_in_cell, block.marks)
         if translatable:
@@ -310,12 +322,31 @@ def _find(line: str, content: str, start: int, cell: bool) -> tuple[int, int] | 
     return None if column < 0 else (column, column + len(content))
 
 
-def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
-    """Inline tokens as an HTML fragment, their markers appended to ``marks``; and whether it has
-    text to translate."""
+@dataclass
+class _Written:
+    """The characters of markup the writer will put back, against ``limit``: a link or image by
+    reference is written with its destination, so a 100,000-character definition used 2,000
+    times (112 KB of Markdown) wrote 200 MB."""
+
+    limit: int
+    spent: int = 0
+
+    def spend(self, mark: _Mark) -> None:
+        self.spent += len(mark.open) + len(mark.close)
+        if self.spent > self.limit:
+            raise DocumentTooLarge(
+                f"its links and images by reference would be written out past {self.limit:,} characters, "
+                f"{EXPANSION} times the file's own and {EXPANSION_SLACK:,} more"
+            )
+
+
+def _fragment(children: list[Token], marks: list[_Mark], written: _Written) -> tuple[str, bool]:
+    """Inline tokens as an HTML fragment, their markers appended to ``marks`` (and spent from
+    ``written``); and whether it has text to translate."""
     parts, translatable = [], False
 
     def numbered(tag: str, mark: _Mark, content: str = "") -> str:
+        written.spend(mark)
         marks.append(mark)
         element = f'<{tag} {DATA_MARK}="{len(marks) - 1}">'
         return element if tag in fragments.VOID_ELEMENTS else f"{element}{fragments.escape(content)}</{tag}>"
@@ -336,6 +367,7 @@ def _fragment(children: list[Token], marks: list[_Mark]) -> tuple[str, bool]:
             parts.append(numbered("a", _Mark(f"<{url}>", atomic=True), url))
         elif kind in PAIRED_TAGS and token.nesting == 1:
             marks.append(_paired(token))
+            written.spend(marks[-1])
             parts.append(f'<{PAIRED_TAGS[kind]} {DATA_MARK}="{len(marks) - 1}">')
         elif kind in PAIRED_TAGS:
             parts.append(f"</{PAIRED_TAGS[kind]}>")

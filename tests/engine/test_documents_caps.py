@@ -10,7 +10,7 @@ import docx
 import pytest
 
 from engine.documents import TooManyTexts, read_document
-from engine.documents.base import TooManyBlocks
+from engine.documents.base import DocumentTooLarge, TooManyBlocks
 from engine.documents.html import NODES_PER_TEXT
 from engine.documents.markdown import LINES_PER_TEXT, TOKENS_PER_TEXT
 
@@ -76,3 +76,23 @@ def test_html_of_more_elements_than_its_texts_could_take_is_refused_while_parsin
     ):
         read_document(b"<br>\n" * budget * 2, "breaks.html", max_texts=LIMIT)
     assert read_document(b"<br>\n" * (budget // 2), "breaks.html", max_texts=LIMIT).texts == []
+
+
+def by_reference(destination: str, uses: int, paragraphs: int = 10) -> bytes:
+    """A reference definition and ``paragraphs`` paragraphs of ``uses`` images by reference to it."""
+    return (
+        f"[r]: {destination}\n\n" + "\n\n".join("Dog " + "![][r]" * uses for _ in range(paragraphs)) + "\n"
+    ).encode()
+
+
+def test_markdown_whose_references_would_write_out_far_past_it_is_refused() -> None:
+    """112 KB of Markdown whose one 100,000-character destination is used 2,000 times wrote 200 MB."""
+    with pytest.raises(DocumentTooLarge, match="by reference would be written out past"):
+        read_document(by_reference("http://e.com/" + "a" * 100_000, 200), "bomb.md")
+
+
+def test_markdown_with_badges_by_reference_is_read_and_written_with_them() -> None:
+    badge = "https://img.shields.io/badge/build-passing-green.svg"
+    document = read_document(by_reference(badge, 3, paragraphs=20), "readme.md")
+    written = document.write(document.texts).decode()
+    assert written.count(f"![]({badge})") == 60

@@ -161,3 +161,12 @@ def test_markdown_emphasis_past_the_nesting_limit_is_a_4xx_and_the_next_file_is_
     assert hostile.json()["error"]["type"] != "internal_error"
     after = upload(client, "plain.md", b"A dog runs in the park.\n")
     assert after.status_code == 200, after.text
+
+
+def test_markdown_references_written_out_past_the_file_are_a_413(client: httpx.Client) -> None:
+    """`[r]: http://e.com/` + 100,000 characters, then 10 paragraphs of 200 `![][r]`: a 200 MB
+    answer (and, never downloaded from /v2/document, a full file store for every key)."""
+    body = "\n\n".join("Dog " + "![][r]" * 200 for _ in range(10))
+    bomb = f"[r]: http://e.com/{'a' * 100_000}\n\n{body}\n".encode()
+    error = assert_error(upload(client, "bomb.md", bomb), 413, "payload_too_large")
+    assert "by reference" in error["message"]
