@@ -83,6 +83,9 @@ CHARACTER_LIMIT = 1_000_000_000_000
 # Documents translated at once (the others wait, "queued"), and most documents not yet translated.
 DOCUMENT_WORKERS = 2
 MAX_PENDING_DOCUMENTS = 64
+# Of those, what one key may have waiting where the service has keys: one key's 64 held every other
+# key's uploads off (429) for as long as they took.
+KEY_SHARE_OF_PENDING = 4
 # A document's translation refused as overloaded (429) is tried again this many times.
 DOCUMENT_RETRIES = 5
 # DeepL's target codes for a language served under its bare code, and their names.
@@ -449,11 +452,10 @@ async def upload_document(request: Request) -> JSONResponse:
     glossary = await _glossary(request, key, body.glossary_id, source, target)
     state = _state(request)
     _expire(state)
-    if sum(d.status in ("queued", "translating") for d in state.documents.values()) >= MAX_PENDING_DOCUMENTS:
-        message = f"{MAX_PENDING_DOCUMENTS} documents are waiting to be translated: try again later"
-        raise Overloaded(message, retry_after_s=5)
+    whose = owner(runtime, key)
+    _check_pending(state, whose, shared=bool(runtime.settings.api_key_set))
     runtime.enter()  # counted in flight until translated: a draining server finishes it first
-    document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), owner(runtime, key), filename)
+    document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), whose, filename)
     state.documents[document.document_id] = document
     job = FileJob(data, filename, target, source, api_key=key, glossary=glossary)
     task = asyncio.create_task(
@@ -462,6 +464,19 @@ async def upload_document(request: Request) -> JSONResponse:
     state.tasks.add(task)
     task.add_done_callback(state.tasks.discard)
     return JSONResponse({"document_id": document.document_id, "document_key": document.key})
+
+
+def _check_pending(state: _State, whose: str, *, shared: bool) -> None:
+    """Overloaded (429) past the documents that may wait to be translated: ``MAX_PENDING_DOCUMENTS``
+    in all and, where the service has keys (``shared``), a ``KEY_SHARE_OF_PENDING``-th of them a key."""
+    pending = [d for d in state.documents.values() if d.status in ("queued", "translating")]
+    if len(pending) >= MAX_PENDING_DOCUMENTS:
+        message = f"{MAX_PENDING_DOCUMENTS} documents are waiting to be translated: try again later"
+        raise Overloaded(message, retry_after_s=5)
+    share = MAX_PENDING_DOCUMENTS // KEY_SHARE_OF_PENDING
+    if shared and sum(d.owner == whose for d in pending) >= share:
+        message = f"{share} of this key's documents are waiting to be translated, a key's share: try again later"
+        raise Overloaded(message, retry_after_s=5)
 
 
 async def _translate_document(
