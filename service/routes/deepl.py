@@ -433,7 +433,7 @@ async def usage(request: Request) -> JSONResponse:
 async def upload_document(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
     key = _authorize(request, runtime)  # before the upload is read
-    fields, uploaded_name = await _form(request, before_file=None)
+    fields, uploaded_name = await _form(request, key=key)
     data = fields.pop("file", None)
     if not isinstance(data, bytes):
         raise InvalidRequest("Parameter 'file' not specified.")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.parse
+from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import ExitStack, aclosing, contextmanager
 from pathlib import PurePosixPath
@@ -54,6 +55,9 @@ FORM_OVERHEAD_BYTES = 64 << 10
 MAX_FORM_FIELDS = 16
 # An upload of MT_MAX_FILE_BYTES takes seconds on a fast link: sooner, a slot is unlikely to be free.
 UPLOAD_RETRY_AFTER_S = 5
+# Where the service has keys, one key may hold a quarter of the upload slots: 16 slow uploads with one
+# key held every other key's off.
+KEY_SHARE_OF_UPLOADS = 4
 FILE_DESCRIPTION = (
     f"The file, by its name's extension one of {', '.join(SUPPORTED_EXTENSIONS)} (else 415); "
     "at most MT_MAX_FILE_BYTES (413). Text files must be UTF-8."
@@ -118,7 +122,7 @@ async def translate_file(request: Request) -> Response:
     runtime = await get_runtime(request)
     key = bearer_key(request)
     runtime.authorize(key)  # before the upload is read
-    fields, filename = await _form(request, before_file=None)
+    fields, filename = await _form(request, key=key)
     body = validated(FileRequest, fields)
     glossary = await request_glossary(request, body.glossary)
     job = FileJob(body.file, filename, body.target_lang, body.source_lang, api_key=key, glossary=glossary)
@@ -161,7 +165,7 @@ async def download_file(request: Request, name: str) -> FileResponse:
     )
 
 
-FieldsCheck = Callable[[dict[str, str]], None]
+FieldsCheck = Callable[[dict[str, str]], str | None]  # the text fields before the file -> the upload's key
 
 
 class _FormParser(MultiPartParser):
@@ -187,40 +191,64 @@ class UploadSlots:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.receiving = 0
+        self.by_key: Counter[str] = Counter()
+
+    @property
+    def key_share(self) -> int:
+        """The slots one key may hold: a ``KEY_SHARE_OF_UPLOADS``-th of them, at least one."""
+        return max(1, self.limit // KEY_SHARE_OF_UPLOADS)
 
     @contextmanager
-    def slot(self) -> Iterator[None]:
-        """Held while an upload is received and spooled; refused (429) when none is free. Freed on
-        every way out: the form read, refused (413, 408, malformed) or its client gone."""
+    def slot(self, key: str | None) -> Iterator[None]:
+        """Held while an upload is received and spooled; refused (429) when none is free, or when
+        ``key`` (None: the service has no keys) holds its share. Freed on every way out: the form
+        read, refused (413, 408, malformed) or its client gone."""
         if self.receiving >= self.limit:
             raise Overloaded(
                 f"{self.limit} file uploads are being received (MT_MAX_UPLOADS): try again shortly",
                 retry_after_s=UPLOAD_RETRY_AFTER_S,
             )
+        if key is not None and self.by_key[key] >= self.key_share:
+            raise Overloaded(
+                f"{self.key_share} of this key's file uploads are being received, a key's share of MT_MAX_UPLOADS: "
+                "try again shortly",
+                retry_after_s=UPLOAD_RETRY_AFTER_S,
+            )
         self.receiving += 1
+        if key is not None:
+            self.by_key[key] += 1
         try:
             yield
         finally:
             self.receiving -= 1
+            if key is not None:
+                self.by_key[key] -= 1
+                if not self.by_key[key]:
+                    del self.by_key[key]
 
 
-async def _form(request: Request, *, before_file: FieldsCheck | None) -> tuple[dict[str, Any], str]:
-    """The multipart form's text fields, the uploaded file's bytes as ``file``, and its name;
-    ``before_file`` may refuse the request on the fields that come before the file."""
+async def _form(
+    request: Request, *, key: str | None = None, before_file: FieldsCheck | None = None
+) -> tuple[dict[str, Any], str]:
+    """The multipart form's text fields, the uploaded file's bytes as ``file``, and its name.
+    ``key``: the upload's, checked from its headers; else ``before_file`` checks it on the fields
+    that come before the file (and may refuse the request on them), and gives it. An upload slot
+    is held while the file arrives, within its key's share where the service has keys."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "multipart/form-data":
         raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send a multipart/form-data form")
     uploads: UploadSlots = request.app.state.uploads
     settings = (await get_runtime(request)).settings
+    keyed = settings.api_key_set
     with ExitStack() as held:
         if before_file is None:  # the key was checked from the headers: the slot before any of the body
-            held.enter_context(uploads.slot())
+            held.enter_context(uploads.slot(key if keyed else None))
             taking = None
         else:  # a key the form may carry: the slot once it is checked, as the file part begins
 
             def taking(fields: dict[str, str]) -> None:
-                before_file(fields)
-                held.enter_context(uploads.slot())
+                checked_key = before_file(fields)
+                held.enter_context(uploads.slot(checked_key if keyed else None))
 
         try:  # the slot is given back once the upload's spool is deleted
             async with asyncio.timeout(settings.upload_timeout_s):
@@ -271,13 +299,14 @@ def _key_check(runtime: Runtime, header_key: str | None) -> FieldsCheck:
     """LibreTranslate's key check, made when the file part begins: its ``api_key`` field if it came
     before the file, else the ``Authorization`` header."""
 
-    def check(fields: dict[str, str]) -> None:
+    def check(fields: dict[str, str]) -> str | None:
         key = fields.get("api_key") or header_key
         if runtime.settings.api_key_set and not key:
             raise Unauthorized(
                 "an API key is required: as Authorization: Bearer <key>, or as the api_key field before the file"
             )
         runtime.authorize(key)
+        return key
 
     return check
 

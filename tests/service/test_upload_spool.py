@@ -183,3 +183,25 @@ def test_an_upload_past_its_deadline_is_a_408_and_frees_its_slot(keyed_slot: Ser
         sock.close()
     assert answer.startswith(b"HTTP/1.1 408 ") and b"MT_UPLOAD_TIMEOUT_S" in answer, answer[:300]
     assert keyed_upload(keyed_slot).status_code == 200
+
+
+def test_a_key_holds_at_most_its_share_of_the_slots(start_service: StartService) -> None:
+    """Four slots, two keys: one key's slow upload takes its share (one), its next is refused
+    naming the share, and the other key's is received."""
+    server = start_service(max_uploads=4, max_file_bytes=MAX_FILE_BYTES, api_keys="key-a,key-b")
+    body = form("target_lang")
+    sock = held_upload(server, "/v1/translate_file", body, len(body) // 2, "Authorization: Bearer key-a\r\n")
+    headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+    try:
+        for key, status in (("key-a", 429), ("key-b", 200)):
+            response = httpx.post(
+                f"{server.url}/v1/translate_file",
+                content=body,
+                headers={**headers, "Authorization": f"Bearer {key}"},
+                timeout=60,
+            )
+            assert response.status_code == status, response.text
+            if status == 429:
+                assert "a key's share of MT_MAX_UPLOADS" in response.json()["error"]["message"]
+    finally:
+        sock.close()
