@@ -8,11 +8,13 @@ are deleted by ``expire_periodically`` (run for the app's lifetime) and, at the 
 lookup; ``close`` deletes the directory with whatever is left in it. A file that cannot be written
 whole (a full disk: ``errors.py`` answers 507) is deleted at once. Used from the event loop only.
 
-The files kept take at most ``max_bytes`` of disk, each counted in whole blocks: a file that would
-take more is refused (``InsufficientStorage``, 507) and the links already handed out keep working
-until they expire. Unbounded, one client stored 1.2 GB in 150 s (10 MB HTML files, their text a
-comment that is kept, not translated), past the 1 GiB that ``deploy/k8s`` gives ``/tmp``, where
-going over has the pod evicted.
+The files kept take at most ``max_bytes`` of disk, each counted in whole blocks, and those of one
+key (where the service has keys) at most a ``KEY_SHARE``-th of that: a file that would take more
+is refused (``InsufficientStorage``, 507) and the links already handed out keep working until they
+expire. Unbounded, one client stored 1.2 GB in 150 s (10 MB HTML files, their text a comment that
+is kept, not translated), past the 1 GiB that ``deploy/k8s`` gives ``/tmp``, where going over has
+the pod evicted; unshared, five 200 MB files of one key, never downloaded, had every other key's
+answered 507.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,7 @@ SWEEP_INTERVAL_S = 60.0
 # there past 1 MiB) and whatever else the process writes there.
 MAX_BYTES = 512 << 20
 BLOCK_BYTES = 4096  # what a file takes on disk at least, and in multiples of: empty files count too
+KEY_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class StoredFile:
     media_type: str
     expires: float  # on the store's clock
     disk_bytes: int  # what it takes on disk, in whole blocks
+    owner: str | None  # the key it was stored for; None where the service has no keys
 
 
 class FileStore:
@@ -59,12 +64,14 @@ class FileStore:
         self.max_bytes = max_bytes
         self.clock = clock
         self.bytes = 0  # disk the files take, those being written included
+        self._writing: Counter[str] = Counter()  # disk each owner's files being written will take
         self._directory: Path | None = None  # made on first use: an app that stores nothing leaves nothing
         self._files: dict[str, StoredFile] = {}
 
-    async def put(self, data: bytes, *, filename: str, media_type: str) -> str:
-        """Store ``data`` (written in a thread); the name to download it by. InsufficientStorage
-        if the files kept would take more than ``max_bytes``."""
+    async def put(self, data: bytes, *, filename: str, media_type: str, owner: str | None = None) -> str:
+        """Store ``data`` (written in a thread) for ``owner`` (a key; None: the service has none);
+        the name to download it by. InsufficientStorage if the files kept would take more than
+        ``max_bytes``, or the owner's more than its share."""
         self.expire()
         disk_bytes = -(-max(len(data), 1) // BLOCK_BYTES) * BLOCK_BYTES
         if self.bytes + disk_bytes > self.max_bytes:
@@ -73,18 +80,33 @@ class FileStore:
                 "them: try again once some have expired (MT_FILE_EXPIRY_S), or use /v1/translate_file, which "
                 "answers with the file itself"
             )
+        share = self.max_bytes // KEY_SHARE
+        if owner is not None and self.owned(owner) + disk_bytes > share:
+            raise InsufficientStorage(
+                f"this key's translated files waiting for download take its share, {share / 2**20:.0f} MiB: "
+                "download them, or try again once some have expired (MT_FILE_EXPIRY_S)"
+            )
         if self._directory is None:
             self._directory = Path(tempfile.mkdtemp(prefix="mt-files-"))
         name = f"{secrets.token_urlsafe(24)}.{_shortened(UNSAFE_IN_NAME.sub('_', filename).lstrip('.') or 'file')}"
         path = self._directory / name
         self.bytes += disk_bytes  # before the write: puts running at once must not all see room
+        if owner is not None:
+            self._writing[owner] += disk_bytes
         try:
             await asyncio.to_thread(_write_whole, path, data)
         except BaseException:
             self.bytes -= disk_bytes
             raise
-        self._files[name] = StoredFile(path, filename, media_type, self.clock() + self.expiry_s, disk_bytes)
+        finally:
+            if owner is not None:
+                self._writing[owner] -= disk_bytes
+        self._files[name] = StoredFile(path, filename, media_type, self.clock() + self.expiry_s, disk_bytes, owner)
         return name
+
+    def owned(self, owner: str) -> int:
+        """The disk ``owner``'s files take, those being written included."""
+        return self._writing[owner] + sum(f.disk_bytes for f in self._files.values() if f.owner == owner)
 
     def get(self, name: str) -> StoredFile | None:
         """The file stored under ``name``, unless it has expired."""

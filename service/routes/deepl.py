@@ -498,7 +498,8 @@ async def _translate_document(
                     if attempt == DOCUMENT_RETRIES:
                         raise
                     await asyncio.sleep(e.retry_after_s)
-            document.result = await files.put(data, filename=document.filename, media_type=read.media_type)
+            owner = document.owner if runtime.settings.api_key_set else None
+            document.result = await files.put(data, filename=document.filename, media_type=read.media_type, owner=owner)
             document.characters = read.chars
             state.characters += document.characters
             document.status = "done"

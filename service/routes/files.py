@@ -143,9 +143,11 @@ async def libretranslate_file(request: Request) -> LibreFileResponse:
     header_key = bearer_key(request)
     fields, filename = await _form(request, before_file=_key_check(runtime, header_key))
     body = validated(LibreFileRequest, fields)
-    job = FileJob(body.file, filename, body.target, body.source, api_key=body.api_key or header_key)
+    key = body.api_key or header_key
+    job = FileJob(body.file, filename, body.target, body.source, api_key=key)
     data, document = await unless_disconnected(request, translate_document(runtime, request.app.state.documents, job))
-    name = await _store(request).put(data, filename=filename, media_type=document.media_type)
+    owner = key if runtime.settings.api_key_set else None
+    name = await _store(request).put(data, filename=filename, media_type=document.media_type, owner=owner)
     return LibreFileResponse(translatedFileUrl=_download_url(request, runtime, name))
 
 

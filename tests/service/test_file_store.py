@@ -123,3 +123,19 @@ def test_a_long_upload_name_is_shortened_in_the_link_and_kept_for_the_download(f
     assert len(name) <= 32 + 1 + NAME_CHARS and name[33:] in filename
     assert filename.endswith(".docx") == name.endswith(".docx")
     store.close()
+
+
+def test_a_key_keeps_at_most_its_share_and_other_keys_store_theirs() -> None:
+    """A quarter of the store a key: one key's files waiting for download left every other key 507."""
+    store = FileStore(expiry_s=60, max_bytes=8 * BLOCK_BYTES)
+
+    async def scenario() -> None:
+        await store.put(b"x" * BLOCK_BYTES, filename="a.txt", media_type="text/plain", owner="key-a")
+        with pytest.raises(InsufficientStorage, match="this key's translated files"):
+            await store.put(b"x" * (BLOCK_BYTES + 1), filename="b.txt", media_type="text/plain", owner="key-a")
+        await store.put(b"x" * (2 * BLOCK_BYTES), filename="c.txt", media_type="text/plain", owner="key-b")
+        await store.put(b"x" * (5 * BLOCK_BYTES), filename="d.txt", media_type="text/plain")  # no keys: no share
+        assert store.owned("key-a") == BLOCK_BYTES and store.owned("key-b") == 2 * BLOCK_BYTES
+
+    asyncio.run(scenario())
+    store.close()
