@@ -64,6 +64,9 @@ MAX_ENTRIES = 10_000
 # Glossaries one key may keep (as DeepL allows an account): with MAX_ENTRIES terms of up to
 # MAX_TERM_CHARS each, what one key can make the store hold stays bounded.
 MAX_GLOSSARIES = 1_000
+# The text of a key's glossaries' terms (UTF-8), all together: 1,000 glossaries of 10,000 terms of
+# 1,024 characters let one key store tens of GB, growing the store 12 MB a second.
+MAX_KEY_TEXT_BYTES = 64 << 20
 MAX_BUILT_MB = 64  # of the glossaries kept built for translation (engine.glossary.BuiltGlossaries)
 # Every regional variant DeepL's codes name (developers.deepl.com, "Languages supported"): each
 # is its language's, served by its language's model; any other (EN-XX) names no language. A
@@ -87,7 +90,8 @@ CREATE TABLE IF NOT EXISTS glossaries (
     target_lang TEXT NOT NULL,
     creation_time TEXT NOT NULL,
     entry_count INTEGER NOT NULL,
-    revision INTEGER NOT NULL DEFAULT 0
+    revision INTEGER NOT NULL DEFAULT 0,
+    text_bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS glossaries_by_owner ON glossaries (owner, creation_time);
 CREATE TABLE IF NOT EXISTS entries (
@@ -286,10 +290,11 @@ class GlossaryStore:
             (kept,) = db.execute("SELECT COUNT(*) FROM glossaries WHERE owner = ?", (owner,)).fetchone()
             if kept >= MAX_GLOSSARIES:
                 raise TooManyGlossaries(f"at most {MAX_GLOSSARIES:,} glossaries are kept for a key: delete one first")
+            _check_room(db, owner, glossary.glossary_id, terms)
             db.execute(
-                "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, creation_time, entry_count)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (glossary.glossary_id, owner, glossary.name, source_lang, target_lang, now, len(terms)),
+                "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, creation_time, entry_count,"
+                " text_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (glossary.glossary_id, owner, glossary.name, source_lang, target_lang, now, len(terms), _bytes(terms)),
             )
             _write_entries(db, glossary.glossary_id, terms)
         return glossary
@@ -319,11 +324,12 @@ class GlossaryStore:
             if entries is not None or changes or remove:
                 current = _read_entries(db, glossary_id) if entries is None else entries
                 terms = checked(merged(current, checked(changes).terms if changes else (), remove)).terms
+                _check_room(db, owner, glossary_id, terms)
                 db.execute("DELETE FROM entries WHERE glossary_id = ?", (glossary_id,))
                 _write_entries(db, glossary_id, terms)
                 db.execute(
-                    "UPDATE glossaries SET entry_count = ?, revision = revision + 1 WHERE id = ?",
-                    (len(terms), glossary_id),
+                    "UPDATE glossaries SET entry_count = ?, text_bytes = ?, revision = revision + 1 WHERE id = ?",
+                    (len(terms), _bytes(terms), glossary_id),
                 )
                 info = replace(info, entry_count=len(terms))
         return info
@@ -480,9 +486,14 @@ def _create_or_migrate(db: sqlite3.Connection) -> None:
     db.execute("BEGIN IMMEDIATE")
     for statement in filter(str.strip, _SCHEMA.split(";")):
         db.execute(statement)
-    for table, column in (("entries", "case_sensitive"), ("glossaries", "revision")):
+    for table, column in (("entries", "case_sensitive"), ("glossaries", "revision"), ("glossaries", "text_bytes")):
         if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+            if column == "text_bytes":  # the glossaries an earlier version stored, counted once
+                db.execute(
+                    "UPDATE glossaries SET text_bytes = (SELECT COALESCE(SUM(LENGTH(CAST(source AS BLOB))"
+                    " + LENGTH(CAST(target AS BLOB))), 0) FROM entries WHERE glossary_id = glossaries.id)"
+                )
     db.execute("COMMIT")
 
 
@@ -497,6 +508,24 @@ def quoted_id(glossary_id: str) -> str:
     """``glossary_id`` as an error message names it: quoted, or by its length when it is longer
     than any id this service makes (an id of 500 KB came back in a 500 KB answer)."""
     return repr(glossary_id) if len(glossary_id) <= MAX_ID_CHARS else f"of {len(glossary_id)} characters"
+
+
+def _bytes(terms: Sequence[Term]) -> int:
+    """The text of ``terms``, in UTF-8 bytes: what a key's glossaries are bounded by."""
+    return sum(len(t.source.encode()) + len(t.target.encode()) for t in terms)
+
+
+def _check_room(db: sqlite3.Connection, owner: str, glossary_id: str, terms: Sequence[Term]) -> None:
+    """TooManyGlossaries if the owner's glossaries, ``glossary_id``'s as ``terms``, would hold
+    more text than ``MAX_KEY_TEXT_BYTES``."""
+    (others,) = db.execute(
+        "SELECT COALESCE(SUM(text_bytes), 0) FROM glossaries WHERE owner = ? AND id != ?", (owner, glossary_id)
+    ).fetchone()
+    if others + _bytes(terms) > MAX_KEY_TEXT_BYTES:
+        raise TooManyGlossaries(
+            f"a key's glossaries hold at most {MAX_KEY_TEXT_BYTES >> 20} MiB of terms; these would make "
+            f"{(others + _bytes(terms)) / 2**20:.1f} MiB: delete or shorten some first"
+        )
 
 
 def _write_entries(db: sqlite3.Connection, glossary_id: str, terms: Sequence[Term]) -> None:

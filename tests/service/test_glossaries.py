@@ -22,6 +22,7 @@ from service.glossaries import (
     MAX_ENTRIES,
     GlossaryStore,
     InvalidEntries,
+    TooManyGlossaries,
     checked,
     merged,
     parse_entries,
@@ -353,6 +354,9 @@ def test_a_database_without_case_sensitive_entries_is_migrated(tmp_path: Path) -
     assert stores[0].glossary("me", "old")[1].terms == (Term("dog", "Hund"),)  # type: ignore[index]  # revisions too
     created = stores[0].create("me", "new", "en", "de", [Term("Cat", "Katze", True)])
     assert GlossaryStore(tmp_path).entries("me", created.glossary_id) == [Term("Cat", "Katze", True)]
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as db:  # the old glossary's text counted, as the new one's
+        assert dict(db.execute("SELECT id, text_bytes FROM glossaries")) == {"old": 7, created.glossary_id: 8}
+    db.close()
 
 
 @pytest.mark.parametrize("existing", [False, True])
@@ -488,3 +492,21 @@ def test_glossary_writes_wait_on_their_own_thread_and_past_the_bound_are_refused
         assert await threads.run(lambda: "written", write=True) == "written"
 
     asyncio.run(scenario())
+
+
+def test_a_key_keeps_at_most_its_glossaries_text_and_other_keys_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1,000 glossaries of 10,000 long terms let one key store tens of GB."""
+    monkeypatch.setattr("service.glossaries.MAX_KEY_TEXT_BYTES", 40)
+    store = GlossaryStore(tmp_path)
+    first = store.create("me", "a", "en", "de", [Term("dog", "Hund"), Term("cat", "Katze")])  # 15 bytes
+    store.create("me", "b", "en", "de", [Term("horse", "Pferd"), Term("bird", "Vogel")])  # 19 bytes: 34
+    with pytest.raises(TooManyGlossaries, match="at most 0 MiB of terms"):
+        store.create("me", "c", "en", "de", [Term("fish", "Fisch")])  # 9 more: 43
+    with pytest.raises(TooManyGlossaries):
+        store.update("me", first.glossary_id, changes=[Term("elephant", "Elefant")])
+    assert store.entries("me", first.glossary_id) == [Term("dog", "Hund"), Term("cat", "Katze")]  # unchanged
+    store.create("you", "c", "en", "de", [Term("fish", "Fisch")])
+    store.delete("me", first.glossary_id)
+    store.create("me", "c", "en", "de", [Term("fish", "Fisch")])
