@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from engine.repository import Router
 from service.routes.libretranslate import libretranslate_document
 from service.runtime import Runtime
-from service.schemas import BEARER_SCHEME, LANGUAGE_PAIR, SERVED_LANGUAGES, SETTING_LIMITS
+from service.schemas import BEARER_SCHEME, LANGUAGE_PAIR, SAME_LANGUAGE, SERVED_LANGUAGES, SETTING_LIMITS
 from service.settings import Settings
 
 AUTO = "auto"  # the source language that asks for identification
@@ -55,12 +55,13 @@ def complete(document: dict[str, Any], settings: Settings, router: Router | None
             schema[keyword] = getattr(settings, setting)
         side = schema.pop(SERVED_LANGUAGES, None)
         fields = schema.pop(LANGUAGE_PAIR, None)
+        same = schema.pop(SAME_LANGUAGE, False)
         if router is None or not router.pairs():  # not read yet, or nothing to serve: no codes to list
             continue
         if side is not None:
             _served(schema, router, side)
         if fields is not None:
-            _pairs(schema, router, *fields)
+            _pairs(schema, router, *fields, same_language=same)
 
 
 def _authentication(document: dict[str, Any], *, required: bool) -> None:
@@ -83,14 +84,17 @@ def _served(schema: dict[str, Any], router: Router, side: str) -> None:
     schema["enum"] = [AUTO, *router.sources()] if side == "source" else _targets(router)
 
 
-def _pairs(schema: dict[str, Any], router: Router, source_field: str, target_field: str) -> None:
+def _pairs(
+    schema: dict[str, Any], router: Router, source_field: str, target_field: str, *, same_language: bool = False
+) -> None:
     """An object naming a language pair: for each target, the sources it is not served from are
-    excluded, and the examples name a served pair."""
+    excluded (but the target itself with ``same_language``), and the examples name a served pair."""
     served = set(router.pairs())
     branches = []
     for target in _targets(router):
         branch: dict[str, Any] = {target_field: {"const": target}}
-        if unserved := [source for source in router.sources() if (source, target) not in served]:
+        unserved = [s for s in router.sources() if (s, target) not in served and not (same_language and s == target)]
+        if unserved:
             branch[source_field] = {"not": {"enum": unserved}}
         branches.append({"properties": branch})
     schema.setdefault("allOf", []).append({"anyOf": branches})

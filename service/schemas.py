@@ -32,6 +32,7 @@ MIN_TIMEOUT_S = 1.0
 # Placeholders in the JSON schemas, replaced in each service's OpenAPI document (``service.openapi``).
 SERVED_LANGUAGES = "x-served-languages"  # "source" or "target": the codes served on that side
 LANGUAGE_PAIR = "x-language-pair"  # [source field, target field] of an object: only served pairs
+SAME_LANGUAGE = "x-same-language"  # beside LANGUAGE_PAIR: a language into itself is served too (unchanged)
 SETTING_LIMITS = "x-setting-limits"  # {JSON schema keyword: Settings field}: the configured limit
 COMPONENT_REF = "#/components/schemas/{model}"  # where a schema's $defs go in the document
 
@@ -412,7 +413,11 @@ class TranslationOut(TextOut):
 
 
 class TranslateResponse(BaseModel):
-    model: str = Field(description="name:version of the models that translated, in order of first use.")
+    model: str | None = Field(
+        None,
+        description="name:version of the models that translated, in order of first use; absent when no text "
+        "needed a model (each was passed through unchanged).",
+    )
     translations: list[TranslationOut]
 
 

@@ -54,6 +54,7 @@ from service.schemas import (
     LANGUAGE_PAIR,
     MAX_BEAM_SIZE,
     OTHER_LANGUAGE_NAMES,
+    SAME_LANGUAGE,
     SourceLanguage,
     TargetLanguage,
     TextOrTexts,
@@ -101,6 +102,7 @@ class LibreTranslateRequest(BaseModel):
         json_schema_extra={
             "examples": [{"q": "A dog runs on the grass.", "source": "en", "target": "de"}],
             LANGUAGE_PAIR: ["source", "target"],
+            SAME_LANGUAGE: True,  # as LibreTranslate: a text "translated" into its own language comes back
         },
     )
 

@@ -59,7 +59,7 @@ async def translate(request: Request) -> Response:
         TranslationOut.from_result(result, body, model, detection)
         for result, model, detection in zip(done.results, done.models, detections, strict=True)
     ]
-    response = TranslateResponse(model=done.model, translations=translations)
+    response = TranslateResponse(model=done.model or None, translations=translations)
     return Response(response.model_dump_json(exclude_none=True), media_type="application/json")
 
 

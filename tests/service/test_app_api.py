@@ -126,3 +126,10 @@ def test_a_json_body_is_read_whatever_its_content_type(client: httpx.Client, con
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"
     assert response.json()["translations"][0]["text"]
+
+
+def test_a_request_that_needed_no_model_names_none(client: httpx.Client) -> None:
+    """Texts with nothing to translate come back as they are: the response said `"model": ""`."""
+    body = translate(client, text=["123", "😀", ""])
+    assert "model" not in body
+    assert [t["text"] for t in body["translations"]] == ["123", "😀", ""]

@@ -108,6 +108,9 @@ def test_the_document_names_the_served_languages_and_pairs(en_de_repository: Pat
     libre = request_schema(doc, "/translate", "application/x-www-form-urlencoded")
     assert libre["properties"]["source"]["enum"] == ["auto", "de", "en"]
     assert libre["examples"] == [{"q": "A dog runs on the grass.", "source": "en", "target": "de"}]
+    # LibreTranslate answers a language into itself (unchanged, 200): its schema allows it.
+    [libre_pairs] = [part["anyOf"] for part in libre["allOf"]]
+    assert libre_pairs == [{"properties": {"target": {"const": "de"}}}, {"properties": {"target": {"const": "en"}}}]
 
 
 def test_the_document_states_the_limits(en_de_repository: Path) -> None:
