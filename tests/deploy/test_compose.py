@@ -18,6 +18,7 @@ from service.settings import Settings
 
 COMPOSE = REPO / "docker-compose.yml"
 GPU_OVERRIDE = REPO / "docker-compose.gpu.yml"
+LOCAL_ONLY = "${PUBLISH_ADDRESS:-127.0.0.1}"  # every published port's address, unless the user sets another
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def test_translator_runs_the_image_as_built() -> None:
     assert translator["build"]["context"] == "." and (REPO / "Dockerfile").is_file()
     assert "command" not in translator and "entrypoint" not in translator, "the image's CMD is the tested command"
     assert "healthcheck" not in translator, "the image's HEALTHCHECK on /healthz applies"
-    assert f"{CONTAINER_PORT}:{CONTAINER_PORT}" in translator["ports"]
+    assert f"{LOCAL_ONLY}:{CONTAINER_PORT}:{CONTAINER_PORT}" in translator["ports"]
     drain = Settings().drain_timeout_s
     assert seconds(translator["stop_grace_period"]) > drain, "SIGKILL must not cut the drain short"
 
@@ -97,12 +98,23 @@ def test_grafana_provisioning_is_mounted_and_points_at_prometheus() -> None:
     provisioning = mounts["/etc/grafana/provisioning"]
     (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
     assert datasource["url"] == "http://prometheus:9090"
-    assert "9090:9090" in load(COMPOSE)["services"]["prometheus"]["ports"]
+    assert f"{LOCAL_ONLY}:9090:9090" in load(COMPOSE)["services"]["prometheus"]["ports"]
     (provider,) = yaml.safe_load((provisioning / "dashboards" / "mt-service.yml").read_text())["providers"]
     dashboards = mounts[provider["options"]["path"]]
     assert sorted(p.name for p in dashboards.glob("*.json")) == ["mt-service.json"]
     home = Path(grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"])
     assert (mounts[str(home.parent)] / home.name).is_file()
+
+
+def test_every_port_is_published_on_this_machine_only_unless_the_user_opens_it() -> None:
+    """Published on every interface, with Grafana's admin/admin and anonymous viewing, a copy of the
+    file exposed the service and its dashboards to the network."""
+    services = load(COMPOSE)["services"]
+    published = [port for service in services.values() for port in service.get("ports", [])]
+    assert published and all(port.startswith(f"{LOCAL_ONLY}:") for port in published), published
+    grafana = services["grafana"]["environment"]
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false" and "GF_AUTH_ANONYMOUS_ORG_ROLE" not in grafana
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?"), "required, no default"
 
 
 def test_gpu_override_builds_the_cuda_image_and_reserves_a_gpu() -> None:
