@@ -64,7 +64,6 @@ class Member:
     on_done: Callable[[object, BaseException | None], None] | None = None  # its result, or what it raised
     rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (n,) its rows in the pool
     slots: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (B',) each sentence's slot
-    owned: list[int] = field(default_factory=list)  # the slots it filled
     request: StepRequest | None = None  # its next step
 
     @property
@@ -135,8 +134,8 @@ class RowPool:
     def _leave(self, member: Member, result: object, error: BaseException | None) -> None:
         self.members.remove(member)
         self._free_rows(member.rows)
-        self._free_slots(member.owned)
-        member.rows, member.slots, member.owned = member.rows[:0], member.slots[:0], []
+        self._free_slots(np.unique(member.slots).tolist())
+        member.rows, member.slots = member.rows[:0], member.slots[:0]
         self._shrink()
         if member.on_done is not None:
             member.on_done(result, error)
@@ -278,11 +277,9 @@ class RowPool:
         member.rows = rows
         self._free_rows(spare[len(copies) :])
         if selection.sentences is not None:
+            unused = np.setdiff1d(member.slots, member.slots[selection.sentences])
             member.slots = member.slots[selection.sentences]
-            kept = set(member.slots.tolist())
-            unused = [s for s in member.owned if s not in kept]
-            member.owned = [s for s in member.owned if s in kept]
-            self._free_slots(unused)
+            self._free_slots(unused.tolist())
         self._shrink()
 
     def _copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
@@ -331,7 +328,6 @@ class RowPool:
             self._allocate_slots(max(needed, 2 * len(self.slot_owner)), self.source_width)
         slots = np.arange(self.n_slots, needed)
         self.slot_owner[self.n_slots : needed] = [member] * count
-        member.owned = slots.tolist()
         self.n_slots = needed
         return slots
 
@@ -349,7 +345,6 @@ class RowPool:
             owner = self.slot_owner[mover]
             assert owner is not None
             owner.slots[owner.slots == mover] = hole
-            owner.owned = [hole if s == mover else s for s in owner.owned]
             self.slot_owner[hole], self.slot_owner[mover] = owner, None
         self.n_slots = end
 

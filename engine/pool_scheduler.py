@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.decoder import Steps
 from engine.pool import Member, RowPool
-from engine.runner import Encoded
+from engine.runner import Encoded, pad_batch
 from engine.scheduler import Cancelled, Task
 
 Encoder = Callable[[np.ndarray], Encoded]
@@ -47,7 +47,6 @@ class _Queued:
     task: Task
     future: Future[tuple[object, Timing]]
     order: int
-    encode_seconds: float = 0.0
 
 
 @dataclass
@@ -164,9 +163,7 @@ class PoolScheduler:
     def _join(self, joining: list[_Queued]) -> None:
         """Encode the joiners' sentences in one run and give each its rows."""
         ids = [s for q in joining for s in q.ids]
-        src = np.full((len(ids), max(map(len, ids)) + 1), self.pad_id, dtype=np.int64)  # engine.translator.pad_batch
-        for i, seq in enumerate(ids):
-            src[i, : len(seq)] = seq
+        src = pad_batch(ids, self.pad_id)
         start = time.perf_counter()
         try:
             encoded = self.encode(src).source

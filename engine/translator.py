@@ -66,7 +66,7 @@ from engine.markup import Document, Translation, WordAlignment
 from engine.pool import PoolConfig, RowPool
 from engine.pool_scheduler import PoolScheduler, Timing
 from engine.replacement import Replacement, WordAttention, replaced
-from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, resolve_provider
+from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, pad_batch, resolve_provider
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
 from engine.segmenter import SegmentedText, segment
 from engine.shortlist import Shortlist
@@ -526,7 +526,8 @@ class Translator:
         return Forced((*hypothesis.tokens[: len(pair.target_prefix)], *tokens), hypothesis.eos)
 
     def _run(self, jobs: list[_Job], call: _Call) -> None:
-        """Decode every job: all at once in the row pools, or (CUDA) ``streams`` at a time."""
+        """Decode every job: all at once in the row pools, or each on a decoder state of its own
+        (CUDA, or the CPU without the pool), ``streams`` at a time."""
         if self.pools is None:
             mapped = self.streams.map if self.streams else map
             timings = list(mapped(self._decode_batch, jobs, [call] * len(jobs)))
@@ -554,8 +555,8 @@ class Translator:
         return timing.encode_seconds, timing.decode_seconds
 
     def _decode_batch(self, job: _Job, call: _Call) -> tuple[float, float]:
-        """Encode and decode one job on the runner's own decoder state (CUDA), a turn per step;
-        returns its encode and decode seconds."""
+        """Encode and decode one job on a decoder state of its own (one rectangle of rows), a turn
+        per step; returns its encode and decode seconds."""
         src = pad_batch([s.ids for s in job.sentences], self.manifest.special_tokens.pad)  # (B, S)
         start = time.perf_counter()
         with call.task.turns() as turns:
@@ -789,20 +790,6 @@ def _term_uses(parts: list[_Sentence], glossary: Glossary, translation: str, *, 
 
 def _added_period(source: str, translation: str) -> bool:
     return source[-1:].isalnum() and translation.endswith(".") and not translation.endswith("..")
-
-
-def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:
-    """(B, S) int64, right-padded to one position past the longest sequence.
-
-    Why one more: onnxruntime's CPU kernels round a source of length S = 3 (mod 4) with no padding
-    at all differently (in the last bit) from the same source with padding, while any amount of
-    padding gives bitwise the same result. Padding every sentence, the longest included, makes a
-    sentence's translation independent of the batch it is in (tests/service/test_translator.py).
-    """
-    out = np.full((len(ids), max(map(len, ids)) + 1), pad_id, dtype=np.int64)
-    for i, seq in enumerate(ids):
-        out[i, : len(seq)] = seq
-    return out
 
 
 def _places(glossary: Glossary, documents: list[Document] | None, units: int) -> list[list[tuple[int, float]] | None]:

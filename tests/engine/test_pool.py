@@ -23,9 +23,8 @@ from engine.forced_decoding import Forced
 from engine.pool import Member, PoolConfig, RowPool
 from engine.pool_graph import PoolGraphError, with_pool_inputs
 from engine.pool_scheduler import PoolScheduler
-from engine.runner import DecoderShape, Runner, RunnerConfig
+from engine.runner import DecoderShape, Runner, RunnerConfig, pad_batch
 from engine.scheduler import Cancellation, Cancelled, StepScheduler
-from engine.translator import pad_batch
 
 BOS, EOS = 2, 3
 

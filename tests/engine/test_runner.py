@@ -28,10 +28,10 @@ from engine.runner import (
     RunnerError,
     decoder_graph,
     load_session,
+    pad_batch,
     resolve_provider,
 )
 from engine.step_rows import with_row_inputs
-from engine.translator import pad_batch
 
 
 @pytest.fixture(scope="module")

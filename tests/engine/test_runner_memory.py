@@ -13,8 +13,7 @@ from engine import runner as runner_module
 from engine.beam_search import SearchOptions, search
 from engine.bundle import load_bundle
 from engine.heap import release_memory
-from engine.runner import DecoderShape, HostDecoder, Runner, RunnerConfig
-from engine.translator import pad_batch
+from engine.runner import DecoderShape, HostDecoder, Runner, RunnerConfig, pad_batch
 
 
 @pytest.fixture(scope="module")

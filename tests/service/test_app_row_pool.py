@@ -6,16 +6,13 @@ replaced with its requests tried again."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from live_server import ServiceProcess, StartService
 from test_app_batching import concurrently, texts_body
-from test_app_engine_crash import engine_pids
+from test_app_engine_crash import assert_killed_engine_loses_nothing
 
 SENTENCES = [
     f"A {w} runs in the {p} with a {o}." for w in ("man", "dog", "girl") for p in ("park", "street") for o in "ab"
@@ -61,16 +58,4 @@ def test_an_engine_process_killed_under_load_fails_no_request(
     pooled: httpx.Client, pooled_server: ServiceProcess
 ) -> None:
     """Killed while its pool decodes: its batches are tried again on the other, none is lost."""
-    expected = {s: pooled.post(ROUTE, json=texts_body([s])).json()["translations"] for s in SENTENCES}
-
-    def send(sentence: str) -> tuple[str, httpx.Response]:
-        return sentence, pooled.post(ROUTE, json=texts_body([sentence]))
-
-    with ThreadPoolExecutor(4) as threads:
-        answers = threads.map(send, SENTENCES * 6)
-        killed = engine_pids(pooled_server.process.pid)[0]
-        os.kill(killed, signal.SIGKILL)
-        answers = list(answers)
-    assert [r.status_code for _, r in answers] == [200] * len(answers)
-    assert all(r.json()["translations"] == expected[s] for s, r in answers)
-    assert killed not in engine_pids(pooled_server.process.pid)
+    assert_killed_engine_loses_nothing(pooled, pooled_server, [texts_body([s]) for s in SENTENCES] * 6)
