@@ -39,8 +39,8 @@ import httpx
 
 from benchmarks.common import BUNDLE, DATA_DIR, RESULTS, markdown_table, read_lines, start_run, write_report
 from engine import TranslationOptions, Translator, TranslatorConfig
+from engine.cost import text_work
 from engine.glossary import Glossary
-from engine.translator import GLOSSARY_MIN_BEAM, GLOSSARY_SEARCHES
 from model.evaluate import score_translations
 from service.glossaries import MAX_ENTRIES
 from service.launcher import LiveService
@@ -242,10 +242,10 @@ def heaviest_request(translator: Translator, rounds: int) -> dict:
 
 def admitted(translator: Translator, texts: list[str], beam: int) -> list[str]:
     """The first of ``texts`` that the default ``MT_MAX_BEAM_TOKENS`` admits together with a
-    glossary at ``beam``, by ``service.runtime.Runtime._check_cost``'s estimate."""
+    glossary at ``beam``, by the service's estimate (``engine.cost.text_work``)."""
     limit = Settings.model_fields["max_beam_tokens"].default
-    per_token = beam + GLOSSARY_SEARCHES * max(beam, GLOSSARY_MIN_BEAM)
-    costs = itertools.accumulate(len(translator.tokenizer.encode(text)) * per_token for text in texts)
+    works = (text_work(len(translator.tokenizer.encode(text)), [beam], says_terms=True) for text in texts)
+    costs = itertools.accumulate(works)
     return [text for text, cost in zip(texts, costs, strict=True) if cost <= limit]
 
 

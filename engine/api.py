@@ -38,7 +38,7 @@ class TranslationOptions:
     # "html", "xml": each text is markup, translated with its tags in place (engine.markup)
     format: TextFormat = "text"
     # terms the translation must use wherever the text says their source (engine.glossary); a
-    # sentence with one is decoded with a beam of at least GLOSSARY_MIN_BEAM
+    # sentence with one is decoded with a beam of at least engine.cost.GLOSSARY_MIN_BEAM
     glossary: Glossary | None = None
     # score only the target pieces the batch's sources make likely (engine.shortlist), where the
     # model has a shortlist; None: the model's default (on where it keeps BLEU within 0.2)

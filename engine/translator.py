@@ -55,6 +55,7 @@ from engine.beam_search import SearchOptions
 from engine.bundle import Bundle, BundleError, Language, check_graph, load_bundle
 from engine.casing import ordinary_case
 from engine.constraints import GUIDES, Guide, SentenceConstraints
+from engine.cost import glossary_beam, glossary_work
 from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step, Steps, drive
 from engine.forced_decoding import Forced
@@ -75,13 +76,6 @@ from engine.tokenizer import Tokenizer
 __all__ = ["Translator", "TranslatorConfig", "auto_streams"]
 
 WARMUP_TEXT = "Warm-up: the first request should not pay for memory allocation."
-# The beam of a sentence with glossary terms at least: dynamic beam allocation shares the beam
-# between hypotheses at each stage of meeting its constraints, and one beam has no stages to share.
-GLOSSARY_MIN_BEAM = 4
-# Searches with constraints that a sentence with glossary terms is admitted for, at that beam
-# (service.runtime counts them): two guides, of GUIDES' four, suffice for most sentences, and one
-# that needs more runs on what the call's other sentences left.
-GLOSSARY_SEARCHES = 2
 _Results = list[list[beam_search.Hypothesis]]  # each sentence's hypotheses, best first
 
 
@@ -188,15 +182,14 @@ class _Sentence:
 @dataclass
 class _Allowance:
     """The work, in source tokens times beams, that putting a call's glossary terms in may take:
-    ``GLOSSARY_SEARCHES`` searches of each sentence with terms at the glossary's beam, as the
-    service admits it (``service.runtime.Runtime._check_cost``). Without it, a sentence no guide can
-    give its terms to would be decoded under all of them, several times what was admitted."""
+    what the service admits for it (``engine.cost.glossary_work``). Without it, a sentence no guide
+    can give its terms to would be decoded under all of them, several times what was admitted."""
 
     left: int
 
     @classmethod
     def of(cls, sentences: Sequence[_Sentence], beam: int) -> _Allowance:
-        return cls(sum(len(s.ids) for s in sentences if s.spells_terms()) * beam * GLOSSARY_SEARCHES)
+        return cls(sum(glossary_work(len(s.ids), beam) for s in sentences if s.spells_terms()))
 
     def spend(self, work: int) -> None:
         self.left -= work
@@ -473,8 +466,8 @@ class Translator:
         runs for the sentences still missing terms that it has room for, and a sentence it has no
         room for keeps its translation, its term reported unused."""
         self._run([_Job(batch, search) for batch in self._sub_batches(sentences)], call)
-        wide = replace(search, beam_size=max(search.beam_size, GLOSSARY_MIN_BEAM))
-        allowance = _Allowance.of(sentences, wide.beam_size)
+        wide = replace(search, beam_size=glossary_beam(search.beam_size))
+        allowance = _Allowance.of(sentences, search.beam_size)
         mended = [s for s in sentences if s.misses_terms() and self._put_terms_in(s, call)]
         allowance.spend(sum(len(s.ids) * len(s.forced) for s in mended))  # one row per translation scored
         self._run([_Job(batch, search, forced=True) for batch in self._sub_batches(mended)], call)

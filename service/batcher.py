@@ -143,11 +143,19 @@ class Batcher:
         self._executor.shutdown(wait=True)
 
     async def translate(
-        self, texts: Sequence[str], options: Hashable, *, timeout_s: float, request_tokens: int | None = None
+        self,
+        texts: Sequence[str],
+        options: Hashable,
+        *,
+        timeout_s: float,
+        request_tokens: int | None = None,
+        tokens: Sequence[int] | None = None,
     ) -> list[Any]:
         """Translate ``texts`` with ``options`` inside the shared batches; results in input order.
         ``request_tokens``: the source tokens of the whole request they are part of, where it is
-        sent a part at a time (a stream's sentences), which decide their lane as the whole's would."""
+        sent a part at a time (a stream's sentences), which decide their lane as the whole's would.
+        ``tokens``: each text's source tokens where the caller has counted them already (the cost
+        check did), so that no text is encoded twice in this process."""
         if self._closing:
             raise Unavailable("the service is shutting down")
         if not texts:
@@ -156,7 +164,8 @@ class Batcher:
             raise Overloaded(
                 f"queue full ({self._queued} texts waiting); retry later", retry_after_s=self._retry_after_s()
             )
-        tokens = [self.engine.count_tokens(text) for text in texts]
+        if tokens is None:
+            tokens = [self.engine.count_tokens(text) for text in texts]
         heavy = max(sum(tokens), request_tokens or 0) > self.config.heavy_tokens
         job = _Job(options, asyncio.get_running_loop().create_future(), [None] * len(texts), len(texts), heavy)
         lane = self._lanes[heavy]

@@ -142,7 +142,8 @@ class Unavailable(ServiceError):
 
 
 class RequestTimeout(ServiceError):
-    """The client left the request's body unfinished, sending nothing, for MT_IDLE_TIMEOUT_S."""
+    """The client left the request's body unfinished, sending nothing for MT_IDLE_TIMEOUT_S, sending
+    it slower than MT_MIN_BODY_RATE, or an upload past MT_UPLOAD_TIMEOUT_S."""
 
     status, type = 408, "request_timeout"
 

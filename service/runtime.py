@@ -38,6 +38,7 @@ from engine.api import (
     term_uses,
 )
 from engine.bundle import BundleError, load_bundle
+from engine.cost import text_work
 from engine.glossary import Glossary, Match
 from engine.language_id import (
     Choice,
@@ -51,7 +52,7 @@ from engine.language_id import (
 from engine.markup import Document, MarkupError, plain_text
 from engine.repository import Hop, ModelEntry, Route, Router, discover, single
 from engine.tokenizer import Tokenizer
-from engine.translator import GLOSSARY_MIN_BEAM, GLOSSARY_SEARCHES, TranslatorConfig, auto_streams
+from engine.translator import TranslatorConfig, auto_streams
 from service.batcher import BatcherConfig
 from service.cache import TranslationCache
 from service.engine_process import EngineHost
@@ -127,7 +128,13 @@ class Plan:
     routes: list[Route | None]
     detections: list[Detection | None] | None  # when the source language was identified; Refused: refused
     timeout_s: float  # the job's deadline, within MT_REQUEST_TIMEOUT_S
-    source_tokens: int  # of its texts to translate, estimated by their first models' tokenizers
+    # each text's source tokens by its first model's tokenizer (None: not translated): counted once,
+    # for the cost check, and handed to that model's batcher
+    text_tokens: list[int | None]
+
+    @property
+    def source_tokens(self) -> int:
+        return sum(n for n in self.text_tokens if n is not None)
 
 
 @dataclass(frozen=True)
@@ -381,9 +388,9 @@ class Runtime:
             _check_glossary(router, job, job.glossary)
         for route in dict.fromkeys(route for route in routes if route is not None):
             _check_options(route, job.options)
-        source_tokens = self._check_cost(readable, routes, job.options, job.glossary)
+        text_tokens = self._check_cost(readable, routes, job.options, job.glossary)
         timeout = min(job.timeout_s or self.settings.request_timeout_s, self.settings.request_timeout_s)
-        return Plan(job, routes, detections, timeout, source_tokens)
+        return Plan(job, routes, detections, timeout, text_tokens)
 
     async def translate(self, job: TranslationJob) -> Translated:
         """Results for ``job.texts`` in order, after every check: text with nothing to translate
@@ -402,7 +409,12 @@ class Runtime:
             asyncio.gather(
                 *(
                     self._translate_route(
-                        r, [texts[i] for i in idx], job.options, _terms(r, job.glossary), _Batching(plan.timeout_s)
+                        r,
+                        [texts[i] for i in idx],
+                        job.options,
+                        _terms(r, job.glossary),
+                        _Batching(plan.timeout_s),
+                        tokens=[plan.text_tokens[i] or 0 for i in idx],
                     )
                     for r, idx in groups.items()
                 )
@@ -481,16 +493,24 @@ class Runtime:
             raise UnsupportedLanguage(str(e), details=details) from None
 
     async def _translate_route(
-        self, route: Route, texts: list[str], asked: TranslationOptions, terms: Glossary | None, batching: _Batching
+        self,
+        route: Route,
+        texts: list[str],
+        asked: TranslationOptions,
+        terms: Glossary | None,
+        batching: _Batching,
+        *,
+        tokens: list[int] | None = None,
     ) -> tuple[list[TranslationResult], str]:
-        """``texts`` along ``route``, using ``terms``; with the models that translated them."""
+        """``texts`` along ``route``, using ``terms``; with the models that translated them.
+        ``tokens``: each text's source tokens by the route's first model, where already counted."""
         if route.pivot is None:
             [hop] = route.hops
-            return await self._translate_hop(hop, texts, replace(asked, glossary=terms), batching)
+            return await self._translate_hop(hop, texts, replace(asked, glossary=terms), batching, tokens)
         first, second = route.hops
         # The pivot text is an intermediate: one hypothesis, the model's own length rule.
         pivot = replace(asked, num_hypotheses=1, max_length=None, min_length=0)
-        pivoted, first_name = await self._translate_hop(first, texts, pivot, batching)
+        pivoted, first_name = await self._translate_hop(first, texts, pivot, batching, tokens)
         current = [r.text for r in pivoted]
         if terms is None:
             results, second_name = await self._translate_hop(second, current, asked, batching)
@@ -528,7 +548,12 @@ class Runtime:
         return [r for r in results if r is not None], done[0][1]
 
     async def _translate_hop(
-        self, hop: Hop, texts: list[str], asked: TranslationOptions, batching: _Batching
+        self,
+        hop: Hop,
+        texts: list[str],
+        asked: TranslationOptions,
+        batching: _Batching,
+        tokens: list[int] | None = None,
     ) -> tuple[list[TranslationResult], str]:
         pool, _ = self._loaded()
         model = hop.model
@@ -547,6 +572,7 @@ class Runtime:
                     options,
                     timeout_s=batching.timeout_s,
                     request_tokens=batching.request_tokens,
+                    tokens=None if tokens is None else [tokens[i] for i in missing],
                 )
                 for i, result in zip(missing, fresh, strict=True):
                     results[i] = result
@@ -580,29 +606,28 @@ class Runtime:
         routes: list[Route | None],
         options: TranslationOptions,
         glossary: JobGlossary | None,
-    ) -> int:
+    ) -> list[int | None]:
         """What the request would cost, estimated from each text's source tokens before any of it is
-        queued: the search's tokens times beams (both models' through a pivot; for a text that says
-        glossary terms, ``GLOSSARY_SEARCHES`` more at the beam of a sentence with terms, the most the
-        engine spends on putting them in: ``engine.translator._Allowance``) and, with alignments,
-        the weights of each text's matrix, taking its translation as long as itself. Returns the
-        source tokens."""
+        queued: ``engine.cost.text_work`` over each text's route and, with alignments, the weights
+        of each text's matrix, taking its translation as long as itself. Returns each text's source
+        tokens (None: not translated)."""
         s = self.settings
-        source_tokens = beam_tokens = cells = 0
+        counted: list[int | None] = []
+        work = cells = 0
         for text, route in zip(texts, routes, strict=True):
             if route is None:
+                counted.append(None)
                 continue
             tokens = len(self._tokenizer(route.hops[0].model).encode(text))  # EOS included
-            source_tokens += tokens
+            counted.append(tokens)
             beams = [self._beam_size(hop.model, options) for hop in route.hops]
-            if (terms := _terms(route, glossary)) is not None and _said(terms, text, options.format):
-                beams += [max(beams[-1], GLOSSARY_MIN_BEAM)] * GLOSSARY_SEARCHES
-            beam_tokens += tokens * sum(beams)
+            terms = _terms(route, glossary)
+            work += text_work(tokens, beams, says_terms=terms is not None and bool(_said(terms, text, options.format)))
             cells += (tokens - 1) ** 2
-        _check_limit(beam_tokens, s.max_beam_tokens, "source tokens times beams", "MT_MAX_BEAM_TOKENS")
+        _check_limit(work, s.max_beam_tokens, "source tokens times beams", "MT_MAX_BEAM_TOKENS")
         if options.return_alignments:
             _check_limit(cells, s.max_alignment_cells, "alignment weights", "MT_MAX_ALIGNMENT_CELLS")
-        return source_tokens
+        return counted
 
     def _beam_size(self, model: str, options: TranslationOptions) -> int:
         """The beam ``options`` get from ``model`` (``TranslationOptions.resolved``'s rule)."""

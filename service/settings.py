@@ -214,6 +214,19 @@ class Settings(BaseSettings):
         description="Longest a connection may take to send a request's headers (from its opening or its previous "
         "response), or leave its request's body without a byte; then it is closed.",
     )
+    min_body_rate: int = Field(
+        1024,
+        ge=0,
+        description="Fewest bytes a second a request's body must bring over each MT_BODY_RATE_WINDOW_S of the "
+        "service waiting for it, else 408 (0 = no minimum): an upload dripping a byte every 25 s held its slot "
+        "until MT_UPLOAD_TIMEOUT_S. A body may also end within the window.",
+    )
+    body_rate_window_s: float = Field(
+        10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="The span MT_MIN_BODY_RATE is measured over: a body's pauses shorter than it cost nothing.",
+    )
 
     @field_validator("host")
     @classmethod

@@ -10,8 +10,8 @@ import pytest
 
 from engine import TranslationOptions, Translator, TranslatorConfig
 from engine.constraints import GUIDES
+from engine.cost import GLOSSARY_SEARCHES
 from engine.glossary import Glossary
-from engine.translator import GLOSSARY_SEARCHES
 
 # Longer than the translation of a short sentence may be (1.5 x its source + 10): neither put in
 # place of the model's words nor reached by a constrained search, under any guide.

@@ -11,9 +11,9 @@ from test_runtime import with_runtime
 
 from engine import TranslationOptions
 from engine.bundle import load_bundle
+from engine.cost import GLOSSARY_MIN_BEAM, GLOSSARY_SEARCHES
 from engine.glossary import Glossary
 from engine.tokenizer import Tokenizer
-from engine.translator import GLOSSARY_MIN_BEAM, GLOSSARY_SEARCHES
 from service.errors import PayloadTooLarge
 from service.runtime import JobGlossary, Runtime, TranslationJob
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine import TranslationOptions
+from engine import TranslationOptions, Translator
 from engine.bundle import load_bundle
 from engine.tokenizer import Tokenizer
 from service.errors import PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
@@ -152,3 +152,22 @@ def test_search_cost_and_alignment_size_are_refused_naming_their_setting(tiny_bu
 
     limits = {"max_beam_tokens": tokens * beams, "max_alignment_cells": (tokens - 1) ** 2}
     with_runtime(tiny_bundle, test, **limits)
+
+
+def test_a_text_is_encoded_once_in_the_http_process(tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost check's count of each text's source tokens is the one its batch is formed by: the
+    batcher does not ask the engine to encode it again. A stream's sentences, not counted by the
+    cost check, are counted by the batcher."""
+    counted: list[str] = []
+    count_tokens = Translator.count_tokens
+    monkeypatch.setattr(Translator, "count_tokens", lambda self, text: counted.append(text) or count_tokens(self, text))
+
+    async def test(runtime: Runtime) -> None:
+        job = TranslationJob(texts=["A dog runs.", "A cat sleeps."], target_lang="de", source_lang="en")
+        done = await runtime.translate(job)
+        assert all(r.text for r in done.results) and counted == []
+        plan = runtime.plan(TranslationJob(texts=["A dog runs. A bird sings."], target_lang="de", source_lang="en"))
+        await runtime.translate_part(plan, "A bird sings.")
+        assert counted == ["A bird sings."]
+
+    with_runtime(tiny_bundle, test)
