@@ -92,7 +92,12 @@ def create_app(
     uploads = dict.fromkeys(upload_paths, settings.max_file_bytes + files.FORM_OVERHEAD_BYTES)
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, metrics=metrics, path_limits=uploads)
-    app.add_middleware(SlowBody, timeout_s=settings.idle_timeout_s)
+    app.add_middleware(
+        SlowBody,
+        timeout_s=settings.idle_timeout_s,
+        min_rate=settings.min_body_rate,
+        window_s=settings.body_rate_window_s,
+    )
     app.add_middleware(RequestAccounting, runtime=runtime)
     app.add_middleware(CloseUnreadBody)
     if settings.root_path:

@@ -83,35 +83,95 @@ class RequestAccounting:
 
 class SlowBody:
     """Answers 408 when a request's body, while the app waits for it, sends nothing for
-    ``timeout_s``: a client that stops halfway through its body would hold its connection for ever
-    (the request head has its deadline in ``service.__main__``). The wait counts only while the
-    app reads the body, which is when uvicorn reads it from the connection."""
+    ``timeout_s``, or less than ``min_rate`` bytes a second over a ``window_s`` of waiting: a client
+    that stops halfway through its body would hold its connection for ever, and one that drips a
+    byte now and then would hold it, and an upload's slot, until MT_UPLOAD_TIMEOUT_S (the request
+    head has its deadline in ``service.__main__``). Only the time the app spends waiting for the
+    body counts, which is when uvicorn reads it from the connection: a route busy with what it has
+    read never makes its client too slow."""
 
-    def __init__(self, app: ASGIApp, *, timeout_s: float) -> None:
+    def __init__(self, app: ASGIApp, *, timeout_s: float, min_rate: int, window_s: float) -> None:
         self.app = app
         self.timeout_s = timeout_s
+        self.min_rate = min_rate
+        self.window_s = window_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         body_read = False
+        window = _RateWindow(self.min_rate * self.window_s, self.window_s)
 
         async def timed_receive() -> Message:
             nonlocal body_read
             if body_read:  # what comes next is the disconnect, which a route may wait for as long as it likes
                 return await receive()
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    message = await receive()
-            except TimeoutError:
-                # Raised into the route reading the body, as the body limit's 413 is.
-                message = f"the request body stopped: nothing came for {self.timeout_s:g} s (MT_IDLE_TIMEOUT_S)"
-                raise HTTPException(408, message) from None
+            message = await self._receive_within(receive, window)
             body_read = not message.get("more_body", False)
             return message
 
         await self.app(scope, timed_receive, send)
+
+    async def _receive_within(self, receive: Receive, window: _RateWindow) -> Message:
+        """The next message, waited for while neither the idle timeout nor the rate's window runs
+        out; each window that ends with its bytes starts the next. Raised into the route reading
+        the body as an HTTPException, as the body limit's 413 is."""
+        loop = asyncio.get_running_loop()
+        arriving = asyncio.ensure_future(receive())
+        idle_until = loop.time() + self.timeout_s
+        try:
+            while True:
+                started = loop.time()
+                done, _ = await asyncio.wait({arriving}, timeout=min(idle_until - started, window.left_s))
+                window.waited(loop.time() - started)
+                message = arriving.result() if done else None
+                if message is not None:
+                    window.received(len(message.get("body", b"")))
+                    if not message.get("more_body", False):
+                        return message  # the body's end: no rate to keep any more
+                elif loop.time() >= idle_until:
+                    raise HTTPException(
+                        408, f"the request body stopped: nothing came for {self.timeout_s:g} s (MT_IDLE_TIMEOUT_S)"
+                    )
+                if window.left_s <= 0 and not window.next():
+                    raise HTTPException(
+                        408,
+                        f"the request body came at less than {self.min_rate} bytes a second over "
+                        f"{self.window_s:g} s (MT_MIN_BODY_RATE, MT_BODY_RATE_WINDOW_S)",
+                    )
+                if message is not None:
+                    return message
+        finally:
+            arriving.cancel()
+
+
+class _RateWindow:
+    """The bytes a body brought in its current window of waiting: the window must bring ``need``
+    bytes in ``length_s`` seconds of waiting (or the body end within it)."""
+
+    def __init__(self, need: float, length_s: float) -> None:
+        self.need = need
+        self.length_s = length_s
+        self.waited_s = 0.0
+        self.bytes = 0
+
+    @property
+    def left_s(self) -> float:
+        return self.length_s - self.waited_s
+
+    def waited(self, seconds: float) -> None:
+        self.waited_s += seconds
+
+    def received(self, size: int) -> None:
+        self.bytes += size
+
+    def next(self) -> bool:
+        """At the window's end: whether it brought its bytes, and if so the next one begun."""
+        if self.bytes < self.need:
+            return False
+        self.waited_s, self.bytes = 0.0, 0
+        return True
 
 
 class CloseUnreadBody:

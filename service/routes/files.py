@@ -10,7 +10,8 @@ The API key is checked before the upload is read: from the ``Authorization`` hea
 body, or (LibreTranslate's) from the ``api_key`` field once the file part begins, so that a
 refused request costs the form fields before the file, never the file. At most MT_MAX_UPLOADS
 uploads are received at once (``UploadSlots``): one more is refused (429) before its file is read,
-and one that takes longer than MT_UPLOAD_TIMEOUT_S to arrive is refused (408) and its slot freed.
+and one that takes longer than MT_UPLOAD_TIMEOUT_S to arrive, or arrives slower than MT_MIN_BODY_RATE
+(``middleware.SlowBody``), is refused (408) and its slot freed.
 """
 
 from __future__ import annotations
