@@ -6,7 +6,9 @@ characters, then the uploaded file's name, as LibreTranslate names them) for ``M
 and only names this store handed out are ever served: a name is a key, never a path. Expired files
 are deleted by ``expire_periodically`` (run for the app's lifetime) and, at the latest, on the next
 lookup; ``close`` deletes the directory with whatever is left in it. A file that cannot be written
-whole (a full disk: ``errors.py`` answers 507) is deleted at once. Used from the event loop only.
+whole is deleted at once; on a full disk that is ``InsufficientStorage`` (507) to every caller, a
+DeepL document's error too. Deleting a file needs no room, so that a full disk is freed by the
+downloads that delete their files (``routes.files.DownloadOnce``) and by expiry. Used from the event loop only.
 
 The files kept take at most ``max_bytes`` of disk, each counted in whole blocks, and those of one
 key (where the service has keys) at most a ``KEY_SHARE``-th of that: a file that would take more
@@ -30,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import InsufficientStorage
+from service.errors import InsufficientStorage, storage_full
 
 UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # Of the uploaded file's name in a stored file's: a file name on disk has at most 255 bytes, and an
@@ -95,8 +97,14 @@ class FileStore:
             self._writing[owner] += disk_bytes
         try:
             await asyncio.to_thread(_write_whole, path, data)
-        except BaseException:
+        except BaseException as e:
             self.bytes -= disk_bytes
+            # Known here for what it is: a DeepL document's job would have read it as a fault.
+            if isinstance(e, OSError) and storage_full(e):
+                raise InsufficientStorage(
+                    "the disk that holds translated files waiting for download is full: download them, or try "
+                    "again once some have expired (MT_FILE_EXPIRY_S)"
+                ) from e
             raise
         finally:
             if owner is not None:

@@ -32,10 +32,9 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import Scope
@@ -68,7 +67,7 @@ from service.glossaries import (
     variant_language,
 )
 from service.routes.common import FORM_TYPES, get_runtime, parse_json, read_form, unless_disconnected
-from service.routes.files import _form, attachment
+from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.routes.libretranslate import LANGUAGE_NAMES
 from service.runtime import JobGlossary, Runtime, TranslationJob
@@ -562,12 +561,7 @@ async def document_result(request: Request, document_id: str) -> Response:
     if stored is None:
         raise NotFound("Document not found.")
     # Deleted once sent: it cannot be downloaded again, so it must not wait on the disk for its expiry.
-    return FileResponse(
-        stored.path,
-        media_type=stored.media_type,
-        headers={"Content-Disposition": attachment(stored.filename)},
-        background=BackgroundTask(files.delete, document.result),
-    )
+    return DownloadOnce(files, document.result, stored)
 
 
 # -- glossaries -----------------------------------------------------------------------------------

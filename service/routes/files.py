@@ -30,11 +30,12 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.types import Receive, Scope, Send
 
 from engine.documents import MEDIA_TYPES, SUPPORTED_EXTENSIONS
 from service.documents import FileJob, translate_document
 from service.errors import InvalidRequest, NotFound, Overloaded, RequestTimeout, Unauthorized
-from service.file_store import FileStore
+from service.file_store import FileStore, StoredFile
 from service.routes.common import bearer_key, error_responses, form_error, get_runtime, unless_disconnected
 from service.routes.glossaries import NO_GLOSSARY, request_glossary
 from service.runtime import Runtime
@@ -166,6 +167,26 @@ async def download_file(request: Request, name: str) -> FileResponse:
     return FileResponse(
         stored.path, media_type=stored.media_type, headers={"Content-Disposition": attachment(stored.filename)}
     )
+
+
+class DownloadOnce(FileResponse):
+    """A stored file sent once, then deleted from the store however its response ends: sent, its
+    client gone or its send failed (a response's background task runs only after a send that did
+    not raise, which left a file nobody could download again holding disk and its key's share
+    until it expired). Deleting needs no disk space: it frees the file's even on a full disk."""
+
+    def __init__(self, store: FileStore, name: str, stored: StoredFile) -> None:
+        super().__init__(
+            stored.path, media_type=stored.media_type, headers={"Content-Disposition": attachment(stored.filename)}
+        )
+        self.store = store
+        self.name = name
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.store.delete(self.name)
 
 
 FieldsCheck = Callable[[dict[str, str]], str | None]  # the text fields before the file -> the upload's key

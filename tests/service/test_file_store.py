@@ -57,8 +57,9 @@ def test_a_file_not_written_whole_is_deleted_and_the_error_is_a_507(
 
     monkeypatch.setattr(Path, "write_bytes", fill_up)
     store = FileStore(expiry_s=60)
-    with pytest.raises(OSError) as full:
+    with pytest.raises(InsufficientStorage) as full:
         asyncio.run(store.put(b"data" * 1000, filename="a.txt", media_type="text/plain"))
+    assert isinstance(full.value.__cause__, OSError) and full.value.__cause__.errno == code
     [directory] = tmp_path.iterdir()
     assert list(directory.iterdir()) == []
     response, error_type = error_response(full.value)
