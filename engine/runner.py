@@ -127,6 +127,21 @@ def session_options(threads: int, *, spin: bool) -> ort.SessionOptions:
     return options
 
 
+def start_onnxruntime() -> None:
+    """Pay what onnxruntime costs a process once, before any model loads: its environment and CPU
+    kernel registry (about 10 MB, made at the first session) and the onnx package that the graph
+    edits import. A process that measures each model's memory as it loads (the service's engine
+    processes) would otherwise charge all of it to the first model."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x, y = (helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 1]) for name in ("x", "y"))
+    weight = numpy_helper.from_array(np.ones((1, 1), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "start", [x], [y], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), session_options(1, spin=False), providers=[CPU])
+    session.run(None, {"x": np.ones((1, 1), dtype=np.float32)})
+
+
 def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes | None = None) -> ort.InferenceSession:
     """The session of the graph at ``path``, or of ``graph`` (that graph edited) when given."""
     providers: list[str | tuple[str, dict[str, str]]] = [CPU]

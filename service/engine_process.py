@@ -48,6 +48,8 @@ from typing import Any
 
 from engine.api import ModelInfo, TranslatedBatch, TranslationOptions
 from engine.bundle import load_bundle
+from engine.heap import release_memory
+from engine.runner import start_onnxruntime
 from engine.scheduler import Cancellation
 from engine.tokenizer import Tokenizer
 from engine.translator import Translator, TranslatorConfig
@@ -81,8 +83,10 @@ class EngineHost:
         self._keys = itertools.count()
         self._children: list[_Child] = []
         try:
-            for _ in range(streams):
+            for _ in range(streams):  # started together, then waited for
                 self._children.append(_Child(nice))
+            for child in self._children:
+                child.serve()
         except BaseException:
             self.close()
             raise
@@ -184,7 +188,7 @@ class _Child:
         self._down: str | None = None  # why the last restart failed: a later call tries again
         self._backoff_s = 0.0  # how long after the last failed restart the next one is due
         self._retry_at = 0.0  # time.monotonic() when the next restart is due
-        self._start()
+        self._spawn()  # serve() waits for it
 
     @property
     def pid(self) -> int | None:
@@ -310,10 +314,24 @@ class _Child:
 
     def _start(self) -> None:
         """Start a child and load this child's models into it; raises what loading raised."""
+        self._spawn()
+        self.serve()
+
+    def _spawn(self) -> None:
         self._conn, child_end = _CONTEXT.Pipe()
         self._process = _CONTEXT.Process(target=_serve, args=(self.nice, child_end), name="mt-engine", daemon=True)
         self._process.start()
         child_end.close()
+
+    def serve(self) -> None:
+        """Wait until the spawned child is ready, load this child's models into it and read its
+        answers. Ready means started: its memory from then on is what the models it loads hold
+        (``EngineHost.resident_bytes`` measured while it started charged its start to the first)."""
+        try:
+            self._conn.recv()
+        except EOFError:
+            self._process.join()
+            raise EngineCrashed(f"the engine process died as it started (exit code {self._process.exitcode})") from None
         for key, config in self.models.items():
             self._conn.send((-1, "load", key, config))
             _, status, payload = self._conn.recv()
@@ -345,6 +363,9 @@ def _serve(nice: int, conn: Connection) -> None:
     # The batches' threads take turns for the model, but share the GIL for the search's Python
     # between turns: a short batch's thread must not wait out a long batch's 5 ms default slices.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    start_onnxruntime()
+    release_memory()
+    conn.send("ready")
     translators: dict[str, Translator] = {}
     running: dict[int, Cancellation] = {}
     sending = threading.Lock()
@@ -387,9 +408,11 @@ def _administer(translators: dict[str, Translator], request: list[Any]) -> Any:
     match request:
         case ["load", key, config]:
             translators[key] = Translator(config)
+            release_memory()  # what loading used and freed: not the model's, and not kept
             return translators[key].info
         case ["unload", key]:
             translators.pop(key).close()
+            release_memory()
             return None
     raise ValueError(f"unknown engine request {request[0]!r}")
 
