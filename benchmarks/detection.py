@@ -310,7 +310,7 @@ def service_policy(
     the shares: refused, and wrong (not refused, but kept or translated as they should not be)."""
     from engine.language_id import LanguageIdentifier
 
-    identifier = LanguageIdentifier(languages)
+    identifier = LanguageIdentifier(languages, short_languages=served)  # as the service builds it
     detected = {kind: {lang: [(t, identifier.detect(t)) for t in ts] for lang, ts in texts.items()}
                 for kind, texts in corpus.items()}  # fmt: skip
     rules = {"before": before_choice, "after": lambda *args: after_choice(*args, odds=odds)}

