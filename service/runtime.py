@@ -47,6 +47,7 @@ from engine.language_id import (
     choose,
     default_languages,
     is_passthrough,
+    request_prior,
     supported_languages,
 )
 from engine.markup import Document, MarkupError, plain_text
@@ -227,7 +228,9 @@ class Runtime:
         # its nearest known language, and pairs from them need source_lang.
         known = supported_languages()
         candidates = detect or [c for c in default_languages(self.router.sources()) if c in known]
-        self.identifier = await asyncio.to_thread(LanguageIdentifier, candidates)
+        # Short texts are ranked among the served languages alone: which of them it is, is the question.
+        served = sorted({_base(code) for pair in self.router.pairs() for code in pair})
+        self.identifier = await asyncio.to_thread(LanguageIdentifier, candidates, short_languages=served)
         pool = ModelPool(entries, self._pool_config(), self._loader(), self.metrics)
         try:
             await pool.preload([e.id for e in self.router.entries if names is None or e.id in names])
@@ -347,10 +350,19 @@ class Runtime:
         self.metrics.detected_languages.labels(found.language or UNDETERMINED_LABEL).inc()
         return found
 
-    def _identify(self, text: str, router: Router, target: str) -> Choice:
-        """What ``text`` becomes on its way into ``target``: translated from the likeliest source
-        language that a model translates into ``target``, kept, or refused (``choose``)."""
-        return choose(self.detect(text), self._served_sources(router, target).keys(), _base(target))
+    def _identify(self, texts: list[str | None], router: Router, target: str) -> list[Choice | None]:
+        """What each text becomes on its way into ``target`` (None: not to identify): translated from
+        the likeliest source language that a model translates into ``target``, kept, or refused
+        (``choose``); a text only guessed is taken for the language the others are identified in."""
+        sources, base = self._served_sources(router, target).keys(), _base(target)
+        detections = [None if text is None else self.detect(text) for text in texts]
+        choices = [None if d is None else choose(d, sources, base) for d in detections]
+        if (prior := request_prior(choices)) is None:
+            return choices
+        return [
+            choose(d, sources, base, prior=prior) if c is not None and d is not None and c.detection.guessed else c
+            for d, c in zip(detections, choices, strict=True)
+        ]
 
     def _served_sources(self, router: Router, target: str) -> dict[str, str]:
         """The source languages some route translates into ``target``, by the identifier's code of
@@ -378,9 +390,8 @@ class Runtime:
         verbatim = [is_passthrough(t) for t in readable]
         if auto:
             target = self._target(router, job.target_lang)
-            choices = [
-                None if v else self._identify(t, router, target) for t, v in zip(readable, verbatim, strict=True)
-            ]
+            to_identify = [None if v else t for t, v in zip(readable, verbatim, strict=True)]
+            choices = self._identify(to_identify, router, target)
             routes, detections = self._identified_routes(router, readable, choices, target)
         else:
             routes, detections = self._routes(router, verbatim, job), None
@@ -466,7 +477,7 @@ class Runtime:
                 detections.append(_refused(router, choice.detection, text, target))
             else:
                 language = choice.detection.language
-                assert language is not None  # choose refuses what it cannot determine
+                assert language is not None  # choose refuses what it cannot name a language for
                 source = self._served_sources(router, target).get(language, language)
                 routes.append(None if choice.outcome == "keep" else self._route(router, source, target, detected=True))
                 detections.append(choice.detection)

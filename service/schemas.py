@@ -337,13 +337,19 @@ class AlignmentOut(BaseModel):
 class DetectedLanguage(BaseModel):
     language: str = Field(description="ISO 639-1 code")
     confidence: float = Field(ge=0, le=1)
+    guessed: bool | None = Field(
+        None,
+        description="Present and true when the text was too short or too unusual to identify: it was translated "
+        "from the likeliest language served into target_lang (name source_lang if it is another).",
+    )
 
     @classmethod
     def of(cls, detection: Detection | None) -> DetectedLanguage | None:
         """What a response says of ``detection``: nothing when no language was identified."""
         if detection is None or detection.language is None:
             return None
-        return cls(language=detection.language, confidence=round(detection.confidence, 4))
+        guessed = True if detection.guessed else None
+        return cls(language=detection.language, confidence=round(detection.confidence, 4), guessed=guessed)
 
 
 class TextOut(BaseModel):
