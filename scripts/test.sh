@@ -9,7 +9,8 @@ python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[tr
 # Debian packages that some tests need, installed when missing (as root, where apt-get exists); the
 # tests that need them skip visibly without them. promtool checks /metrics and the Prometheus config;
 # Chromium runs the web page's browser tests (driven by Playwright, whose own browser downloads are
-# never used).
+# never used); PostgreSQL's server is what the state database's tests start clusters of
+# (tests/postgres_server.py), its initdb in Debian's versioned directory.
 install_missing() {  # COMMAND PACKAGE
   if ! command -v "$1" >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (timeout 300 apt-get update -qq && timeout 600 apt-get install -y -qq --no-install-recommends "$2" >/dev/null) \
@@ -18,6 +19,8 @@ install_missing() {  # COMMAND PACKAGE
 }
 install_missing promtool prometheus
 install_missing chromium chromium
+command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+  || install_missing initdb postgresql
 
 ruff check .
 ruff format --check .

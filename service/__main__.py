@@ -29,7 +29,9 @@ from pydantic import ValidationError
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from engine.cli import HelpFormatter, definition_list
+from service import key_commands
 from service.app import create_app
+from service.errors import Unavailable
 from service.runtime import Runtime
 from service.settings import Settings
 
@@ -203,6 +205,17 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _keys(argv: list[str], prog: str) -> int:
+    """``keys ...``: the managed API keys (``service.key_commands``)."""
+    try:
+        return key_commands.main(argv, prog)
+    except ValidationError as e:
+        return _refuse(prog, _describe_settings_errors(e))
+    except Unavailable as e:
+        print(f"{prog} keys: {e.message}", file=sys.stderr)  # noqa: T201
+        return 1
+
+
 def _refuse(prog: str, problems: str) -> int:
     """Refuse to start, with one line: the exit status of a bad setting."""
     print(f"{prog}: invalid configuration: {problems}", file=sys.stderr)  # noqa: T201
@@ -211,6 +224,9 @@ def _refuse(prog: str, problems: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     prog = program_name(sys.argv[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keys"]:
+        return _keys(argv[1:], prog)
     args = build_parser(prog).parse_args(argv)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     try:

@@ -17,10 +17,13 @@ from fastapi_offline import FastAPIOffline
 from starlette.middleware.cors import CORSMiddleware
 
 from service import openapi
+from service.access import Access
+from service.database import open_database
 from service.documents import DocumentProcess
 from service.errors import install_error_handlers
 from service.file_store import FileStore
 from service.glossaries import GlossaryStore
+from service.keys import KeyStore
 from service.metrics import Metrics
 from service.middleware import BodyLimit, CloseUnreadBody, HeadAsGet, RequestAccounting, RootPath, SlowBody
 from service.routes import deepl, files, glossaries, libretranslate, operations, stream, v1, web
@@ -44,6 +47,7 @@ def create_app(
     settings = settings or Settings()
     metrics = Metrics()
     runtime = Runtime(settings, metrics, factory=engine_factory)
+    runtime.access = Access(settings, KeyStore(open_database(settings.database_url, settings.data_dir)))
     file_store = FileStore(settings.file_expiry_s)
     documents = DocumentProcess(
         settings.max_document_bytes,
@@ -56,6 +60,9 @@ def create_app(
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(_load(runtime, on_load_failure))
         expiring = asyncio.create_task(file_store.expire_periodically())
+        # The database reached (its schema made) at start, or one line saying why not; readiness
+        # stays 503 until it is reached.
+        reaching = asyncio.create_task(runtime.access.unready())
         yield
         expiring.cancel()
         file_store.close()
@@ -65,6 +72,8 @@ def create_app(
         loading.cancel()
         await asyncio.wait({loading})
         await runtime.close()
+        await asyncio.wait({reaching})
+        runtime.access.close()
 
     # /docs and /redoc load Swagger UI and ReDoc from the service itself, not from a CDN; Swagger
     # UI's validator badge, which sends the document's URL to validator.swagger.io, is off.

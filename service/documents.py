@@ -244,7 +244,7 @@ def _exhausted(error: BaseException | None) -> bool:
 
 async def translate_document(runtime: Runtime, documents: DocumentProcess, job: FileJob) -> tuple[bytes, ReadDocument]:
     """The translated file, and the document it was read as; every check first, as for texts."""
-    runtime.authorize(job.api_key)
+    caller = runtime.access.check(job.api_key)
     limit = runtime.settings.max_file_bytes
     if len(job.data) > limit:
         raise PayloadTooLarge(f"the file is {len(job.data)} bytes; the limit is {limit} (MT_MAX_FILE_BYTES)")
@@ -254,10 +254,13 @@ async def translate_document(runtime: Runtime, documents: DocumentProcess, job: 
     source = _source_language(runtime, document, job.source_lang)
     options = TranslationOptions(format=document.format)
     translations: list[str] = []
-    for chunk in chunks(document.texts, max_texts=runtime.settings.max_texts, max_chars=runtime.settings.max_chars):
-        request = TranslationJob(chunk, job.target_lang, source, options, api_key=job.api_key, glossary=job.glossary)
-        done = await runtime.translate(request)
-        translations += [result.text for result in done.results]
+    async with runtime.access.metered(caller, document.chars):  # the whole document's, or none of it
+        for chunk in chunks(document.texts, max_texts=runtime.settings.max_texts, max_chars=runtime.settings.max_chars):
+            request = TranslationJob(
+                chunk, job.target_lang, source, options, api_key=job.api_key, glossary=job.glossary
+            )
+            done = await runtime.translate(request)
+            translations += [result.text for result in done.results]
     return await documents.write(job.data, job.filename, translations), document
 
 

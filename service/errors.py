@@ -131,6 +131,20 @@ class Overloaded(ServiceError):
         self.retry_after_s = retry_after_s
 
 
+class RateLimited(Overloaded):
+    """A managed key past its requests per minute (``service.keys``): ``Retry-After`` says when."""
+
+    type = "rate_limited"
+
+
+class QuotaExceeded(ServiceError):
+    """A request that would take a managed key past its characters for the month: refused whole,
+    nothing counted. DeepL's clients know its 456 (``QuotaExceededException``)."""
+
+    status, type = 403, "quota_exceeded"
+    deepl_status = 456
+
+
 class DeadlineExceeded(ServiceError):
     status, type = 504, "timeout"
 
@@ -139,6 +153,12 @@ class Unavailable(ServiceError):
     """Not ready yet (model loading) or shutting down: the client should go to another replica."""
 
     status, type = 503, "unavailable"
+
+
+class DatabaseUnavailable(Unavailable):
+    """The state database (``service.database``) cannot be reached, or did not answer in time."""
+
+    type = "database_unavailable"
 
 
 class RequestTimeout(ServiceError):
@@ -188,8 +208,11 @@ _SERVICE_ERRORS: tuple[type[ServiceError], ...] = (
     Unauthorized,
     Forbidden,
     Overloaded,
+    RateLimited,
+    QuotaExceeded,
     DeadlineExceeded,
     Unavailable,
+    DatabaseUnavailable,
     RequestTimeout,
     ClientDisconnected,
     InsufficientStorage,

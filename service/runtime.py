@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -54,6 +53,7 @@ from engine.markup import Document, MarkupError, plain_text
 from engine.repository import Hop, ModelEntry, Route, Router, discover, single
 from engine.tokenizer import Tokenizer
 from engine.translator import TranslatorConfig, auto_streams
+from service.access import Access
 from service.batcher import BatcherConfig
 from service.cache import TranslationCache
 from service.engine_process import EngineHost
@@ -62,7 +62,6 @@ from service.errors import (
     InvalidRequest,
     MalformedMarkup,
     PayloadTooLarge,
-    Unauthorized,
     Unavailable,
     UnsupportedLanguage,
 )
@@ -171,6 +170,8 @@ class Runtime:
         self.router: Router | None = None
         self.identifier: LanguageIdentifier | None = None
         self.cache = TranslationCache(settings.cache_size, int(settings.cache_mb * 1e6))
+        # Who may translate: MT_API_KEYS' keys, and the managed keys once the app gives it their store.
+        self.access = Access(settings)
         self._entries: dict[str, ModelEntry] = {}
         self._tokenizers: dict[str, Tokenizer] = {}  # the request checks' own, read on first use
         self._sources_into: dict[str, dict[str, str]] = {}  # target -> its sources (``_served_sources``)
@@ -595,14 +596,8 @@ class Runtime:
     # -- request checks ----------------------------------------------------------------------
 
     def authorize(self, key: str | None) -> None:
-        keys = self.settings.api_key_set
-        if not keys:
-            return
-        if not key:
-            raise Unauthorized("an API key is required (Authorization: Bearer <key>)")
-        # Compare against every key in constant time so that timing reveals nothing about them.
-        if not any([secrets.compare_digest(key.encode(), k.encode()) for k in keys]):
-            raise Unauthorized("invalid API key")
+        """Unauthorized (401) unless ``key`` is one the routes have checked (``Access.check``)."""
+        self.access.check(key)
 
     def _check_size(self, texts: Sequence[str]) -> None:
         s = self.settings

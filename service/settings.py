@@ -176,6 +176,24 @@ class Settings(BaseSettings):
         description="Comma-separated API keys; empty = no authentication (a value of only commas and spaces is "
         "refused).",
     )
+    require_keys: bool = Field(
+        False,
+        description="Every translation and glossary route requires a key: one made with `python -m service keys "
+        "create` (with its limits) or one of MT_API_KEYS (which implies this). True with no key yet made refuses "
+        "every request (401): revoking the last key never opens the service.",
+    )
+    database_url: str = Field(
+        "",
+        description="postgresql://user:password@host:5432/db: the database every replica keeps its keys and "
+        "usage in; empty = SQLite in MT_DATA_DIR (one replica).",
+    )
+    key_trust_s: float = Field(
+        60.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="While the database cannot be reached, a key this replica checked within this many seconds is "
+        "still served (its characters and requests not counted meanwhile); other keys get 503.",
+    )
     cache_size: int = Field(1024, ge=0, description="Translations kept in the LRU cache; 0 = off.")
     cache_mb: float = Field(
         64,
@@ -300,6 +318,13 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be a postgresql:// URL (or empty: SQLite in MT_DATA_DIR)")
+        return value
+
     @field_validator("public_url")
     @classmethod
     def _absolute_url(cls, value: str) -> str:
@@ -351,6 +376,11 @@ class Settings(BaseSettings):
     @property
     def api_key_set(self) -> frozenset[str]:
         return _comma_separated(self.api_keys)
+
+    @property
+    def keys_required(self) -> bool:
+        """Whether every translation and glossary request needs a key (MT_REQUIRE_KEYS, MT_API_KEYS)."""
+        return self.require_keys or bool(self.api_key_set)
 
     @property
     def cors_origin_list(self) -> list[str]:

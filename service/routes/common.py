@@ -15,6 +15,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 
+from service.access import Caller
 from service.errors import ClientDisconnected, InvalidRequest, PayloadTooLarge, RequestTimeout, ServiceError
 from service.runtime import Runtime, TranslationJob
 from service.schemas import ErrorResponse, TranslateRequest, embedded_schema
@@ -136,6 +137,17 @@ def bearer_key(request: Request) -> str | None:
     through a FastAPI security dependency, whose machinery runs on every request."""
     scheme, key = get_authorization_scheme_param(request.headers.get("authorization"))
     return key if scheme.lower() == "bearer" and key else None
+
+
+async def authorized(request: Request, key: str | None) -> Caller:
+    """The request's caller, its key checked (``service.access``): once a request, however many of
+    its parts ask (a translation and the glossary it names), so that it counts once against its
+    key's rate."""
+    caller: Caller | None = getattr(request.state, "caller", None)
+    if caller is None:
+        caller = await (await get_runtime(request)).access.authorize(key)
+        request.state.caller = caller
+    return caller
 
 
 def translation_job(body: TranslateRequest, request: Request) -> TranslationJob:

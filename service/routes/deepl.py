@@ -66,7 +66,7 @@ from service.glossaries import (
     to_tsv,
     variant_language,
 )
-from service.routes.common import FORM_TYPES, get_runtime, parse_json, read_form, unless_disconnected
+from service.routes.common import FORM_TYPES, authorized, get_runtime, parse_json, read_form, unless_disconnected
 from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.routes.libretranslate import LANGUAGE_NAMES
@@ -76,8 +76,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 UPLOAD_PATHS = ("/v2/document",)
-# /v2/usage's character_limit: the service has no quota of characters (456 answers only a key that
-# keeps the most glossaries it may, as DeepL answers quotas).
+# /v2/usage's character_limit for a caller without a monthly quota (``service.keys``).
 CHARACTER_LIMIT = 1_000_000_000_000
 # Documents translated at once (the others wait, "queued"), and most documents not yet translated.
 DOCUMENT_WORKERS = 2
@@ -265,11 +264,11 @@ def _key(request: Request) -> str | None:
     return key.strip() or None if scheme.lower() in ("deepl-auth-key", "bearer") else None
 
 
-def _authorize(request: Request, runtime: Runtime) -> str | None:
+async def _authorize(request: Request, runtime: Runtime) -> str | None:
     key = _key(request)
-    if runtime.settings.api_key_set and not key:
+    if runtime.settings.keys_required and not key:
         raise Unauthorized("an API key is required: Authorization: DeepL-Auth-Key <key>")
-    runtime.authorize(key)
+    await authorized(request, key)
     return key
 
 
@@ -323,7 +322,6 @@ class _Document:
 
 @dataclass
 class _State:
-    characters: int = 0  # translated through this API by this process, documents included
     documents: dict[str, _Document] = field(default_factory=dict)
     workers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DOCUMENT_WORKERS))
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -332,7 +330,7 @@ class _State:
 async def _glossaries(request: Request) -> tuple[str, GlossaryStore]:
     """The caller's key, checked, as the owner of glossaries, and the store."""
     runtime = await get_runtime(request)
-    return owner(runtime, _authorize(request, runtime)), glossary_store(request)
+    return owner(runtime, await _authorize(request, runtime)), glossary_store(request)
 
 
 def _state(request: Request) -> _State:
@@ -349,12 +347,11 @@ def _state(request: Request) -> _State:
 @router.post("/v2/translate")
 async def translate(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
-    key = _authorize(request, runtime)
+    key = await _authorize(request, runtime)
     body = _validated(TranslateBody, await _fields(request))
     _, served = runtime.serving()
     target = _language(served, body.target_lang, "target")
     source = _language(served, body.source_lang, "source") if body.source_lang else None
-    state = _state(request)
     glossary = await _glossary(request, key, body.glossary_id, source, target)
     options = TranslationOptions(format=body.tag_handling or "text")
     # A text into its own language (EN into EN-US) comes back as it is, with a 200, as DeepL answers
@@ -364,10 +361,10 @@ async def translate(request: Request) -> JSONResponse:
     # refused while draining, and waited for by the drain.
     runtime.enter()
     try:
-        done = await unless_disconnected(request, runtime.translate(job))
+        async with runtime.access.metered(await authorized(request, key), sum(map(len, body.text))):
+            done = await unless_disconnected(request, runtime.translate(job))
     finally:
         runtime.leave()
-    state.characters += sum(map(len, body.text))
     detections = done.detections or [None] * len(done.results)
     # DeepL names a language for every text, and its clients read one (some as an enumeration that
     # "" is not in): a text with nothing to identify ("42", "") takes the language identified for
@@ -405,7 +402,7 @@ def _preserve_formatting(source: str, translated: str) -> str:
 @router.api_route("/v2/languages", methods=["GET", "POST"])
 async def languages(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
-    _authorize(request, runtime)
+    await _authorize(request, runtime)
     kind = (await _fields(request)).get("type", "source")
     _, served = runtime.serving()
     if kind == "source":
@@ -420,9 +417,9 @@ async def languages(request: Request) -> JSONResponse:
 @router.api_route("/v2/usage", methods=["GET", "POST"])
 async def usage(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
-    _authorize(request, runtime)
-    state = _state(request)
-    return JSONResponse({"character_count": state.characters, "character_limit": CHARACTER_LIMIT})
+    caller = await authorized(request, await _authorize(request, runtime))
+    count, limit = await runtime.access.usage(caller)
+    return JSONResponse({"character_count": count, "character_limit": CHARACTER_LIMIT if limit is None else limit})
 
 
 # -- documents ------------------------------------------------------------------------------------
@@ -431,7 +428,7 @@ async def usage(request: Request) -> JSONResponse:
 @router.post("/v2/document")
 async def upload_document(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
-    key = _authorize(request, runtime)  # before the upload is read
+    key = await _authorize(request, runtime)  # before the upload is read
     fields, uploaded_name = await _form(request, key=key)
     data = fields.pop("file", None)
     if not isinstance(data, bytes):
@@ -452,7 +449,7 @@ async def upload_document(request: Request) -> JSONResponse:
     state = _state(request)
     _expire(state)
     whose = owner(runtime, key)
-    _check_pending(state, whose, shared=bool(runtime.settings.api_key_set))
+    _check_pending(state, whose, shared=bool(runtime.settings.keys_required))
     runtime.enter()  # counted in flight until translated: a draining server finishes it first
     document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), whose, filename)
     state.documents[document.document_id] = document
@@ -497,10 +494,9 @@ async def _translate_document(
                     if attempt == DOCUMENT_RETRIES:
                         raise
                     await asyncio.sleep(e.retry_after_s)
-            owner = document.owner if runtime.settings.api_key_set else None
+            owner = document.owner if runtime.settings.keys_required else None
             document.result = await files.put(data, filename=document.filename, media_type=read.media_type, owner=owner)
             document.characters = read.chars
-            state.characters += document.characters
             document.status = "done"
     except ServiceError as e:
         document.status, document.error = "error", e.message
@@ -521,7 +517,7 @@ def _expire(state: _State) -> None:
 
 async def _document(request: Request, document_id: str) -> tuple[Runtime, _State, _Document]:
     runtime = await get_runtime(request)
-    key = _authorize(request, runtime)
+    key = await _authorize(request, runtime)
     body = _validated(DocumentKeyBody, await _fields(request))
     state = _state(request)
     _expire(state)
@@ -601,7 +597,7 @@ async def _glossary(
 @router.get("/v2/glossary-language-pairs")
 async def glossary_language_pairs(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
-    _authorize(request, runtime)
+    await _authorize(request, runtime)
     _, served = runtime.serving()
     pairs = [{"source_lang": s, "target_lang": t} for s, t in served.pairs()]
     return JSONResponse({"supported_languages": pairs})
@@ -610,7 +606,7 @@ async def glossary_language_pairs(request: Request) -> JSONResponse:
 @router.post("/v2/glossaries")
 async def create_glossary(request: Request) -> JSONResponse:
     runtime = await get_runtime(request)
-    key = _authorize(request, runtime)
+    key = await _authorize(request, runtime)
     body = _validated(GlossaryBody, await _fields(request))
     _, served = runtime.serving()
     source = _glossary_language(served, body.source_lang, "source")

@@ -36,7 +36,14 @@ from engine.documents import MEDIA_TYPES, SUPPORTED_EXTENSIONS
 from service.documents import FileJob, translate_document
 from service.errors import InvalidRequest, NotFound, Overloaded, RequestTimeout, Unauthorized
 from service.file_store import FileStore, StoredFile
-from service.routes.common import bearer_key, error_responses, form_error, get_runtime, unless_disconnected
+from service.routes.common import (
+    authorized,
+    bearer_key,
+    error_responses,
+    form_error,
+    get_runtime,
+    unless_disconnected,
+)
 from service.routes.glossaries import NO_GLOSSARY, request_glossary
 from service.runtime import Runtime
 from service.schemas import (
@@ -123,7 +130,7 @@ async def translate_file(request: Request) -> Response:
     """Translate a file: .txt, .md, .html, .srt or .docx, its structure and formatting kept."""
     runtime = await get_runtime(request)
     key = bearer_key(request)
-    runtime.authorize(key)  # before the upload is read
+    await authorized(request, key)  # before the upload is read
     fields, filename = await _form(request, key=key)
     body = validated(FileRequest, fields)
     glossary = await request_glossary(request, body.glossary)
@@ -146,9 +153,10 @@ async def libretranslate_file(request: Request) -> LibreFileResponse:
     fields, filename = await _form(request, before_file=_key_check(runtime, header_key))
     body = validated(LibreFileRequest, fields)
     key = body.api_key or header_key
+    await authorized(request, key)  # a managed key ``_key_check`` let through unread
     job = FileJob(body.file, filename, body.target, body.source, api_key=key)
     data, document = await unless_disconnected(request, translate_document(runtime, request.app.state.documents, job))
-    owner = key if runtime.settings.api_key_set else None
+    owner = key if runtime.settings.keys_required else None
     name = await _store(request).put(data, filename=filename, media_type=document.media_type, owner=owner)
     return LibreFileResponse(translatedFileUrl=_download_url(request, runtime, name))
 
@@ -263,7 +271,7 @@ async def _form(
         raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send a multipart/form-data form")
     uploads: UploadSlots = request.app.state.uploads
     settings = (await get_runtime(request)).settings
-    keyed = settings.api_key_set
+    keyed = settings.keys_required
     with ExitStack() as held:
         if before_file is None:  # the key was checked from the headers: the slot before any of the body
             held.enter_context(uploads.slot(key if keyed else None))
@@ -325,11 +333,14 @@ def _key_check(runtime: Runtime, header_key: str | None) -> FieldsCheck:
 
     def check(fields: dict[str, str]) -> str | None:
         key = fields.get("api_key") or header_key
-        if runtime.settings.api_key_set and not key:
+        if runtime.settings.keys_required and not key:
             raise Unauthorized(
                 "an API key is required: as Authorization: Bearer <key>, or as the api_key field before the file"
             )
-        runtime.authorize(key)
+        # Called as the form is parsed, where the database cannot be awaited: a managed key this
+        # replica has not read yet holds a slot of its own share while its file arrives, and is
+        # read before anything is translated.
+        runtime.access.check(key, unread=True)
         return key
 
     return check

@@ -9,7 +9,6 @@ are a 422 ``invalid_glossary``; an unknown id, or another key's, a 404.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -51,7 +50,8 @@ from service.glossary_schemas import (
     GlossaryPatch,
     GlossaryWithEntries,
 )
-from service.routes.common import bearer_key, error_responses, get_runtime
+from service.keys import digest
+from service.routes.common import authorized, bearer_key, error_responses, get_runtime
 from service.runtime import JobGlossary, Runtime
 from service.schemas import BEARER_AUTH, GlossaryEntry, InlineGlossary, json_body, validated
 
@@ -81,8 +81,8 @@ _WRITE_ERRORS = {**error_responses(401, 413, 422, 429, 503, 507), **NO_GLOSSARY}
 
 
 def owner(runtime: Runtime, key: str | None) -> str:
-    """Whose glossaries: a digest of the key, or everyone's when the service has no keys."""
-    return hashlib.sha256(key.encode()).hexdigest() if runtime.settings.api_key_set and key else ""
+    """Whose glossaries: a digest of the key, or everyone's where keys are not required."""
+    return digest(key) if runtime.settings.keys_required and key else ""
 
 
 def glossary_store(request: Request) -> GlossaryStore:
@@ -181,9 +181,8 @@ async def request_glossary(request: Request, asked: str | InlineGlossary | None)
     if isinstance(asked, InlineGlossary):
         with entries_checked():
             return JobGlossary(checked([entry.term() for entry in asked.entries]))
-    runtime = await get_runtime(request)
     key = bearer_key(request)
-    runtime.authorize(key)  # before whose glossaries are known
+    await authorized(request, key)  # before whose glossaries are known
     glossary = await stored_glossary(request, key, asked)
     if glossary is None:
         raise NotFound(f"no glossary {asked!r}")
@@ -193,9 +192,8 @@ async def request_glossary(request: Request, asked: str | InlineGlossary | None)
 async def _caller(request: Request) -> tuple[str, GlossaryStore, Runtime]:
     """The caller's key, checked, as the owner of glossaries; the store; the runtime."""
     runtime = await get_runtime(request)
-    key = bearer_key(request)
-    runtime.authorize(key)
-    return owner(runtime, key), glossary_store(request), runtime
+    caller = await authorized(request, bearer_key(request))
+    return caller.owner, glossary_store(request), runtime
 
 
 def _pair(runtime: Runtime, source: str, target: str) -> tuple[str, str]:

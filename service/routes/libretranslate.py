@@ -28,6 +28,7 @@ from engine import languages
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
 from engine.repository import Router
+from service.access import Caller
 from service.errors import (
     LIBRETRANSLATE_STATUSES,
     Forbidden,
@@ -41,6 +42,7 @@ from service.errors import (
 from service.routes.common import (
     FORM_TYPES,
     RuntimeDep,
+    authorized,
     bearer_key,
     error_responses,
     parse_json,
@@ -137,7 +139,7 @@ class LibreLanguage(BaseModel):
 async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     """LibreTranslate's translate: ``{"translatedText": str | list[str], "alternatives"?, "detectedLanguage"?}``."""
     fields = await _fields(request)
-    key = _authorize(runtime, fields, request)
+    key, caller = await _authorize(fields, request)
     body = _validated(LibreTranslateRequest, fields, strict=isinstance(fields, _JsonFields))
     auto = body.source.lower() == "auto"
     job = TranslationJob(
@@ -150,7 +152,8 @@ async def translate(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
         keep_same_language=True,  # LibreTranslate translates every language into itself, unchanged
     )
     try:
-        done = await unless_disconnected(request, runtime.translate(job))
+        async with runtime.access.metered(caller, sum(map(len, job.texts))):
+            done = await unless_disconnected(request, runtime.translate(job))
     except PayloadTooLarge as exc:
         raise _over_limit(exc, body.texts, runtime.settings) from None
     except UnsupportedLanguage as exc:
@@ -183,7 +186,7 @@ class LibreDetectRequest(BaseModel):
 async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
     """LibreTranslate's detect: ``[{"language": "fr", "confidence": 0-100}, ...]``, best first."""
     fields = await _fields(request)
-    _authorize(runtime, fields, request)
+    await _authorize(fields, request)
     body = _validated(LibreDetectRequest, fields, strict=isinstance(fields, _JsonFields))
     # Among MT_DETECT_LANGUAGES only (no ``language_id.reported``): LibreTranslate's detector answers
     # among its installed languages, and its clients pass the answer on as a source language.
@@ -201,8 +204,8 @@ async def frontend_settings(runtime: RuntimeDep) -> dict[str, Any]:
     return {
         "charLimit": s.max_chars,
         "frontendTimeout": 500,
-        "apiKeys": bool(s.api_key_set),
-        "keyRequired": bool(s.api_key_set),
+        "apiKeys": s.keys_required,
+        "keyRequired": s.keys_required,
         "suggestions": False,
         "filesTranslation": True,
         "supportedFilesFormat": list(SUPPORTED_EXTENSIONS),
@@ -296,16 +299,15 @@ def _form_value(key: str, values: list[Any]) -> Any:
     return values if key == "q" and len(values) > 1 else values[0]
 
 
-def _authorize(runtime: Runtime, fields: dict[str, Any], request: Request) -> str | None:
+async def _authorize(fields: dict[str, Any], request: Request) -> tuple[str | None, Caller]:
     """The request's key (its ``api_key`` field, else the ``Authorization`` header), checked first
-    as LibreTranslate checks it: a wrong one is refused with its 403."""
+    as LibreTranslate checks it: a wrong one is refused with its 403; and its caller."""
     field = fields.get("api_key")
     key = (field if isinstance(field, str) else None) or bearer_key(request)
     try:
-        runtime.authorize(key)
+        return key, await authorized(request, key)
     except Unauthorized:
         raise InvalidApiKey(INVALID_KEY) if key else Unauthorized(KEY_REQUIRED) from None
-    return key
 
 
 def _validated(model: type[M], fields: dict[str, Any], *, strict: bool) -> M:

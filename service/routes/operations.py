@@ -30,8 +30,11 @@ async def healthz(runtime: RuntimeDep) -> dict[str, str]:
 async def readyz(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     """Readiness: 200 once the preloaded models are warm, listing models that failed to load
     (the others serve); 503 while loading, when no model can serve, while every engine process is
-    down, while the glossary store is damaged, or while draining."""
+    down, while the glossary store is damaged, until the state database has been reached, or while
+    draining."""
     failed = await runtime.check_ready()
+    if (unready := await runtime.access.unready()) is not None:
+        raise Unavailable(f"the state database (MT_DATABASE_URL) cannot be reached yet: {unready}")
     problem = await asyncio.get_running_loop().run_in_executor(_PROBES, glossary_store(request).problem)
     if problem is not None:
         raise Unavailable(f"the glossary store (MT_DATA_DIR) cannot be used: {problem}")

@@ -31,7 +31,14 @@ from engine.languages import word_separator
 from engine.segmenter import Segment, SegmentedText, split_units
 from service.errors import error_response
 from service.metrics import Metrics
-from service.routes.common import bearer_key, get_runtime, json_error_responses, translation_job, unless_disconnected
+from service.routes.common import (
+    authorized,
+    bearer_key,
+    get_runtime,
+    json_error_responses,
+    translation_job,
+    unless_disconnected,
+)
 from service.routes.glossaries import NOT_FOUND, request_glossary
 from service.schemas import (
     BEARER_AUTH,
@@ -104,7 +111,7 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     """The checked request, its first sentence translated; once the response has ended, what is left
     is cancelled. A dependency: what it raises is answered as an HTTP error."""
     runtime = await get_runtime(request)
-    runtime.authorize(bearer_key(request))  # before the body: its errors are for those with a key
+    caller = await authorized(request, bearer_key(request))  # before the body: its errors are for those with a key
     body = validated(TranslateStreamRequest, await request.body())
     glossary = await request_glossary(request, body.glossary)
     plan = runtime.plan(replace(translation_job(body, request), glossary=glossary))
@@ -116,12 +123,13 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     sentences = SentenceStream(
         runtime, plan, split_units(body.text), window=settings.max_texts, first_batch_s=first_batch_s
     )
-    try:
-        await unless_disconnected(request, sentences.start())
-        detection = plan.detections[0] if plan.detections else None
-        yield _Started(body, detection, sentences, runtime.metrics, separator)
-    finally:
-        await sentences.close()
+    async with runtime.access.metered(caller, len(body.text)):
+        try:
+            await unless_disconnected(request, sentences.start())
+            detection = plan.detections[0] if plan.detections else None
+            yield _Started(body, detection, sentences, runtime.metrics, separator)
+        finally:
+            await sentences.close()
 
 
 @router.post(

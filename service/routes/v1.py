@@ -11,6 +11,7 @@ from engine.runner import resolve_provider
 from service.models import ModelSlot
 from service.routes.common import (
     RuntimeDep,
+    authorized,
     bearer_key,
     error_responses,
     get_runtime,
@@ -50,10 +51,11 @@ async def translate(request: Request) -> Response:
     # The body is parsed and the response serialized here, in one pydantic-core pass each, rather
     # than by FastAPI's parameter and response-model machinery: this route carries the load.
     runtime = await get_runtime(request)
-    runtime.authorize(bearer_key(request))  # before the body: its errors are for those with a key
+    caller = await authorized(request, bearer_key(request))  # before the body: its errors are for those with a key
     body = validated(TranslateRequest, await request.body())
     job = replace(translation_job(body, request), glossary=await request_glossary(request, body.glossary))
-    done = await unless_disconnected(request, runtime.translate(job))
+    async with runtime.access.metered(caller, sum(map(len, job.texts))):
+        done = await unless_disconnected(request, runtime.translate(job))
     detections = done.detections or [None] * len(done.results)
     translations = [
         TranslationOut.from_result(result, body, model, detection)
@@ -74,7 +76,7 @@ async def detect(request: Request, runtime: RuntimeDep) -> DetectResponse:
     """Identify the language of a text, among MT_DETECT_LANGUAGES, or as a language outside them
     that the identifier is confident of (the language /v1/translate refuses the text as)."""
     # Read as /v1/translate reads its body: a body that is not UTF-8 JSON is a 422 as well.
-    runtime.authorize(bearer_key(request))
+    await authorized(request, bearer_key(request))
     body = validated(DetectRequest, await request.body())
     found = reported(runtime.detect(body.text))
     return DetectResponse(

@@ -1,0 +1,232 @@
+"""The service's state database: SQLite under MT_DATA_DIR by default, PostgreSQL where
+MT_DATABASE_URL names one, behind one interface (``Database.transaction``).
+
+The stores above it (``service.keys``) write the SQL both understand, with ``:name`` parameters
+(PostgreSQL's driver is handed ``%(name)s``), so that no store and no route knows which backend it
+runs on. The schema is versioned: ``MIGRATIONS`` are applied in order when the database is opened,
+in one transaction that replicas starting at once take in turn (SQLite's write lock; a PostgreSQL
+advisory lock), and a database made by an earlier version is brought up to this one.
+
+A database that cannot be reached is ``DatabaseUnavailable`` (a 503 in every API's shape), raised
+within a few seconds: PostgreSQL's connections are made with ``CONNECT_TIMEOUT_S``, its statements
+run under ``STATEMENT_TIMEOUT_MS``, and a request waits at most ``POOL_WAIT_S`` for a connection of
+the pool. A connection broken by a server restart is found by the pool's check as it is handed out
+(one empty query) and replaced, rather than failing the request that drew it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from service.errors import DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+# The pool logs each failed attempt to connect, every few seconds while the server is away;
+# ``service.access`` says once that the database cannot be used, and once that it can again.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+SQLITE_NAME = "state.sqlite3"
+BUSY_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 3
+STATEMENT_TIMEOUT_MS = 5000
+POOL_WAIT_S = 3.0
+POOL_SIZE = 8  # connections per replica: the store's threads (``service.access.DB_THREADS``) and the CLI's one
+# Any number, the same in every replica: the lock that migrations hold in PostgreSQL.
+_MIGRATION_LOCK = 50_050
+
+# Each migration's statements, in order; the version of a database is the number applied. Types
+# are written as both read them (SQLite takes BIGINT and DOUBLE PRECISION for its own).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        # Managed API keys: only a digest of each key is stored (``service.keys``).
+        """CREATE TABLE api_keys (
+            digest TEXT PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            characters_per_month BIGINT,
+            requests_per_minute BIGINT,
+            created TEXT NOT NULL,
+            revoked TEXT,
+            rate_tat DOUBLE PRECISION NOT NULL DEFAULT 0
+        )""",
+        # Characters translated, per owner (a key's digest, "" for callers without one) and month.
+        """CREATE TABLE key_usage (
+            owner TEXT NOT NULL,
+            month TEXT NOT NULL,
+            characters BIGINT NOT NULL,
+            PRIMARY KEY (owner, month)
+        )""",
+    ),
+)
+
+Row = tuple[Any, ...]
+Params = Mapping[str, Any]
+
+
+class Transaction(Protocol):
+    def execute(self, sql: str, params: Params | None = None) -> list[Row]:
+        """Run ``sql`` with ``params``; the rows it returns (SELECT, RETURNING), else none."""
+        ...
+
+
+class Database(Protocol):
+    """What the stores use: transactions, committed if their block ends, rolled back if it raises."""
+
+    description: str  # where it is, without a password, for log lines
+
+    def transaction(self) -> Any:  # a context manager yielding a ``Transaction``
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_database(url: str, data_dir: Path) -> Database:
+    """PostgreSQL at ``url`` (``postgresql://...``), else SQLite in ``data_dir``; not yet connected:
+    ``migrate`` makes or upgrades its schema."""
+    if url:
+        return PostgresDatabase(url)
+    return SqliteDatabase(data_dir / SQLITE_NAME)
+
+
+def migrate(db: Database) -> int:
+    """Apply the migrations ``db`` has not had, in one transaction; returns its version."""
+    with db.transaction() as tx:
+        if isinstance(db, PostgresDatabase):
+            tx.execute("SELECT pg_advisory_xact_lock(:lock)", {"lock": _MIGRATION_LOCK})
+        tx.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        rows = tx.execute("SELECT version FROM schema_version")
+        version = rows[0][0] if rows else 0
+        if not rows:
+            tx.execute("INSERT INTO schema_version VALUES (0)")
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                tx.execute(statement)
+        if version != len(MIGRATIONS):
+            tx.execute("UPDATE schema_version SET version = :v", {"v": len(MIGRATIONS)})
+            log.info("state database %s: schema version %d -> %d", db.description, version, len(MIGRATIONS))
+    return len(MIGRATIONS)
+
+
+class _SqliteTransaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def execute(self, sql: str, params: Params | None = None) -> list[Row]:
+        return self.db.execute(sql, params or {}).fetchall()
+
+
+class SqliteDatabase:
+    """One database file; a connection per thread, kept (opening one costs more than a query).
+    Transactions take the write lock as they begin (``BEGIN IMMEDIATE``): a read-then-write never
+    fails on a lock another writer took in between; writers wait for each other up to
+    ``BUSY_TIMEOUT_S``, readers for nobody (write-ahead log)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.description = str(path)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        try:
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, OSError) as e:  # busy past the timeout, or a file that cannot be opened
+            raise DatabaseUnavailable(f"the state database {self.path} cannot be used: {e}") from None
+        try:
+            yield _SqliteTransaction(db)
+        except BaseException:
+            if db.in_transaction:  # SQLite rolls back on its own after some errors (a full disk)
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def _connection(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode = WAL")
+            # Durable at each checkpoint rather than each commit: a counter may lose its last
+            # increments to a power cut (not to a crash of the process), for a write that costs
+            # microseconds instead of an fsync.
+            db.execute("PRAGMA synchronous = NORMAL")
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+
+
+_NAMED = re.compile(r"(?<![:\w]):([a-z_]+)")
+
+
+class _PostgresTransaction:
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, params: Params | None = None) -> list[Row]:
+        cursor = self.connection.execute(_NAMED.sub(r"%(\1)s", sql), params or {}, prepare=True)
+        return cursor.fetchall() if cursor.description is not None else []
+
+
+class PostgresDatabase:
+    """A pool of connections to one PostgreSQL database (psycopg 3, psycopg_pool)."""
+
+    def __init__(self, url: str) -> None:
+        from psycopg import conninfo
+        from psycopg_pool import ConnectionPool
+
+        info = conninfo.conninfo_to_dict(url)
+        self.description = " ".join(f"{k}={v}" for k, v in info.items() if k != "password")
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            timeout=POOL_WAIT_S,
+            # Lost connections are made again in the background, a failed attempt retried within
+            # seconds: ``reconnect_timeout`` is how long the pool tries before it gives up on one.
+            reconnect_timeout=24 * 3600,
+            check=ConnectionPool.check_connection,
+            kwargs={
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+                "application_name": "mt-service",
+            },
+            open=False,
+        )
+        self.pool.open(wait=False)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        import psycopg
+        import psycopg_pool
+
+        try:
+            with self.pool.connection() as connection, connection.transaction():
+                yield _PostgresTransaction(connection)
+        except psycopg_pool.PoolTimeout:
+            raise DatabaseUnavailable(f"the state database ({self.description}) cannot be reached") from None
+        except psycopg.OperationalError as e:  # the server went away, or a statement ran out of time
+            raise DatabaseUnavailable(f"the state database ({self.description}) failed: {_first_line(e)}") from None
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

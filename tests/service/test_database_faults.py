@@ -1,0 +1,132 @@
+"""The state database going away under a real service, and a service started without it: a
+PostgreSQL server of this module's own, stopped and started by the tests.
+
+Keys a replica has read within MT_KEY_TRUST_S keep translating while the database is down; a key
+it has not is a 503 in each API's shape, answered at once; everything works again once the
+database is back; a service started without its database says so in one line and is unready."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from live_server import ServiceProcess, StartService
+from postgres_server import PostgresServer, fresh_database, throwaway_postgres
+from test_managed_keys import TEXT, Keys, v1
+
+from service.access import RETRY_S
+from service.launcher import LiveService
+
+# A request answered "quickly": far under a client's timeout, and under the service's own waits
+# for the database (a connection: 3 s), which ``service.access.RETRY_S`` spares most requests.
+QUICK_S = 4.0
+
+
+@pytest.fixture(scope="module")
+def own_postgres() -> Iterator[PostgresServer]:
+    """A server these tests may stop and start without disturbing the others'."""
+    with throwaway_postgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def database(own_postgres: PostgresServer) -> str:
+    return fresh_database(own_postgres)
+
+
+@pytest.fixture(scope="module")
+def keys(database: str, tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    return Keys(database, tmp_path_factory.mktemp("keys_cli"))
+
+
+@pytest.fixture(scope="module")
+def service(start_service: StartService, database: str) -> ServiceProcess:
+    return start_service(database_url=database, require_keys="true", max_wait_ms=2)
+
+
+def timed(call: object) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = call()  # type: ignore[operator]
+    return response, time.monotonic() - started
+
+
+def test_a_database_outage_spares_trusted_keys_and_is_a_quick_503_for_others(
+    service: ServiceProcess, own_postgres: PostgresServer, keys: Keys
+) -> None:
+    trusted, unread = keys.create("--characters-per-month", "1000"), keys.create()
+    with httpx.Client(base_url=service.url, timeout=30) as client:
+        assert v1(client, trusted).status_code == 200
+        own_postgres.stop()
+        try:
+            for _ in range(3):
+                response, took = timed(lambda: v1(client, trusted))
+                assert response.status_code == 200, response.text
+                assert took < QUICK_S
+            response, took = timed(lambda: v1(client, unread))
+            assert response.status_code == 503 and took < QUICK_S
+            assert response.json()["error"]["type"] == "database_unavailable"
+            deepl, took = timed(
+                lambda: client.post(
+                    "/v2/translate",
+                    json={"text": [TEXT], "target_lang": "DE"},
+                    headers={"Authorization": f"DeepL-Auth-Key {unread}"},
+                )
+            )
+            assert deepl.status_code == 503 and set(deepl.json()) == {"message"} and took < QUICK_S
+            libre = client.post("/translate", json={"q": TEXT, "source": "en", "target": "de", "api_key": unread})
+            assert libre.status_code == 503 and set(libre.json()) == {"error"}
+            assert client.get("/readyz").status_code == 200  # translations that need no state go on
+        finally:
+            own_postgres.start()
+        time.sleep(RETRY_S)
+        assert v1(client, unread).status_code == 200
+        assert v1(client, trusted).status_code == 200
+    log = service.log(100_000)
+    assert log.count("the state database cannot be used") == 1
+    assert "the state database can be used again" in log
+
+
+def test_a_service_started_without_its_database_is_unready_until_it_is_reached(
+    tmp_path: Path, tiny_bundle: Path
+) -> None:
+    root = Path(tempfile.mkdtemp(prefix="mt-postgres-late-"))  # where the server's socket will be
+    settings = {
+        "MT_MODEL_DIR": str(tiny_bundle),
+        "MT_THREADS": "1",
+        "MT_LOG_LEVEL": "warning",
+        "MT_DATA_DIR": str(tmp_path / "data"),
+        "MT_DATABASE_URL": f"postgresql://postgres@/postgres?host={root}",
+        "MT_REQUIRE_KEYS": "true",
+    }
+    service = LiveService(settings, tmp_path / "service.log")
+    server = None
+    try:
+        with httpx.Client(base_url=service.url, timeout=10) as client:
+            assert "state database" in _unready_reason(client)
+            server = PostgresServer(root)
+            service.wait_ready()
+        assert service.log(100_000).count("the state database cannot be used") == 1
+    finally:
+        service.stop()
+        if server is not None:
+            server.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _unready_reason(client: httpx.Client) -> str:
+    """What /readyz says once the models are loaded and only the database keeps it unready."""
+    for _ in range(600):
+        try:
+            response = client.get("/readyz")
+        except httpx.TransportError:  # not listening yet
+            response = None
+        if response is not None and "state database" in response.text:
+            assert response.status_code == 503
+            return str(response.json()["error"]["message"])
+        time.sleep(0.1)
+    raise AssertionError("/readyz never named the state database")
