@@ -267,8 +267,7 @@ class Document:
         def aligned_range(span: Span) -> tuple[int, int]:
             a, b = ranges[id(span)]
             if a < b:
-                covered = [alignment.source_words[w] for w in positions.words(span)]
-                return _punctuation_out(span, block.source, covered, target, words[a][0], words[b - 1][1])
+                return _punctuation_out(span, block.source, target, words[a][0], words[b - 1][1])
             if _inset(span):  # where plain text puts one back (engine.insets)
                 at = (
                     insets.after_word(target, words[a - 1], insets.follows_a_word(block.source, span.start)) if a else 0
@@ -277,7 +276,9 @@ class Document:
                 return at, at
             if span.spaced[0] and a < len(words):  # after the space before the next word
                 return words[a][0], words[a][0]
-            at = words[a - 1][1] if a > 0 else (words[0][0] if words else 0)
+            if a == 0:
+                return (words[0][0], words[0][0]) if words else (0, 0)
+            at = _before_punctuation(span, block.source, target, words[a - 1][1])
             return at, at
 
         def write(span: Span, begin: int, end: int) -> None:
@@ -508,24 +509,31 @@ def _space(node: Node, *, leading: bool) -> str:
     return node.source[: len(node.source) - len(kept)] if leading else node.source[len(kept) :]
 
 
-def _punctuation_out(
-    span: Span, source: str, covered: list[tuple[int, int]], target: str, start: int, stop: int
-) -> tuple[int, int]:
-    """Target characters [start, stop) less the punctuation at either end that the element left
-    out of its source words (``covered``): "<b>runs</b>." gives "<b>rennt</b>.", not "<b>rennt.</b>"."""
-    if not covered:
-        return start, stop
-    if span.start > covered[0][0] and not _has_word_character(source[covered[0][0] : span.start]):
+def _punctuation_out(span: Span, source: str, target: str, start: int, stop: int) -> tuple[int, int]:
+    """Target characters [start, stop) less the punctuation at either end where the element's own
+    source text has none: "<b>runs</b>." gives "<b>rennt</b>.", not "<b>rennt.</b>", and a link over
+    words inside a sentence does not take the sentence's period when its words come last in the
+    translation."""
+    text = source[span.start : span.end].strip(SPACE)
+    if text[:1].isalnum():
         while start < stop and not target[start].isalnum():
             start += 1
-    if span.end < covered[-1][1] and not _has_word_character(source[span.end : covered[-1][1]]):
+    if text[-1:].isalnum():
         while stop > start and not target[stop - 1].isalnum():
             stop -= 1
     return start, stop
 
 
-def _has_word_character(text: str) -> bool:
-    return any(c.isalnum() for c in text)
+def _before_punctuation(span: Span, source: str, target: str, at: int) -> int:
+    """Where an element whose words have no translation goes when placed at ``at``, the end of a
+    target word: before that word's punctuation, unless the source has punctuation right before
+    the element ("a <b>gown</b>." and "ein Kleid." give "ein Kleid<b></b>.", not "ein Kleid.<b></b>")."""
+    if not source[: span.start].rstrip(SPACE)[-1:].isalnum():
+        return at
+    word = at
+    while word > 0 and not target[word - 1].isalnum() and target[word - 1] not in SPACE:
+        word -= 1
+    return word if word > 0 and target[word - 1].isalnum() else at
 
 
 def _needs_space(atom: Span, target: str, at: int) -> bool:

@@ -2,8 +2,9 @@
 
 An inline element covers some source words; in the translation it wraps the span from the first to
 the last target word aligned to any of them (words in between included, so that it stays one
-element). An element or item with no words of its own (a ``<code>`` kept as it is, an empty
-``<span>``, a comment) is anchored after the target words of the source word before it. Then the
+element), of those that lie together: a target word aligned far from the others is left out. An
+element or item with no words of its own (a ``<code>`` kept as it is, an empty ``<span>``, a
+comment) is anchored after the target words of the source word before it. Then the
 tree is made consistent top down: a child stays inside its parent, and siblings, ordered by where
 they landed, do not overlap (a later one starts where an earlier one ends). Every element is placed
 exactly once, so the output has the same elements, nested the same way, as the input.
@@ -27,6 +28,9 @@ from dataclasses import dataclass, field
 from engine.markup.tree import Element, Node
 
 WORD = re.compile(r"\S+")
+# Target words an element's aligned words may lie apart and still be wrapped together: one word
+# between them (an article, a preposition the source has none of) belongs with them.
+RUN_GAP = 2
 
 
 @dataclass
@@ -163,18 +167,34 @@ class _Placer:
         # element, and the text between, across a <br>.
         low = breaks[first - 1].word if first else 0
         high = breaks[last].word if last < len(breaks) else self.n_target
-        a, b = self._clip(self._aligned(span), low, high)
+        # One that holds <br>s wraps all of its words: they lie apart on several lines.
+        a, b = self._clip(self._aligned(span, whole=first != last), low, high)
         if first == last:
             return a, b
         return min(a, breaks[first].word), max(b, breaks[last - 1].word)  # reaching the <br>s it holds
 
-    def _aligned(self, span: Span) -> tuple[int, int]:
+    def _aligned(self, span: Span, *, whole: bool = False) -> tuple[int, int]:
         if span.atom is None:
-            covered = [t for w in self.positions.words(span) for t in self.targets[w]]
+            covered = sorted({t for w in self.positions.words(span) for t in self.targets[w]})
             if covered:
-                return min(covered), max(covered) + 1
+                run = covered if whole else self._main_run(covered, self._anchor(span.start))
+                return run[0], run[-1] + 1
         k = self._anchor(span.start)
         return k, k
+
+    @staticmethod
+    def _main_run(covered: list[int], anchor: int) -> list[int]:
+        """The run of ``covered`` (sorted target words) that the element wraps: words at most
+        ``RUN_GAP`` apart hold together; of the runs, the one with most words, then the one nearest
+        ``anchor``. A word aligned apart from the rest (the attention looking elsewhere) would
+        otherwise pull every word between into the element: a link over one word took the whole
+        translated sentence."""
+        runs = [[covered[0]]]
+        for t in covered[1:]:
+            if t - runs[-1][-1] > RUN_GAP:
+                runs.append([])
+            runs[-1].append(t)
+        return max(runs, key=lambda run: (len(run), -min(abs(run[0] - anchor), abs(run[-1] + 1 - anchor))))
 
     def _anchor(self, position: int) -> int:
         """The boundary after the translation of the source word before ``position`` (or before

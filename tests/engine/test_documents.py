@@ -14,6 +14,7 @@ import docx
 import pytest
 from docx.enum.text import WD_COLOR_INDEX
 from docx.shared import Pt
+from markup_checks import given, translate
 from word_bombs import word_bomb
 from word_links import links, paragraph_text, word_with_links
 
@@ -261,6 +262,21 @@ def test_markdown_keeps_a_link_whose_words_the_translation_left_out() -> None:
     # As the markup engine places elements whose words have no aligned translation: empty.
     translated = 'Ein <em data-i="0"></em>Auto und ein<a data-i="1"></a>.'
     assert doc.write([translated]) == b"Ein Auto und ein[](https://example.com/ball).\n"
+
+
+def test_a_markdown_link_keeps_its_own_words_and_the_sentence_s_period_stays_out() -> None:
+    doc = read_document(b"A day [outside](https://example.com/o).\n", "a.md")
+    assert doc.texts == ['A day <a data-i="0">outside</a>.']
+    # "outside" aligned to "Freien" and, apart from it, to the first word: the link took the whole
+    # translated sentence, its period too.
+    by = given("Einen schönen Tag im Freien.", [(0, 0), (1, 2), (2, 0), (2, 4)])
+    assert (
+        doc.write([translate(doc.texts[0], by=by)]).decode()
+        == "Einen schönen Tag im [Freien](https://example.com/o).\n"
+    )
+    doc = read_document(b"Read [the manual](/m) first.\n", "a.md")
+    by = given("Lies zuerst das Handbuch.", [(0, 0), (1, 2), (2, 3), (3, 1)])
+    assert doc.write([translate(doc.texts[0], by=by)]).decode() == "Lies zuerst [das Handbuch](/m).\n"
 
 
 def nested_lists(depth: int) -> str:

@@ -7,7 +7,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from markup_checks import assert_same_elements, reverse, translate
+from markup_checks import assert_same_elements, given, reverse, translate
 
 from engine.markup import Document, MarkupError
 from engine.markup.tree import parse
@@ -112,6 +112,54 @@ def test_a_word_nobody_aligned_to_keeps_its_tag_next_to_its_neighbour() -> None:
 
     out = translate("<p>a <b>b</b> c</p>", by=drop)
     assert out == "<p>A<b></b> C</p>"
+
+
+@pytest.mark.parametrize(
+    ("markup", "target", "pairs", "expected"),
+    [
+        # The element's last word is the translation's last: the sentence's period stays outside.
+        ('a <a href="/b">book</a>.', "ein Buch.", [(0, 0), (1, 1)], 'ein <a href="/b">Buch</a>.'),
+        (
+            "<p>A man cutting <b>branches of</b> trees.</p>",
+            "Ein Mann schneidet Zwei Bäume.",
+            [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4)],
+            "<p>Ein Mann schneidet <b>Zwei Bäume</b>.</p>",
+        ),
+        # Opening punctuation the translation puts before the element's first word stays outside too.
+        (
+            "<p>He said <i>hello</i> twice.</p>",
+            "Er sagte zweimal „hallo“.",
+            [(0, 0), (1, 1), (2, 3), (3, 2)],
+            "<p>Er sagte zweimal „<i>hallo</i>“.</p>",
+        ),
+        # An element whose words have no translation goes before the punctuation that follows it.
+        ("<p>a strapless <b>gown</b>.</p>", "ein Kleid.", [(0, 0), (1, 1)], "<p>ein Kleid<b></b>.</p>"),
+        ("<p>Hello, <b>you</b> all.</p>", "Hallo, alle.", [(0, 0), (2, 1)], "<p>Hallo,<b></b> alle.</p>"),
+        # Punctuation of the element's own stays inside it.
+        ("<p>It is <q>red.</q></p>", "Es ist rot.", [(0, 0), (1, 1), (2, 2)], "<p>Es ist <q>rot.</q></p>"),
+    ],
+)
+def test_punctuation_outside_an_element_in_the_source_stays_outside_it(
+    markup: str, target: str, pairs: list[tuple[int, int]], expected: str
+) -> None:
+    assert translate(markup, by=given(target, pairs)) == expected
+
+
+def test_an_element_wraps_the_run_of_its_aligned_words_not_every_word_between_them() -> None:
+    # "outside" aligned to "Freien" and, apart from it, to the sentence's first word: wrapping from
+    # the first to the last took the whole sentence into the link.
+    by = given("Einen schönen Tag im Freien.", [(0, 0), (1, 2), (2, 0), (2, 4)])
+    assert (
+        translate('<p>A day <a href="/o">outside</a>.</p>', by=by)
+        == '<p>Einen schönen Tag im <a href="/o">Freien</a>.</p>'
+    )
+    # Words one apart hold together ("im" between "Tag" and "Freien" has no source word of its own).
+    by = given("Ein Tag im Freien.", [(0, 0), (1, 1), (1, 3)])
+    assert translate("<p>A <b>day outdoors</b>.</p>", by=by) == "<p>Ein <b>Tag im Freien</b>.</p>"
+    # Of two runs as long, the one nearest where the source word before the element went.
+    by = given("Ich lese Bücher oder Hefte und Bücher.", [(0, 0), (1, 1), (2, 2), (2, 6)])
+    out = translate("<p>I read <b>books</b>.</p>", by=by)
+    assert out == "<p>Ich lese <b>Bücher</b> oder Hefte und Bücher.</p>"
 
 
 @pytest.mark.parametrize(
