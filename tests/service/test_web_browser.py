@@ -186,6 +186,30 @@ def test_the_detected_language_is_shown(service: ServiceProcess, open_page: Open
     expect(page.page.locator("#detected")).to_have_text("Detected: Spanish")
 
 
+def test_a_guess_is_marked_and_the_source_fixed_with_one_click(service: ServiceProcess, open_page: OpenPage) -> None:
+    """A short German text into English is too short to identify: translated from the likeliest source
+    and marked a guess, the target left as chosen (a guess once moved it: "Hallo" guessed English
+    became German "Wole."); one click on a language names the source instead."""
+    page = open_page(service.url)
+    page.choose("auto", "en")
+    text = "Zur Kasse"
+    page.translate(text)
+    guess = api_translation(service, text=text, target_lang="en")
+    assert guess["detected_language"]["guessed"] is True
+    expect(page.output).to_have_text(guess["text"])
+    detected = page.page.locator("#detected")
+    expect(detected).to_contain_text("Guessed: ")
+    expect(page.page.get_by_label("To")).to_have_value("en")
+    fixes = detected.get_by_role("button")
+    expect(fixes.first).to_have_text("English")  # the target's language first: a short text is often in it
+    fixes.first.click()
+    expect(page.page.get_by_label("From")).to_have_value("en")
+    expect(page.page.get_by_label("To")).to_have_value("de")
+    expect(page.output).to_have_text(api_translation(service, text=text, source_lang="en", target_lang="de")["text"])
+    assert page.translation_requests()[-1]["source_lang"] == "en"
+    expect(detected).to_have_text("")
+
+
 def test_a_first_visit_translates_a_text_in_the_default_target_language(
     service: ServiceProcess, open_page: OpenPage
 ) -> None:

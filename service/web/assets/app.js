@@ -17,6 +17,7 @@ const ALIGNMENT_MAX_CHARS = 1000;
 const KEY_STORAGE = "mt-service.api-key";
 const TARGET_STORAGE = "mt-service.target"; // the target the user chose, across visits
 const AUTO = "auto";
+const SOURCE_FIXES = 3; // languages offered in place of a guessed one
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -96,11 +97,33 @@ function showMessage(text) {
   ui.message.textContent = text;
 }
 
-function showDetected(code, confidence) {
+// A guess (a text too short or unusual to identify, translated from the likeliest language served)
+// says so, with one click to name the source instead.
+function showDetected(code, confidence, guessed = false) {
   detectedLanguage = code;
   const share = confidence === undefined ? "" : ` (${Math.round(confidence * 100)}%)`;
-  ui.detected.textContent = code ? `Detected: ${languageName(code)}${share}` : "";
+  const text = code ? `${guessed ? "Guessed" : "Detected"}: ${languageName(code)}${share}` : "";
+  ui.detected.replaceChildren(text, ...(code && guessed ? sourceFixes(code) : []));
   updateSwap();
+}
+
+// Buttons naming other source languages: the target's own first (a short text is often in it
+// already), then the others by name.
+function sourceFixes(guessed) {
+  const sources = [...ui.source.options].map((o) => o.value).filter((code) => code !== AUTO && code !== guessed);
+  const ordered = [...sources.filter((c) => c === ui.target.value), ...sources.filter((c) => c !== ui.target.value)];
+  const buttons = ordered.slice(0, SOURCE_FIXES).map((code) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "link";
+    button.textContent = languageName(code);
+    button.addEventListener("click", () => {
+      ui.source.value = code;
+      ui.source.dispatchEvent(new Event("change"));
+    });
+    return button;
+  });
+  return buttons.length ? [" · From ", ...buttons.flatMap((button, i) => (i ? [", ", button] : [button]))] : [];
 }
 
 function updateCount() {
@@ -198,7 +221,8 @@ async function requestTranslation(request, signal) {
 // target changed and the text must be translated again.
 function retarget(translation) {
   const detected = translation.detected_language?.language;
-  if (ui.source.value !== AUTO || !languages.has(detected)) return false;
+  // A guess is no reason to move the target: "Hallo" guessed English went into German ("Wole.").
+  if (ui.source.value !== AUTO || translation.detected_language?.guessed || !languages.has(detected)) return false;
   const targets = languages.get(detected).targets.filter((code) => code !== detected);
   const wanted = targets.includes(chosenTarget) ? chosenTarget : byName(targets)[0];
   if (!wanted || wanted === ui.target.value) return false;
@@ -232,7 +256,7 @@ function showResult(translation, request) {
   terms.show(translation, request?.text);
   ui.copy.disabled = !translation?.text;
   const detected = translation?.detected_language;
-  showDetected(detected?.language ?? null, detected?.confidence);
+  showDetected(detected?.language ?? null, detected?.confidence, detected?.guessed);
   showAlternatives(translation ? [translation, ...(translation.alternatives ?? [])] : []);
   showAlignment(translation, request);
 }
