@@ -10,8 +10,9 @@ advisory lock), and a database made by an earlier version is brought up to this 
 A database that cannot be reached is ``DatabaseUnavailable`` (a 503 in every API's shape), raised
 within a few seconds: PostgreSQL's connections are made with ``CONNECT_TIMEOUT_S``, its statements
 run under ``STATEMENT_TIMEOUT_MS``, and a request waits at most ``POOL_WAIT_S`` for a connection of
-the pool. A connection broken by a server restart is found by the pool's check as it is handed out
-(one empty query) and replaced, rather than failing the request that drew it.
+the pool. Connections are not checked as they are handed out (a round trip on every request):
+after a statement fails on one, the pool's every idle connection is checked and the broken ones
+replaced, so that a server restart fails one request per replica, not one per pooled connection.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -77,12 +78,16 @@ class Transaction(Protocol):
 
 
 class Database(Protocol):
-    """What the stores use: transactions, committed if their block ends, rolled back if it raises."""
+    """What the stores use: transactions, committed if their block ends, rolled back if it raises;
+    and single statements, each atomic alone, which cost a busy request's path the fewest round
+    trips and hold a row's lock the shortest time."""
 
     description: str  # where it is, without a password, for log lines
 
     def transaction(self) -> Any:  # a context manager yielding a ``Transaction``
         ...
+
+    def statement(self, sql: str, params: Params | None = None) -> list[Row]: ...
 
     def close(self) -> None: ...
 
@@ -137,11 +142,9 @@ class SqliteDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        try:
+        with self._unavailable():
             db = self._connection()
             db.execute("BEGIN IMMEDIATE")
-        except (sqlite3.Error, OSError) as e:  # busy past the timeout, or a file that cannot be opened
-            raise DatabaseUnavailable(f"the state database {self.path} cannot be used: {e}") from None
         try:
             yield _SqliteTransaction(db)
         except BaseException:
@@ -149,6 +152,23 @@ class SqliteDatabase:
                 db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    def statement(self, sql: str, params: Params | None = None) -> list[Row]:
+        with self._unavailable():
+            return self._connection().execute(sql, params or {}).fetchall()
+
+    @contextmanager
+    def _unavailable(self) -> Iterator[None]:
+        """DatabaseUnavailable for a file that cannot be opened, or a lock held past the busy
+        timeout (but a full disk stays SQLite's error: ``errors.storage_full``, 507)."""
+        try:
+            yield
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise
+            raise DatabaseUnavailable(f"the state database {self.path} cannot be used: {e}") from None
+        except OSError as e:
+            raise DatabaseUnavailable(f"the state database {self.path} cannot be used: {e}") from None
 
     def _connection(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -201,8 +221,8 @@ class PostgresDatabase:
             # Lost connections are made again in the background, a failed attempt retried within
             # seconds: ``reconnect_timeout`` is how long the pool tries before it gives up on one.
             reconnect_timeout=24 * 3600,
-            check=ConnectionPool.check_connection,
             kwargs={
+                "autocommit": True,  # a statement alone is its own transaction; ``transaction`` begins one
                 "connect_timeout": CONNECT_TIMEOUT_S,
                 "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
                 "application_name": "mt-service",
@@ -213,15 +233,27 @@ class PostgresDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
+        with self._unavailable(), self.pool.connection() as connection, connection.transaction():
+            yield _PostgresTransaction(connection)
+
+    def statement(self, sql: str, params: Params | None = None) -> list[Row]:
+        with self._unavailable(), self.pool.connection() as connection:
+            return _PostgresTransaction(connection).execute(sql, params)
+
+    @contextmanager
+    def _unavailable(self) -> Iterator[None]:
         import psycopg
         import psycopg_pool
 
         try:
-            with self.pool.connection() as connection, connection.transaction():
-                yield _PostgresTransaction(connection)
+            yield
         except psycopg_pool.PoolTimeout:
             raise DatabaseUnavailable(f"the state database ({self.description}) cannot be reached") from None
         except psycopg.OperationalError as e:  # the server went away, or a statement ran out of time
+            # The pool's other connections are likely broken too (a restart): checked now, the
+            # broken ones replaced, rather than each failing a request of its own later.
+            with suppress(psycopg.Error, psycopg_pool.PoolTimeout):
+                self.pool.check()
             raise DatabaseUnavailable(f"the state database ({self.description}) failed: {_first_line(e)}") from None
 
     def close(self) -> None:

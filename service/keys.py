@@ -31,7 +31,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from service.database import Database, Transaction
+from service.database import Database
 
 KEY_PREFIX = "mt-"
 ID_CHARS = 12
@@ -96,55 +96,50 @@ class KeyStore:
         hashed = digest(secret)
         created = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         key = ApiKey(hashed, hashed[:ID_CHARS], name, characters_per_month, requests_per_minute, created)
-        with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO api_keys (digest, id, name, characters_per_month, requests_per_minute, created)"
-                " VALUES (:digest, :id, :name, :cpm, :rpm, :created)",
-                {
-                    "digest": key.digest,
-                    "id": key.id,
-                    "name": name,
-                    "cpm": characters_per_month,
-                    "rpm": requests_per_minute,
-                    "created": created,
-                },
-            )
+        self.db.statement(
+            "INSERT INTO api_keys (digest, id, name, characters_per_month, requests_per_minute, created)"
+            " VALUES (:digest, :id, :name, :cpm, :rpm, :created)",
+            {
+                "digest": key.digest,
+                "id": key.id,
+                "name": name,
+                "cpm": characters_per_month,
+                "rpm": requests_per_minute,
+                "created": created,
+            },
+        )
         return key, secret
 
     def list(self) -> list[ApiKey]:
         """Every key, revoked ones too, oldest first."""
-        with self.db.transaction() as tx:
-            rows = tx.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created, id")
+        rows = self.db.statement(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created, id")
         return [ApiKey(*row) for row in rows]
 
     def find(self, hashed: str) -> ApiKey | None:
         """The key whose digest is ``hashed``, unless there is none or it is revoked."""
-        with self.db.transaction() as tx:
-            rows = tx.execute(
-                f"SELECT {_COLUMNS} FROM api_keys WHERE digest = :digest AND revoked IS NULL", {"digest": hashed}
-            )
+        rows = self.db.statement(
+            f"SELECT {_COLUMNS} FROM api_keys WHERE digest = :digest AND revoked IS NULL", {"digest": hashed}
+        )
         return ApiKey(*rows[0]) if rows else None
 
     def revoke(self, key_id: str) -> ApiKey | None:
         """Revoke the key of ``key_id``; None if no key that is not revoked has it."""
         revoked = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        with self.db.transaction() as tx:
-            rows = tx.execute(
-                f"UPDATE api_keys SET revoked = :revoked WHERE id = :id AND revoked IS NULL RETURNING {_COLUMNS}",
-                {"revoked": revoked, "id": key_id},
-            )
+        rows = self.db.statement(
+            f"UPDATE api_keys SET revoked = :revoked WHERE id = :id AND revoked IS NULL RETURNING {_COLUMNS}",
+            {"revoked": revoked, "id": key_id},
+        )
         return ApiKey(*rows[0]) if rows else None
 
     def set_limits(
         self, key_id: str, *, characters_per_month: int | None, requests_per_minute: int | None
     ) -> ApiKey | None:
         """Give the key of ``key_id`` these limits (None: none); None if there is no such key."""
-        with self.db.transaction() as tx:
-            rows = tx.execute(
-                "UPDATE api_keys SET characters_per_month = :cpm, requests_per_minute = :rpm"
-                f" WHERE id = :id AND revoked IS NULL RETURNING {_COLUMNS}",
-                {"cpm": characters_per_month, "rpm": requests_per_minute, "id": key_id},
-            )
+        rows = self.db.statement(
+            "UPDATE api_keys SET characters_per_month = :cpm, requests_per_minute = :rpm"
+            f" WHERE id = :id AND revoked IS NULL RETURNING {_COLUMNS}",
+            {"cpm": characters_per_month, "rpm": requests_per_minute, "id": key_id},
+        )
         return ApiKey(*rows[0]) if rows else None
 
     def take_request(self, key: ApiKey, now: float) -> float | None:
@@ -154,18 +149,17 @@ class KeyStore:
             return None
         interval = RATE_PERIOD_S / key.requests_per_minute
         params = {"digest": key.digest, "now": now, "interval": interval, "period": RATE_PERIOD_S}
-        with self.db.transaction() as tx:
-            # The later of the key's theoretical arrival time and now, plus one interval: its new
-            # arrival time, which may not run more than a period ahead of now.
-            later = "(CASE WHEN rate_tat > :now THEN rate_tat ELSE :now END) + :interval"
-            taken = tx.execute(
-                f"UPDATE api_keys SET rate_tat = {later} WHERE digest = :digest AND {later} - :now <= :period"
-                " RETURNING rate_tat",
-                params,
-            )
-            if taken:
-                return None
-            rows = tx.execute("SELECT rate_tat FROM api_keys WHERE digest = :digest", params)
+        # The later of the key's theoretical arrival time and now, plus one interval: its new
+        # arrival time, which may not run more than a period ahead of now.
+        later = "(CASE WHEN rate_tat > :now THEN rate_tat ELSE :now END) + :interval"
+        taken = self.db.statement(
+            f"UPDATE api_keys SET rate_tat = {later} WHERE digest = :digest AND {later} - :now <= :period"
+            " RETURNING rate_tat",
+            params,
+        )
+        if taken:
+            return None
+        rows = self.db.statement("SELECT rate_tat FROM api_keys WHERE digest = :digest", params)
         return max(0.0, rows[0][0] + interval - RATE_PERIOD_S - now) if rows else 0.0
 
     def charge(self, owner: str, characters: int, *, limit: int | None, now: float) -> Charge | OverQuota:
@@ -174,35 +168,28 @@ class KeyStore:
         ceiling = UNLIMITED if limit is None else limit
         month = month_of(now)
         params = {"owner": owner, "month": month, "n": characters, "limit": ceiling}
-        with self.db.transaction() as tx:
-            if characters <= ceiling:
-                counted = tx.execute(
-                    "INSERT INTO key_usage (owner, month, characters) VALUES (:owner, :month, :n)"
-                    " ON CONFLICT (owner, month) DO UPDATE SET characters = key_usage.characters + excluded.characters"
-                    " WHERE key_usage.characters + excluded.characters <= :limit RETURNING characters",
-                    params,
-                )
-                if counted:
-                    return Charge(owner, month, characters)
-            used = _used(tx, owner, month)
-        return OverQuota(used, ceiling)
+        if characters <= ceiling:
+            counted = self.db.statement(
+                "INSERT INTO key_usage (owner, month, characters) VALUES (:owner, :month, :n)"
+                " ON CONFLICT (owner, month) DO UPDATE SET characters = key_usage.characters + excluded.characters"
+                " WHERE key_usage.characters + excluded.characters <= :limit RETURNING characters",
+                params,
+            )
+            if counted:
+                return Charge(owner, month, characters)
+        return OverQuota(self.used(owner, now), ceiling)
 
     def refund(self, charge: Charge) -> None:
         """Take back what ``charge`` counted (its request failed)."""
-        with self.db.transaction() as tx:
-            tx.execute(
-                "UPDATE key_usage SET characters = characters - :n WHERE owner = :owner AND month = :month",
-                {"n": charge.characters, "owner": charge.owner, "month": charge.month},
-            )
+        self.db.statement(
+            "UPDATE key_usage SET characters = characters - :n WHERE owner = :owner AND month = :month",
+            {"n": charge.characters, "owner": charge.owner, "month": charge.month},
+        )
 
     def used(self, owner: str, now: float) -> int:
         """The characters counted for ``owner`` in the month of ``now``."""
-        with self.db.transaction() as tx:
-            return _used(tx, owner, month_of(now))
-
-
-def _used(tx: Transaction, owner: str, month: str) -> int:
-    rows = tx.execute(
-        "SELECT characters FROM key_usage WHERE owner = :owner AND month = :month", {"owner": owner, "month": month}
-    )
-    return int(rows[0][0]) if rows else 0
+        rows = self.db.statement(
+            "SELECT characters FROM key_usage WHERE owner = :owner AND month = :month",
+            {"owner": owner, "month": month_of(now)},
+        )
+        return int(rows[0][0]) if rows else 0
