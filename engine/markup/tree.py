@@ -372,21 +372,26 @@ def _parse_xml(markup: str) -> list[Node]:
 
 def _xml_tree(events: list[tuple[int, str, tuple]], data: bytes, begin: int, end: int) -> list[Node]:
     tree = _TreeBuilder(html=False)
-    in_cdata = False
+    cdata: list[str] | None = None  # the pieces of a CDATA section being read
+    places = _Places(data, begin)
     positions = [position for position, _, _ in events] + [end]
     for (start, kind, args), stop in zip(events, positions[1:], strict=True):
         source = data[start:stop].decode()
         if start < begin or start >= end:  # the synthetic root's own tags
             continue
-        if kind == "cdata" or in_cdata:
-            in_cdata = kind != "cdata_end"
-            tree.other(source) if kind == "cdata" else _extend_other(tree, source)
+        if kind == "cdata":
+            cdata = [source]
+        elif cdata is not None:
+            # A CDATA section's start, content and end are one node, joined once: grown piece by
+            # piece (expat gives its content a line at a time), n lines took n² time.
+            cdata.append(source)
+            if kind == "cdata_end":
+                tree.other("".join(cdata))
+                cdata = None
         elif kind == "start":
             name, flat = args
             attributes = dict(zip(flat[::2], flat[1::2], strict=True))
-            before = data[begin:start].decode()
-            line, column = _line_column(before, len(before))
-            tree.start(Element(name, source, attributes, line, column), closed=False)
+            tree.start(Element(name, source, attributes, *places.at(start)), closed=False)
         elif kind == "end":
             tree.current.end = source
             tree.open.pop()
@@ -397,16 +402,27 @@ def _xml_tree(events: list[tuple[int, str, tuple]], data: bytes, begin: int, end
     return tree.finish()
 
 
-def _extend_other(tree: _TreeBuilder, source: str) -> None:
-    """A CDATA section's content and end join its start: one node copied as it is."""
-    last = tree.current.children[-1]
-    assert isinstance(last, Other)
-    last.source += source
-
-
 # -- positions --------------------------------------------------------------------------------
 
 
-def _line_column(markup: str, offset: int) -> tuple[int, int]:
-    line = markup.count("\n", 0, offset) + 1
-    return line, offset - (markup.rfind("\n", 0, offset) + 1) + 1
+class _Places:
+    """Line and column (1-based; the column in characters) of byte offsets of ``data`` from
+    ``begin``, asked in increasing order: each is counted on from the one before, so that every
+    element costs its own bytes, not all the bytes before it (decoding the text before each start
+    tag made a document of n elements take n² time)."""
+
+    def __init__(self, data: bytes, begin: int) -> None:
+        self.data = data
+        self.offset = begin
+        self.line = 1
+        self.column = 1
+
+    def at(self, offset: int) -> tuple[int, int]:
+        passed = self.data[self.offset : offset]
+        last_line = passed.rfind(b"\n")
+        if last_line >= 0:
+            self.line += passed.count(b"\n")
+            self.column = 1
+        self.column += len(passed[last_line + 1 :].decode())
+        self.offset = offset
+        return self.line, self.column
