@@ -16,7 +16,8 @@ _MT_NAME = re.compile(r"\bMT_[A-Z0-9_]*[A-Z0-9]\b")
 
 def files_naming_settings() -> list[Path]:
     deploy = [p for p in (REPO / "deploy").rglob("*") if p.suffix in {".yaml", ".yml", ".env", ".json"}]
-    fixed = ["Dockerfile", "docker-compose.yml", "docker-compose.gpu.yml", "docs/deployment.md", "README.md"]
+    compose = sorted(p.name for p in REPO.glob("docker-compose*.yml"))  # the file and its overrides
+    fixed = ["Dockerfile", *compose, "docs/deployment.md", "README.md"]
     return [REPO / name for name in fixed if (REPO / name).exists()] + deploy
 
 
