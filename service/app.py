@@ -18,7 +18,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from service import openapi
 from service.access import Access
-from service.database import open_database
+from service.database import PostgresDatabase, open_database
 from service.documents import DocumentProcess
 from service.errors import install_error_handlers
 from service.file_store import FileStore
@@ -47,7 +47,8 @@ def create_app(
     settings = settings or Settings()
     metrics = Metrics()
     runtime = Runtime(settings, metrics, factory=engine_factory)
-    runtime.access = Access(settings, KeyStore(open_database(settings.database_url, settings.data_dir)))
+    database = open_database(settings.database_url, settings.data_dir)
+    runtime.access = Access(settings, KeyStore(database))
     file_store = FileStore(settings.file_expiry_s)
     documents = DocumentProcess(
         settings.max_document_bytes,
@@ -88,7 +89,9 @@ def create_app(
     app.state.files = file_store
     app.state.documents = documents
     app.state.uploads = files.UploadSlots(settings.max_uploads)
-    app.state.glossaries = GlossaryStore(settings.data_dir)
+    # With MT_DATABASE_URL, in the database every replica shares; else SQLite in MT_DATA_DIR.
+    shared = database if isinstance(database, PostgresDatabase) else None
+    app.state.glossaries = GlossaryStore(settings.data_dir, postgres=shared)
     install_error_handlers(
         app,
         lambda error_type: metrics.errors.labels(error_type).inc(),

@@ -236,6 +236,12 @@ class PostgresDatabase:
         with self._unavailable(), self.pool.connection() as connection, connection.transaction():
             yield _PostgresTransaction(connection)
 
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A connection of the pool (autocommit), for a store that runs its own transactions."""
+        with self._unavailable(), self.pool.connection() as connection:
+            yield connection
+
     def statement(self, sql: str, params: Params | None = None) -> list[Row]:
         with self._unavailable(), self.pool.connection() as connection:
             return _PostgresTransaction(connection).execute(sql, params)

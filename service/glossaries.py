@@ -11,6 +11,10 @@ after it, and a failed write leaves nothing. Writers wait for each other (SQLite
 readers do not wait for writers (write-ahead log). A database made before entries had their
 ``case_sensitive`` column gets it on first use (its entries are case-insensitive, as they matched).
 
+With MT_DATABASE_URL the same tables live in that PostgreSQL database (``service.database``), shared
+by every replica: the same SQL through a pooled connection, writers taking turns at an advisory lock
+(as SQLite's writers at its lock), a glossary and its entries read in one repeatable-read snapshot.
+
 A translation naming a glossary gets it built for the engine (``glossary``): checked, indexed, and
 kept (``engine.glossary.BuiltGlossaries``) under the revision it was built from, which every write
 to the glossary raises. A request then costs one indexed read of that number while the glossary is
@@ -40,7 +44,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from engine.glossary import BuiltGlossaries, Glossary, Term
 from engine.languages import UnsupportedLanguage
@@ -48,8 +52,10 @@ from engine.picklable import Picklable
 
 if TYPE_CHECKING:
     from engine.repository import Router
+    from service.database import PostgresDatabase
 
 DATABASE_NAME = "glossaries.sqlite3"
+_WRITE_LOCK = 50_051  # PostgreSQL's advisory lock that glossary writes take turns at (any number, the same everywhere)
 BUSY_TIMEOUT_S = 30.0
 log = logging.getLogger(__name__)
 
@@ -272,9 +278,22 @@ def to_tsv(terms: Sequence[Term]) -> str:
     return "".join(f"{t.source}\t{t.target}\n" for t in terms)
 
 
+class _Connection(Protocol):
+    """What the store's SQL runs on: sqlite3's connection, or ``_Postgres``."""
+
+    in_transaction: bool
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], /) -> Any: ...
+
+
 class GlossaryStore:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, postgres: PostgresDatabase | None = None) -> None:
+        """The store in ``directory`` (SQLite), or in the PostgreSQL database ``postgres`` (the
+        state database, MT_DATABASE_URL), which every replica shares."""
         self.path = directory / DATABASE_NAME
+        self.postgres = postgres
         self._ready = False
         self._problem: str | None = None  # what ``problem`` last found
         self._built = BuiltGlossaries(MAX_BUILT_MB * 1024 * 1024)
@@ -376,7 +395,9 @@ class GlossaryStore:
 
     def _snapshot(self, owner: str, glossary_id: str) -> tuple[GlossaryInfo, list[Term], int] | None:
         with self._connection() as db:
-            db.execute("BEGIN")  # one snapshot: the glossary and its entries together
+            # One snapshot: the glossary and its entries together (PostgreSQL's default isolation
+            # would give each statement its own).
+            db.execute("BEGIN" if self.postgres is None else "BEGIN ISOLATION LEVEL REPEATABLE READ")
             found = self._revision(db, owner, glossary_id)
             terms = _read_entries(db, glossary_id)
             db.execute("COMMIT")
@@ -389,12 +410,12 @@ class GlossaryStore:
         return deleted > 0
 
     @classmethod
-    def _get(cls, db: sqlite3.Connection, owner: str, glossary_id: str) -> GlossaryInfo | None:
+    def _get(cls, db: _Connection, owner: str, glossary_id: str) -> GlossaryInfo | None:
         found = cls._revision(db, owner, glossary_id)
         return None if found is None else found[0]
 
     @staticmethod
-    def _revision(db: sqlite3.Connection, owner: str, glossary_id: str) -> tuple[GlossaryInfo, int] | None:
+    def _revision(db: _Connection, owner: str, glossary_id: str) -> tuple[GlossaryInfo, int] | None:
         """The glossary, and the revision of it that the database holds."""
         row = db.execute(
             f"SELECT {_COLUMNS}, revision FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
@@ -402,10 +423,16 @@ class GlossaryStore:
         return None if row is None else (GlossaryInfo(*row[:-1]), row[-1])
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed if the block ends, rolled back if it raises."""
+    def _transaction(self) -> Iterator[_Connection]:
+        """A write transaction: committed if the block ends, rolled back if it raises. Writers
+        take turns, as SQLite has them (every replica's, on PostgreSQL): an update reads a
+        glossary's entries and writes them back, and a key's count and room are checked first."""
         with self._connection() as db:
-            db.execute("BEGIN IMMEDIATE")
+            if self.postgres is None:
+                db.execute("BEGIN IMMEDIATE")
+            else:
+                db.execute("BEGIN")
+                db.execute("SELECT pg_advisory_xact_lock(?)", (_WRITE_LOCK,))
             try:
                 yield db
             except BaseException:
@@ -417,7 +444,10 @@ class GlossaryStore:
     def problem(self) -> str | None:
         """Why the store cannot be used (a damaged database file), None while it can: a deleted
         one is made again, empty, by the check itself. One short read, waiting for no writer; a
-        change of state is logged once."""
+        change of state is logged once. On PostgreSQL, None: an outage is the state database's,
+        answered 503 by the routes that need it (``service.database``)."""
+        if self.postgres is not None:
+            return None
         found = None
         try:
             with self._connection(busy_timeout_s=0.1) as db:
@@ -433,9 +463,17 @@ class GlossaryStore:
         return found
 
     @contextmanager
-    def _connection(self, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Iterator[sqlite3.Connection]:
+    def _connection(self, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Iterator[_Connection]:
         """A connection of its own (autocommit: transactions are begun explicitly), with the schema.
         A database deleted under the service is made again, empty, and said so."""
+        if self.postgres is not None:
+            with self.postgres.connection() as connection:
+                db = _Postgres(connection)
+                if not self._ready:
+                    _create_on_postgres(db)
+                    self._ready = True
+                yield db
+            return
         if self._ready and not _has_data(self.path):
             log.error("the glossary store %s was deleted or emptied: made again, empty", self.path)
             self._ready = False
@@ -480,6 +518,36 @@ def _use_write_ahead_log(db: sqlite3.Connection) -> None:
             time.sleep(0.005)
 
 
+class _Postgres:
+    """A psycopg connection (autocommit) as the store's SQL uses one: sqlite3's methods, ``?``
+    placeholders."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.connection.execute(sql.replace("?", "%s"), params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), rows)
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return bool(self.connection.info.transaction_status != TransactionStatus.IDLE)
+
+
+def _create_on_postgres(db: _Postgres) -> None:
+    """Make the schema, once for all replicas: they take turns at the write lock."""
+    db.execute("BEGIN")
+    db.execute("SELECT pg_advisory_xact_lock(?)", (_WRITE_LOCK,))
+    for statement in filter(str.strip, _SCHEMA.split(";")):
+        db.execute(statement)
+    db.execute("COMMIT")
+
+
 def _create_or_migrate(db: sqlite3.Connection) -> None:
     """Make the schema, or bring a database made by an earlier version up to it, in one write
     transaction: connections that open the database at once do not both alter it."""
@@ -515,7 +583,7 @@ def _bytes(terms: Sequence[Term]) -> int:
     return sum(len(t.source.encode()) + len(t.target.encode()) for t in terms)
 
 
-def _check_room(db: sqlite3.Connection, owner: str, glossary_id: str, terms: Sequence[Term]) -> None:
+def _check_room(db: _Connection, owner: str, glossary_id: str, terms: Sequence[Term]) -> None:
     """TooManyGlossaries if the owner's glossaries, ``glossary_id``'s as ``terms``, would hold
     more text than ``MAX_KEY_TEXT_BYTES``."""
     (others,) = db.execute(
@@ -528,14 +596,15 @@ def _check_room(db: sqlite3.Connection, owner: str, glossary_id: str, terms: Seq
         )
 
 
-def _write_entries(db: sqlite3.Connection, glossary_id: str, terms: Sequence[Term]) -> None:
+def _write_entries(db: _Connection, glossary_id: str, terms: Sequence[Term]) -> None:
     db.executemany(
-        "INSERT INTO entries VALUES (?, ?, ?, ?, ?)",
+        # PostgreSQL takes a bool as a boolean, which its integer column must be cast from
+        "INSERT INTO entries VALUES (?, ?, ?, ?, CAST(? AS INTEGER))",
         [(glossary_id, i, t.source, t.target, t.case_sensitive) for i, t in enumerate(terms)],
     )
 
 
-def _read_entries(db: sqlite3.Connection, glossary_id: str) -> list[Term]:
+def _read_entries(db: _Connection, glossary_id: str) -> list[Term]:
     rows = db.execute(
         "SELECT source, target, case_sensitive FROM entries WHERE glossary_id = ? ORDER BY position", (glossary_id,)
     )

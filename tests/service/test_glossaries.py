@@ -1,21 +1,24 @@
-"""The glossary store (``service.glossaries``) alone: SQLite under a data directory."""
+"""The glossary store (``service.glossaries``) alone: SQLite under a data directory, and (every test
+not about SQLite's file) a real PostgreSQL server's database, as MT_DATABASE_URL puts it there."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from postgres_server import fresh_database, postgres  # noqa: F401 (the fixture)
 
 from engine.bundle import Language, Languages, Manifest
 from engine.glossary import Term
 from engine.repository import ModelEntry, Router
 from service import glossaries
+from service.database import PostgresDatabase
 from service.errors import InsufficientStorage, InternalError
 from service.glossaries import (
     DATABASE_NAME,
@@ -33,6 +36,24 @@ from service.routes.glossaries import stored
 
 ENTRIES = [Term("dog", "Hund"), Term("cat", "Katze")]
 PAIR = ("en", "de")
+OpenStore = Callable[[], GlossaryStore]  # another store on the test's database: another replica
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
+    """Stores on one empty database of each backend."""
+    url = fresh_database(request.getfixturevalue("postgres")) if request.param == "postgresql" else ""
+    pools: list[PostgresDatabase] = []
+
+    def open_one() -> GlossaryStore:
+        if not url:
+            return GlossaryStore(tmp_path / "data")
+        pools.append(PostgresDatabase(url))
+        return GlossaryStore(tmp_path, postgres=pools[-1])
+
+    yield open_one
+    for pool in pools:
+        pool.close()
 
 
 def _model(name: str, source: Language, target: Language) -> ModelEntry:
@@ -55,9 +76,8 @@ def parse(text: str, entries_format: str = "csv") -> list[Term]:
     return parse_entries(text, entries_format, PAIR, SERVED)  # type: ignore[arg-type]
 
 
-def test_create_get_list_entries_delete(tmp_path: Path) -> None:
-    store = GlossaryStore(tmp_path / "data")
-    assert not (tmp_path / "data").exists()  # nothing written until it is used
+def test_create_get_list_entries_delete(open_store: OpenStore) -> None:
+    store = open_store()
     created = store.create("me", "animals", "en", "de", ENTRIES)
     assert (created.name, created.source_lang, created.target_lang, created.entry_count) == ("animals", "en", "de", 2)
     assert created.creation_time.endswith("Z")
@@ -71,8 +91,8 @@ def test_create_get_list_entries_delete(tmp_path: Path) -> None:
     assert store.list("me") == []
 
 
-def test_owners_see_only_their_own(tmp_path: Path) -> None:
-    store = GlossaryStore(tmp_path)
+def test_owners_see_only_their_own(open_store: OpenStore) -> None:
+    store = open_store()
     mine = store.create("me", "a", "en", "de", ENTRIES)
     theirs = store.create("them", "b", "de", "en", [Term("Hund", "dog")])
     assert store.list("me") == [mine] and store.list("them") == [theirs]
@@ -83,11 +103,13 @@ def test_owners_see_only_their_own(tmp_path: Path) -> None:
 
 
 def test_kept_across_restarts(tmp_path: Path) -> None:
-    created = GlossaryStore(tmp_path).create("me", "a", "en", "de", ENTRIES)
-    reopened = GlossaryStore(tmp_path)
+    store = GlossaryStore(tmp_path / "data")
+    assert not (tmp_path / "data").exists()  # nothing written until it is used
+    created = store.create("me", "a", "en", "de", ENTRIES)
+    reopened = GlossaryStore(tmp_path / "data")
     assert reopened.get("me", created.glossary_id) == created
     assert reopened.entries("me", created.glossary_id) == ENTRIES
-    assert (tmp_path / DATABASE_NAME).is_file()
+    assert (tmp_path / "data" / DATABASE_NAME).is_file()
 
 
 def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
@@ -100,8 +122,8 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
         assert db.execute("SELECT count(*) FROM entries").fetchone() == (2,)
 
 
-def test_concurrent_writers_and_readers(tmp_path: Path) -> None:
-    store = GlossaryStore(tmp_path)
+def test_concurrent_writers_and_readers(open_store: OpenStore) -> None:
+    store = open_store()
 
     def work(i: int) -> None:
         terms = [Term(f"term{j}", f"Begriff{j}") for j in range(50)]
@@ -116,8 +138,8 @@ def test_concurrent_writers_and_readers(tmp_path: Path) -> None:
     assert all(g.entry_count == 50 for g in store.list("me"))
 
 
-def test_create_refuses_an_empty_name_or_no_entries(tmp_path: Path) -> None:
-    store = GlossaryStore(tmp_path)
+def test_create_refuses_an_empty_name_or_no_entries(open_store: OpenStore) -> None:
+    store = open_store()
     with pytest.raises(InvalidEntries):
         store.create("me", " ", "en", "de", ENTRIES)
     with pytest.raises(InvalidEntries):
@@ -228,8 +250,8 @@ def test_tsv_lines_are_not_read_for_languages() -> None:
         parse("dog\tHund\ten\tde\n", "tsv")
 
 
-def test_duplicates_are_judged_as_the_engine_matches_terms(tmp_path: Path) -> None:
-    store = GlossaryStore(tmp_path)
+def test_duplicates_are_judged_as_the_engine_matches_terms(open_store: OpenStore) -> None:
+    store = open_store()
     with pytest.raises(InvalidEntries, match="term 1: duplicate source term 'Dog'"):
         store.create("me", "a", "en", "de", [Term("dog", "Hund"), Term("Dog", "Rüde")])
     # Case-sensitive terms differ by case, and from a case-insensitive one.
@@ -249,10 +271,10 @@ def test_duplicates_are_judged_as_the_engine_matches_terms(tmp_path: Path) -> No
     assert [g.name for g in store.list("me")] == ["b"]
 
 
-def test_terms_are_stored_stripped(tmp_path: Path) -> None:
+def test_terms_are_stored_stripped(open_store: OpenStore) -> None:
     """Spaces around a term, and characters of no width inside it, which the text a term is found in
     never has (a term with one never matched); a target term may be punctuation."""
-    store = GlossaryStore(tmp_path)
+    store = open_store()
     created = store.create(
         "me", "a", "en", "de", [Term(" dog ", " Hund\t"), Term("ca\u200bt", "–"), Term("i\u00adce", "Eis")]
     )
@@ -265,8 +287,8 @@ def created_terms(store: GlossaryStore, glossary_id: str) -> list[Term]:
 
 
 @pytest.mark.parametrize("name", ["a\x00b", "line\nbreak", "\x1b[31mred", "evil\u202eexe.txt", "a\u2028b"])
-def test_a_name_that_would_garble_a_listing_is_refused(tmp_path: Path, name: str) -> None:
-    store = GlossaryStore(tmp_path)
+def test_a_name_that_would_garble_a_listing_is_refused(open_store: OpenStore, name: str) -> None:
+    store = open_store()
     with pytest.raises(InvalidEntries, match=r"^name: contains"):
         store.create("me", name, "en", "de", [Term("dog", "Hund")])
     created = store.create("me", "fine", "en", "de", [Term("dog", "Hund")])
@@ -290,8 +312,8 @@ def test_merged() -> None:
     assert merged(current, [], ["hot dog", "nothing"]) == current[:2]
 
 
-def test_update_renames_replaces_and_merges_atomically(tmp_path: Path) -> None:
-    store = GlossaryStore(tmp_path)
+def test_update_renames_replaces_and_merges_atomically(open_store: OpenStore) -> None:
+    store = open_store()
     created = store.create("me", "a", "en", "de", ENTRIES)
     renamed = store.update("me", created.glossary_id, name="animals")
     assert renamed is not None and (renamed.name, renamed.entry_count) == ("animals", 2)
@@ -319,8 +341,8 @@ def test_update_renames_replaces_and_merges_atomically(tmp_path: Path) -> None:
     assert store.update("me", "nope", entries=ENTRIES) is None
 
 
-def test_concurrent_merges_lose_no_change(tmp_path: Path) -> None:
-    store = GlossaryStore(tmp_path)
+def test_concurrent_merges_lose_no_change(open_store: OpenStore) -> None:
+    store = open_store()
     created = store.create("me", "a", "en", "de", ENTRIES)
 
     def add(i: int) -> None:
@@ -374,10 +396,10 @@ def test_stores_opening_one_database_at_once_all_get_it(tmp_path: Path, existing
         assert len(GlossaryStore(directory).list("me")) == len({m.glossary_id for m in made}) == 8
 
 
-def test_a_glossary_is_built_once_per_revision(tmp_path: Path) -> None:
+def test_a_glossary_is_built_once_per_revision(open_store: OpenStore) -> None:
     """Requests naming an unchanged glossary share one built copy; any change, made by this store
     or by another one on the same database (another replica), is seen at the next request."""
-    store, replica = GlossaryStore(tmp_path), GlossaryStore(tmp_path)
+    store, replica = open_store(), open_store()
     created = store.create("me", "pets", "en", "de", [Term("dog", "Hund"), Term("cat", "Katze")])
     info, glossary = store.glossary("me", created.glossary_id)  # type: ignore[misc]
     assert (info, glossary.terms) == (created, (Term("dog", "Hund"), Term("cat", "Katze")))
@@ -393,10 +415,10 @@ def test_a_glossary_is_built_once_per_revision(tmp_path: Path) -> None:
     assert store.glossary("me", created.glossary_id) is None
 
 
-def test_built_glossaries_are_bounded_in_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_built_glossaries_are_bounded_in_bytes(open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The least recently used go first; a 10,000-entry glossary counts about 5.6 MB."""
     monkeypatch.setattr(glossaries, "MAX_BUILT_MB", 12)
-    store = GlossaryStore(tmp_path)
+    store = open_store()
     made = [
         store.create("me", f"g{g}", "en", "de", [Term(f"term {g} {i}", f"Begriff {i}") for i in range(MAX_ENTRIES)])
         for g in range(3)
@@ -432,9 +454,9 @@ def test_a_full_disk_is_a_507_and_leaves_the_store_as_it_was(tmp_path: Path) -> 
         asyncio.run(stored(lambda: sqlite3.connect(tmp_path / "missing" / "x.sqlite3")))
 
 
-def test_an_owner_keeps_at_most_max_glossaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_owner_keeps_at_most_max_glossaries(open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(glossaries, "MAX_GLOSSARIES", 2)
-    store = GlossaryStore(tmp_path)
+    store = open_store()
     made = [store.create("me", f"g{i}", "en", "de", ENTRIES) for i in range(2)]
     with pytest.raises(glossaries.TooManyGlossaries, match="at most 2"):
         store.create("me", "g2", "en", "de", ENTRIES)
@@ -495,11 +517,11 @@ def test_glossary_writes_wait_on_their_own_thread_and_past_the_bound_are_refused
 
 
 def test_a_key_keeps_at_most_its_glossaries_text_and_other_keys_theirs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """1,000 glossaries of 10,000 long terms let one key store tens of GB."""
     monkeypatch.setattr("service.glossaries.MAX_KEY_TEXT_BYTES", 40)
-    store = GlossaryStore(tmp_path)
+    store = open_store()
     first = store.create("me", "a", "en", "de", [Term("dog", "Hund"), Term("cat", "Katze")])  # 15 bytes
     store.create("me", "b", "en", "de", [Term("horse", "Pferd"), Term("bird", "Vogel")])  # 19 bytes: 34
     with pytest.raises(TooManyGlossaries, match="at most 0 MiB of terms"):
