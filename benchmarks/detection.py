@@ -25,9 +25,9 @@ the library, building the detector and detecting the first text, and again after
 lingua, the ratio of a loop over the full sentences to its ``compute_language_confidence_values_in_parallel``.
 Then the service's choice for texts whose source language is not stated, for a service whose models
 translate between the ``--served`` languages (default en de: en→de and de→en), into each of them in
-turn, by the rule before (``before_choice``: the top language, unless one to three words name an
-unserved one below 0.5) and after (``engine.language_id.choose``), on the full sentences and windows of
-1 to 6 words (``POLICY_LENGTHS``): per language, the share of texts refused, and of those not refused
+turn, by ``engine.language_id.choose`` on fastText alone and with the served languages of one to
+three words ranked by lingua (``engine.short_text_id``, what the service runs), on the full sentences
+and windows of 1 to 6 words (``POLICY_LENGTHS``): per language, the share of texts refused, and of those not refused
 the share with the wrong outcome (a text in another served language kept unchanged or translated from
 the wrong one, a text in the target translated). For a served language, refused is a false refusal;
 for another (fr, cs), every text not refused is a false pass. ``--policy`` measures only this (no
@@ -254,7 +254,7 @@ def measure(
     limit: int = 0, seed: int = 0, served: tuple[str, ...] = ("en", "de"), odds: tuple[float, float] | None = None,
 ) -> dict:  # fmt: skip
     """The benchmark's core: every candidate, each in a process of its own, on the same inputs; then
-    the service's choice of source language, before and after."""
+    the service's choice of source language, by fastText alone and with short texts ranked."""
     from engine.language_id import default_languages
 
     languages = default_languages(corpus_languages)
@@ -270,29 +270,15 @@ def measure(
             "served": list(served), "service_policy": policy}  # fmt: skip
 
 
-# The rule before 2026-11-25 (``service.runtime.prefer_served`` then), kept to measure against: the
-# top language, unless the text has one to three words and names an unserved language below 0.5.
-BEFORE_SHORT_WORDS = 3
-BEFORE_BELIEVED_FROM = 0.5
-RULES = ("before", "after")
-
-
-def before_choice(detection: Detection, text: str, sources: list[str], target: str) -> tuple[str, str | None]:
-    """(outcome, language) by the rule before: "translate", "keep" (identified as the target) or
-    "refuse" (identified as a language with no route into the target)."""
-    taken = [*sources, target]
-    language = detection.language
-    if language is not None and language not in taken:
-        unsure = len(text.split()) <= BEFORE_SHORT_WORDS and detection.confidence < BEFORE_BELIEVED_FROM
-        if unsure:
-            language = next((c.language for c in detection.candidates if c.language in taken), language)
-    if language is None or language not in taken:
-        return "refuse", language
-    return ("keep" if language == target else "translate"), language
+# The service's choice by fastText alone (a service whose short texts are judged as longer ones, as
+# before 2026-11-27) and with the served languages of one to three words ranked by lingua (what the
+# service runs, ``engine.short_text_id``).
+RULES = ("fasttext", "short")
+RULE_TITLES = {"fasttext": "fastText alone", "short": "with short texts ranked"}
 
 
 def after_choice(
-    detection: Detection, text: str, sources: list[str], target: str, odds: tuple[float, float] | None = None
+    detection: Detection, sources: list[str], target: str, odds: tuple[float, float] | None = None
 ) -> tuple[str, str | None]:
     """(outcome, language) by the rule the service runs: ``engine.language_id.choose``, with its own
     odds or ``odds`` (to refuse, to keep)."""
@@ -305,42 +291,45 @@ def after_choice(
 def service_policy(
     corpus: dict[str, dict], languages: list[str], served: tuple[str, ...], odds: tuple[float, float] | None = None
 ) -> dict[str, Any]:
-    """For each rule, each target in ``served`` (from the other served languages) and each input:
-    per language, how many texts were refused, kept and translated (and from which language), and
-    the shares: refused, and wrong (not refused, but kept or translated as they should not be)."""
+    """For each identifier (``RULES``), each target in ``served`` (from the other served languages) and
+    each input: per language, how many texts were refused, kept and translated (and from which
+    language), and the shares: refused, and wrong (not refused, but kept or translated as they should
+    not be)."""
     from engine.language_id import LanguageIdentifier
 
-    identifier = LanguageIdentifier(languages, short_languages=served)  # as the service builds it
-    detected = {kind: {lang: [(t, identifier.detect(t)) for t in ts] for lang, ts in texts.items()}
-                for kind, texts in corpus.items()}  # fmt: skip
-    rules = {"before": before_choice, "after": lambda *args: after_choice(*args, odds=odds)}
+    identifiers = {
+        "fasttext": LanguageIdentifier(languages),
+        "short": LanguageIdentifier(languages, short_languages=served),
+    }
     outcomes: dict[str, Any] = {}
-    for rule, choice in rules.items():
+    for rule, identifier in identifiers.items():
+        detected = {kind: {lang: [identifier.detect(t) for t in ts] for lang, ts in texts.items()}
+                    for kind, texts in corpus.items()}  # fmt: skip
         outcomes[rule] = {}
         for target in served:
             sources = [s for s in served if s != target]
             outcomes[rule][target] = {}
             for kind, texts in detected.items():
                 outcomes[rule][target][kind] = {}
-                for lang, pairs in texts.items():
+                for lang, detections in texts.items():
                     counts: Counter[str] = Counter()
-                    for text, detection in pairs:
-                        outcome, language = choice(detection, text, sources, target)
+                    for detection in detections:
+                        outcome, language = after_choice(detection, sources, target, odds)
                         counts[outcome if outcome != "translate" else f"translate:{language}"] += 1
                     right = "keep" if lang == target else f"translate:{lang}" if lang in sources else "refuse"
-                    n = max(len(pairs), 1)
+                    n = max(len(detections), 1)
                     outcomes[rule][target][kind][lang] = {
-                        "texts": len(pairs),
+                        "texts": len(detections),
                         "counts": dict(counts.most_common()),
                         "refused": counts["refuse"] / n,
-                        "wrong": (len(pairs) - counts[right] - (counts["refuse"] if right != "refuse" else 0)) / n,
+                        "wrong": (len(detections) - counts[right] - (counts["refuse"] if right != "refuse" else 0)) / n,
                     }
-    return {"targets": list(served), "rules": list(rules), "outcomes": outcomes}
+    return {"targets": list(served), "rules": list(RULES), "outcomes": outcomes}
 
 
 def policy_tables(policy: dict[str, Any]) -> str:
     """One table per target: per input, each served language's false refusals and wrong outcomes,
-    and each unserved language's false passes, before → after."""
+    and each unserved language's false passes, by fastText alone → with short texts ranked."""
     tables = []
     for target in policy["targets"]:
         before, after = (policy["outcomes"][rule][target] for rule in RULES)
@@ -360,7 +349,8 @@ def policy_tables(policy: dict[str, Any]) -> str:
                     row.append(f"{1 - was['refused']:.2%} → {1 - now['refused']:.2%}")
             rows.append(row)
         sources = ", ".join(s for s in served if s != target)
-        tables.append(f"#### Into {target} (from {sources}), before → after\n\n{markdown_table(header, rows)}")
+        title = " → ".join(RULE_TITLES[rule] for rule in RULES)
+        tables.append(f"#### Into {target} (from {sources}), {title}\n\n{markdown_table(header, rows)}")
     return "\n\n".join(tables)
 
 
@@ -408,7 +398,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--policy", action="store_true", help="only the service's choice of source language")
     parser.add_argument(
-        "--odds", nargs=2, type=float, metavar=("REFUSE", "KEEP"), help="the rule after with other odds than its own"
+        "--odds", nargs=2, type=float, metavar=("REFUSE", "KEEP"), help="the service's rule with other odds"
     )
     parser.add_argument("--out", "--results", type=Path, help="the result file (default: under benchmarks/results)")
     args = parser.parse_args(argv)

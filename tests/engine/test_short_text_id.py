@@ -22,7 +22,7 @@ from engine.language_id import (
 from engine.short_text_id import HIGH_ACCURACY_UP_TO, SHORT_WORDS, ShortTextRanker
 
 ENGLISH = ["Hello.", "Hi!", "Yes", "Welcome", "Cat", "Cancel", "Good morning", "New message"]
-GERMAN = ["Hallo", "Ja", "Anmelden", "Abbrechen", "Suche", "Senden", "Zur Kasse", "Prost!"]
+GERMAN = ["Hallo", "Hallo.", "Ja", "Anmelden", "Abbrechen", "Suche", "Senden", "Zur Kasse", "Prost!"]
 FRENCH_PARAGRAPH = (
     "Le chien dort sous l'arbre du jardin. Ce matin, nous sommes allés au marché acheter du pain, "
     "des fromages et des fruits pour le déjeuner de dimanche."

@@ -19,7 +19,7 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 # Italian; the German ones identified as English and returned as they were, into English.
 SHORT = {
     "en": ["Hello.", "Hi!", "Yes", "Welcome", "Cat", "Good morning"],
-    "de": ["Hallo", "Ja", "Anmelden", "Abbrechen", "Suche", "Senden", "Zur Kasse", "Prost!"],
+    "de": ["Hallo", "Hallo.", "Ja", "Anmelden", "Abbrechen", "Suche", "Senden", "Zur Kasse", "Prost!"],
 }
 OTHER = {"en": "de", "de": "en"}
 MODEL = {"en": "mt-en-de:", "de": "mt-de-en:"}  # name:version
