@@ -49,12 +49,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from engine.glossary import BuiltGlossaries, Glossary, Term
 from engine.languages import UnsupportedLanguage
 from engine.picklable import Picklable
+from service.disk_reserve import Reserve
+from service.errors import storage_full
 
 if TYPE_CHECKING:
     from engine.repository import Router
     from service.database import PostgresDatabase
 
 DATABASE_NAME = "glossaries.sqlite3"
+DELETE_STEP = 200  # entries deleted at a time on a full disk: a few hundred pages of log at most
 _WRITE_LOCK = 50_051  # PostgreSQL's advisory lock that glossary writes take turns at (any number, the same everywhere)
 BUSY_TIMEOUT_S = 30.0
 log = logging.getLogger(__name__)
@@ -297,6 +300,7 @@ class GlossaryStore:
         self._ready = False
         self._problem: str | None = None  # what ``problem`` last found
         self._built = BuiltGlossaries(MAX_BUILT_MB * 1024 * 1024)
+        self._reserve = Reserve(self.path.with_name(DATABASE_NAME + "-reserve"))
 
     def create(
         self, owner: str, name: str, source_lang: str, target_lang: str, entries: Sequence[Term]
@@ -404,10 +408,37 @@ class GlossaryStore:
         return None if found is None else (found[0], terms, found[1])
 
     def delete(self, owner: str, glossary_id: str) -> bool:
-        """Delete the glossary and its entries; False if it did not exist."""
-        with self._transaction() as db:
-            deleted = db.execute("DELETE FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)).rowcount
+        """Delete the glossary and its entries; False if it did not exist. On a full disk too
+        (``_delete_on_full_disk``)."""
+        try:
+            with self._transaction() as db:
+                deleted = db.execute("DELETE FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)).rowcount
+        except sqlite3.OperationalError as e:
+            if self.postgres is not None or not storage_full(e):
+                raise
+            deleted = self._delete_on_full_disk(owner, glossary_id)
+        self._reserve.keep()
         return deleted > 0
+
+    def _delete_on_full_disk(self, owner: str, glossary_id: str) -> int:
+        """Delete on a full disk: with the reserve's room, the log emptied first, the glossary in one
+        small transaction (its entries left for the steps after: what each step writes to the log
+        is bounded), then its entries ``DELETE_STEP`` at a time, the log emptied after each. Entries
+        a step could not delete are taken out when the store is next opened."""
+        self._reserve.release()
+        with self._connection() as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("PRAGMA foreign_keys = OFF")
+            deleted: int = db.execute(
+                "DELETE FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)
+            ).rowcount
+            step = "DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries WHERE glossary_id = ? LIMIT ?)"
+            try:
+                while db.execute(step, (glossary_id, DELETE_STEP)).rowcount:
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.OperationalError as e:
+                log.warning("entries of deleted glossary %s left for the next start: %s", glossary_id, e)
+        return deleted
 
     @classmethod
     def _get(cls, db: _Connection, owner: str, glossary_id: str) -> GlossaryInfo | None:
@@ -484,6 +515,7 @@ class GlossaryStore:
             if not self._ready:
                 _use_write_ahead_log(db)
                 _create_or_migrate(db)
+                self._reserve.keep()
                 self._ready = True
             yield db
 
@@ -562,6 +594,8 @@ def _create_or_migrate(db: sqlite3.Connection) -> None:
                     "UPDATE glossaries SET text_bytes = (SELECT COALESCE(SUM(LENGTH(CAST(source AS BLOB))"
                     " + LENGTH(CAST(target AS BLOB))), 0) FROM entries WHERE glossary_id = glossaries.id)"
                 )
+    # What a deletion on a full disk left (``GlossaryStore._delete_on_full_disk``).
+    db.execute("DELETE FROM entries WHERE glossary_id NOT IN (SELECT id FROM glossaries)")
     db.execute("COMMIT")
 
 

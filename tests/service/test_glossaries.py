@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -532,3 +533,42 @@ def test_a_key_keeps_at_most_its_glossaries_text_and_other_keys_theirs(
     store.create("you", "c", "en", "de", [Term("fish", "Fisch")])
     store.delete("me", first.glossary_id)
     store.create("me", "c", "en", "de", [Term("fish", "Fisch")])
+
+
+@contextmanager
+def small_disk(path: Path, size: str) -> Iterator[Path]:
+    """A filesystem of ``size`` mounted at ``path`` (a tmpfs: root only, where mounts are allowed)."""
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+def test_a_glossary_is_deleted_on_a_full_disk(tmp_path: Path) -> None:
+    """Glossaries filled the disk, then another file the rest of it: DELETE answered 507 too."""
+    with small_disk(tmp_path / "disk", "8m") as disk:
+        store = GlossaryStore(disk / "data")
+        made = []
+        with pytest.raises(InsufficientStorage):
+            for i in range(100):
+                terms = [Term(f"term {i} {j}", "Begriff " * 30) for j in range(200)]
+                made.append(asyncio.run(stored(lambda t=terms, i=i: store.create("me", f"g{i}", "en", "de", t))))
+        with pytest.raises(OSError), (disk / "filler").open("wb") as filler:
+            while True:
+                filler.write(bytes(1 << 16))
+                filler.flush()
+        assert asyncio.run(stored(lambda: store.delete("me", made[0].glossary_id), write=True))
+        assert asyncio.run(stored(lambda: store.delete("me", made[1].glossary_id), write=True))
+        assert [g.glossary_id for g in store.list("me")] == [g.glossary_id for g in made[2:]]
+        (disk / "filler").unlink()  # room again: what is stored is intact, the freed pages reused
+        reopened = GlossaryStore(disk / "data")
+        assert reopened.entries("me", made[2].glossary_id) == store.entries("me", made[2].glossary_id)
+        with sqlite3.connect(disk / "data" / DATABASE_NAME) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            orphans = "SELECT count(*) FROM entries WHERE glossary_id NOT IN (SELECT id FROM glossaries)"
+            assert db.execute(orphans).fetchone() == (0,)
+        db.close()

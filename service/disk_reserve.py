@@ -1,0 +1,42 @@
+"""Room kept on a disk for deleting. SQLite writes a deletion to its write-ahead log before the
+database's pages are freed, so on a full disk a DELETE fails like any write (a glossary store that
+filled its disk answered 507 to the DELETE that would have made room). A file of
+``RESERVE_BYTES`` is kept beside the database while there is room; on a full disk it is given up
+for the deletion, and made again once there is room again."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+RESERVE_BYTES = 4 << 20  # the log of a deletion's steps (``service.glossaries``), several times over
+
+
+class Reserve:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def keep(self) -> None:
+        """Make the reserve if it is missing and there is room for it (written whole, or not at all)."""
+        if self.path.exists():
+            return
+        partial = self.path.with_name(self.path.name + ".partial")
+        try:
+            with partial.open("wb") as file:
+                file.write(bytes(RESERVE_BYTES))  # written, not sparse: the blocks must be taken
+                file.flush()
+                os.fsync(file.fileno())
+            partial.rename(self.path)
+        except OSError:
+            partial.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Give the reserve's room back to the disk."""
+        if self.path.exists():
+            log.warning(
+                "the disk of %s is full: its reserve of %d MiB given up to delete", self.path, RESERVE_BYTES >> 20
+            )
+            self.path.unlink(missing_ok=True)
