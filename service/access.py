@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from service.database import migrate
 from service.errors import DatabaseUnavailable, QuotaExceeded, RateLimited, Unauthorized
-from service.keys import ApiKey, Charge, KeyStore, OverQuota, digest, seconds_to_next_month
+from service.keys import ApiKey, Charge, KeyStore, OverQuota, could_be_managed, digest, seconds_to_next_month
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -86,8 +86,8 @@ class Access:
     def check(self, key: str | None, *, unread: bool = False) -> Caller:
         """The caller of ``key`` where it is known already: one of MT_API_KEYS, or a managed key
         this replica has read (``authorize``, which every route calls first); Unauthorized else,
-        unless ``unread`` lets a key not read yet through (then without its limits: ``authorize``
-        must still read it)."""
+        unless ``unread`` lets a key of a managed key's form not read yet through (then without
+        its limits: ``authorize`` must still read it)."""
         if not self.settings.keys_required:
             return ANONYMOUS
         hashed = self._hashed(key)
@@ -95,7 +95,7 @@ class Access:
             return Caller(hashed)
         if (read := self._read.get(hashed)) is not None:
             return Caller(hashed, read.key)
-        if unread and self.keys is not None:
+        if unread and self.keys is not None and key is not None and could_be_managed(key):
             return Caller(hashed)
         raise Unauthorized(INVALID_KEY)
 

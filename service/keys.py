@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from service.database import Database
 
 KEY_PREFIX = "mt-"
+KEY_CHARS = 43  # secrets.token_urlsafe(32): 256 bits
 ID_CHARS = 12
 RATE_PERIOD_S = 60.0
 UNLIMITED = 1 << 62  # a quota no count reaches
@@ -71,6 +72,11 @@ class OverQuota:
 def digest(key: str) -> str:
     """The SHA-256 of ``key``, in hex: what the database keeps of it, and whose glossaries it owns."""
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def could_be_managed(key: str) -> bool:
+    """Whether ``key`` has the form of a managed key (whether it is one, the database says)."""
+    return key.startswith(KEY_PREFIX) and len(key) == len(KEY_PREFIX) + KEY_CHARS
 
 
 def month_of(now: float) -> str:

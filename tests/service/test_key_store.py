@@ -13,7 +13,7 @@ import pytest
 from postgres_server import fresh_database, postgres  # noqa: F401 (the fixture)
 
 from service.database import MIGRATIONS, Database, migrate, open_database
-from service.keys import KEY_PREFIX, Charge, KeyStore, OverQuota, digest
+from service.keys import KEY_PREFIX, Charge, KeyStore, OverQuota, could_be_managed, digest
 
 NOW = datetime(2026, 11, 27, 12, tzinfo=UTC).timestamp()
 
@@ -47,7 +47,8 @@ def store(replicas: tuple[KeyStore, KeyStore]) -> KeyStore:
 
 def test_a_key_is_found_by_itself_and_only_its_digest_is_stored(store: KeyStore) -> None:
     key, secret = store.create("team a", characters_per_month=1000, requests_per_minute=60)
-    assert secret.startswith(KEY_PREFIX) and len(secret) == len(KEY_PREFIX) + 43
+    assert secret.startswith(KEY_PREFIX) and len(secret) == len(KEY_PREFIX) + 43 and could_be_managed(secret)
+    assert not could_be_managed(secret[:-1]) and not could_be_managed("key-" + secret[3:])
     assert store.find(digest(secret)) == key
     assert key.id == digest(secret)[:12] and key.name == "team a"
     with store.db.transaction() as tx:

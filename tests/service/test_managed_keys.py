@@ -174,3 +174,24 @@ def test_limits_changed_by_the_command(keys: Keys) -> None:
     done = keys("limits", key_id, "--characters-per-month", "none")
     assert "characters a month: unlimited" in done.stdout and secret not in done.stdout
     assert keys("limits", key_id, "--characters-per-month", "0").returncode == 2
+
+
+def test_files_take_a_managed_key_and_count_their_characters(
+    clients: tuple[httpx.Client, httpx.Client], replicas: tuple[ServiceProcess, ServiceProcess], keys: Keys
+) -> None:
+    a, b = clients
+    secret = keys.create("--characters-per-month", str(2 * len(TEXT)))
+    file = {"file": ("a.txt", TEXT.encode())}
+    # LibreTranslate's key as a form field, before the file, on a replica that has not read it yet.
+    libre = b.post("/translate_file", files=file, data={"api_key": secret, "source": "en", "target": "de"})
+    assert libre.status_code == 200, libre.text
+    native = a.post(
+        "/v1/translate_file",
+        files=file,
+        data={"source_lang": "en", "target_lang": "de"},
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert native.status_code == 200, native.text
+    assert deepl.Translator(secret, server_url=replicas[0].url).get_usage().character.count == 2 * len(TEXT)
+    refused = b.post("/translate_file", files=file, data={"api_key": secret, "source": "en", "target": "de"})
+    assert_libretranslate_error(refused, 403)
