@@ -45,7 +45,7 @@ def install(app: FastAPI, runtime: Runtime) -> None:
 
 def complete(document: dict[str, Any], settings: Settings, router: Router | None) -> None:
     """Fill the placeholders of ``document`` in; the languages only when ``router`` is known."""
-    _authentication(document, required=bool(settings.api_key_set))
+    _authentication(document, required=settings.keys_required)
     libretranslate_document(document)  # its routes' errors in its shape
     components = document.setdefault("components", {}).setdefault("schemas", {})
     for schema in list(_objects(document)):
@@ -69,7 +69,8 @@ def _authentication(document: dict[str, Any], *, required: bool) -> None:
     operations' security and their 401 out: such a service never answers 401."""
     if required:
         schemes = document.setdefault("components", {}).setdefault("securitySchemes", {})
-        schemes[BEARER_SCHEME] = {"type": "http", "scheme": "bearer", "description": "An API key from MT_API_KEYS."}
+        description = "A managed key (`python -m service keys create`) or one of MT_API_KEYS."
+        schemes[BEARER_SCHEME] = {"type": "http", "scheme": "bearer", "description": description}
         return
     for path in document["paths"].values():
         for operation in path.values():

@@ -30,13 +30,17 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "description": "Missing or invalid API key",
         "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
     },
-    403: {"description": "The key already keeps the most glossaries it may (glossary_limit)"},
+    403: {
+        "description": "The key already keeps the most glossaries it may (glossary_limit), or the request would "
+        "take it past its characters for the month (quota_exceeded: nothing counted)"
+    },
     404: {"description": "No such file, or it has expired"},
     413: {"description": "Too many texts, characters or bytes"},
     415: {"description": "A file of a type that cannot be translated"},
     422: {"description": "Invalid request, or malformed HTML or XML (malformed_markup)"},
     429: {
-        "description": "Overloaded: too many texts queued, or file uploads being received (MT_MAX_UPLOADS)",
+        "description": "Overloaded: too many texts queued, or file uploads being received (MT_MAX_UPLOADS); or the "
+        "key's requests a minute are spent (rate_limited)",
         "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer", "minimum": 0}}},
     },
     503: {"description": "Starting, shutting down, or the model cannot be loaded"},

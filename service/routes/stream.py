@@ -137,7 +137,7 @@ async def _started(request: Request) -> AsyncIterator[_Started]:
     response_class=EventSourceResponse,
     responses={
         200: STREAM,
-        **json_error_responses(400, 401, 413, 422, 429, 503, 504),
+        **json_error_responses(400, 401, 403, 413, 422, 429, 503, 504),
         404: {**json_error_responses(404)[404], "description": NOT_FOUND},
     },
     tags=["translation"],

@@ -42,7 +42,7 @@ router = APIRouter()
 @router.post(
     "/v1/translate",
     response_model=TranslateResponse,
-    responses={**error_responses(400, 401, 413, 422, 429, 503, 504), **NO_GLOSSARY},
+    responses={**error_responses(400, 401, 403, 413, 422, 429, 503, 504), **NO_GLOSSARY},
     tags=["translation"],
     openapi_extra={**json_body(TranslateRequest), **BEARER_AUTH},
 )
