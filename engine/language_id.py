@@ -99,10 +99,11 @@ SHORT_SURE = 0.9
 # than 49%; none of the 300 kept wrongly, 11 of the 6,080 windows (2 at 0.9 alone).
 SHORT_KEEP_AGREED = (0.7, 3.0)
 # A short text is refused only when fastText gives a language of the identifier's set that no model
-# takes at least this probability (a language outside the set only where no served one is written in
-# the text's script): "Lyžaři před chatou." is Czech at 0.97; none of this project's short everyday
-# English and German texts gets over 0.67 for another language ("Hi!": Italian), but 0.2% of Multi30K's
-# windows of one to three words do ("of hay": Spanish 0.97), and German "Ein Mann boxt" is Turkish at 0.96.
+# takes at least this probability ("Lyžaři před chatou." is Czech at 0.97), or gives the set's languages
+# under ``SET_FLOOR`` together ("Köpek parkta koşuyor": Turkish 0.987, the set 0.009), or no served
+# language is written in its script: none of this project's short everyday English and German texts
+# gets over 0.67 for another language ("Hi!": Italian), but 0.2% of Multi30K's windows of one to three
+# words do ("of hay": Spanish 0.97), and German "Ein Mann boxt" is Turkish at 0.96 (the set 0.02).
 SHORT_REFUSE_FLOOR = 0.9
 
 
@@ -158,7 +159,8 @@ def choose(
     other texts were identified in (``request_prior``), taken for a text that is only guessed.
 
     - A short text (``Detection.short``) in a script one of these languages is written in is refused
-      only when fastText gives a language of its set that is none of them ``SHORT_REFUSE_FLOOR``;
+      only when fastText gives a language of its set that is none of them ``SHORT_REFUSE_FLOOR``, or
+      its set's languages under ``SET_FLOOR`` together (then as the language outside it);
       kept unchanged only when the short-text model gives the target ``SHORT_SURE`` of their shares
       (or ``SHORT_KEEP_AGREED``: less, with fastText agreeing);
       else translated from the source the short-text model ranks first (``prior`` instead
@@ -217,6 +219,9 @@ def _choose_short(
     top = detection.candidates[0] if detection.candidates else None
     if top is not None and top.language not in shares and top.confidence >= SHORT_REFUSE_FLOOR:
         return Choice("refuse", _as(detection, top))
+    outside = detection.outside
+    if outside is not None and sum(c.confidence for c in detection.candidates) < SET_FLOOR:
+        return Choice("refuse", _as(detection, outside))
     source = next((language for language in shares if language in sources), None)
     if target is not None and (source is None or _in_target(detection, shares, target, source)):
         return Choice("keep", _as(detection, Candidate(target, shares[target])))

@@ -95,6 +95,17 @@ def test_a_short_text_in_a_script_no_served_language_is_written_in_is_refused(
         assert (chosen.outcome, chosen.detection.language) == ("refuse", language)
 
 
+def test_a_short_text_the_set_s_languages_get_almost_nothing_of_is_refused_as_its_language(
+    service: LanguageIdentifier,
+) -> None:
+    """Turkish, outside the set: the set's languages get 0.009 together. "Ein Mann boxt" is Turkish at
+    0.96 too, but with the set's at 0.02 (German among them): translated from German."""
+    refused = into(service, "Köpek parkta koşuyor", "de")
+    assert (refused.outcome, refused.detection.language) == ("refuse", "tr")
+    boxt = into(service, "Ein Mann boxt", "en")
+    assert (boxt.outcome, boxt.detection.language) == ("translate", "de")
+
+
 def test_clear_foreign_text_is_still_refused(service: LanguageIdentifier) -> None:
     for target in ("en", "de"):
         chosen = into(service, FRENCH_PARAGRAPH, target)
