@@ -38,7 +38,9 @@ BUSY_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 3
 STATEMENT_TIMEOUT_MS = 5000
 POOL_WAIT_S = 3.0
-POOL_SIZE = 8  # connections per replica: the store's threads (``service.access.DB_THREADS``) and the CLI's one
+# Connections per replica, made as they are needed: one for each thread that may hold one at once
+# (``service.access.DB_THREADS``, the glossary store's reads and its writer), and one to spare.
+POOL_SIZE = 10
 # Any number, the same in every replica: the lock that migrations hold in PostgreSQL.
 _MIGRATION_LOCK = 50_050
 
