@@ -195,3 +195,19 @@ def test_files_take_a_managed_key_and_count_their_characters(
     assert deepl.Translator(secret, server_url=replicas[0].url).get_usage().character.count == 2 * len(TEXT)
     refused = b.post("/translate_file", files=file, data={"api_key": secret, "source": "en", "target": "de"})
     assert_libretranslate_error(refused, 403)
+
+
+def test_keys_on_the_default_sqlite_store(
+    start_service: StartService, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Without MT_DATABASE_URL: the command and the service share SQLite in MT_DATA_DIR."""
+    data = tmp_path_factory.mktemp("sqlite_state")
+    keys = Keys("", data)
+    secret = keys.create("--name", "solo", "--characters-per-month", str(len(TEXT)))
+    service = start_service(require_keys="true", data_dir=str(data), max_wait_ms=2)
+    with httpx.Client(base_url=service.url, timeout=60) as client:
+        assert v1(client, secret).status_code == 200
+        assert v1(client, secret).json()["error"]["type"] == "quota_exceeded"
+        assert keys("revoke", keys.id_of("solo")).returncode == 0
+        assert f"{len(TEXT)} characters this month" not in keys("list").stdout  # listed as revoked
+        assert v1(client, "mt-" + "x" * 43).status_code == 401
