@@ -1,4 +1,5 @@
-"""``python -m service [--host H] [--port P]`` (or ``mt-service``): run the service under uvicorn.
+"""``python -m service [--host H] [--port P]`` (or ``mt-service``): run the service under uvicorn;
+``python -m service keys {create,list,revoke,limits}``: its managed API keys (``service.key_commands``).
 
 Other settings come from ``MT_*`` environment variables (``service/settings.py``).
 

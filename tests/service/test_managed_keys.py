@@ -14,6 +14,7 @@ from pathlib import Path
 import deepl
 import httpx
 import pytest
+from cli_help import run_help
 from live_server import ServiceProcess, StartService, assert_libretranslate_error
 from postgres_server import PostgresServer, fresh_database, postgres  # noqa: F401 (the fixture)
 
@@ -211,3 +212,12 @@ def test_keys_on_the_default_sqlite_store(
         assert keys("revoke", keys.id_of("solo")).returncode == 0
         assert f"{len(TEXT)} characters this month" not in keys("list").stdout  # listed as revoked
         assert v1(client, "mt-" + "x" * 43).status_code == 401
+
+
+def test_the_keys_command_is_found_from_the_services_help_and_documents_its_options() -> None:
+    assert "python -m service keys" in run_help("service")
+    for command in ("create", "limits"):
+        text = keys_command("", Path("unused"), command, "--help").stdout
+        assert "--characters-per-month" in text and "--requests-per-minute" in text and "none" in text
+    listed = keys_command("", Path("unused"), "--help").stdout
+    assert all(command in listed for command in ("create", "list", "revoke", "limits"))
