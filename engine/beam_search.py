@@ -31,7 +31,7 @@ length, T tokens generated so far.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
@@ -55,6 +55,8 @@ from engine.rules import (
     apply_top,
     top_spare,
 )
+
+PAD = -1  # a history position before a sentence that joined late began: no token's id
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,9 @@ def default_rules(
 
 
 class _SearchState:
-    """What the search keeps between steps, for the B sentences still alive."""
+    """What the search keeps between steps, for the B sentences still alive. Each sentence has its
+    own count of generated tokens (``steps``): sentences may join between two steps
+    (``JoinableSearch``), so a row's history is right-aligned, padded on the left with ``PAD``."""
 
     def __init__(
         self,
@@ -137,10 +141,11 @@ class _SearchState:
         constraints: ConstraintTracker | None = None,
     ) -> None:
         B, K = len(max_lengths), options.beam_size
-        self.options, self.rules, self.eos_id = options, rules, eos_id
+        self.options, self.rules, self.bos_id, self.eos_id = options, rules, bos_id, eos_id
         self.forced_eos = forced_eos
         self.alive = np.arange(B)  # original index of each live sentence
         self.max_lengths = max_lengths
+        self.steps = np.zeros(B, dtype=np.int64)  # tokens each live sentence has generated
         self.scores = np.full((B, K), NEG_INF, dtype=np.float32)
         self.scores[:, 0] = 0.0  # all beams start identical: only the first may expand at step 0
         self.history = np.empty((B * K, 0), dtype=np.int64)  # (N, T)
@@ -150,16 +155,68 @@ class _SearchState:
         self.trace = AttentionTrace() if options.return_alignments else None
         self.constraints = constraints
         self.selection: Selection | None = None  # the decoder's rows for the next step, once chosen
+        # Set by the search's steps: each row's best tokens it reads, and whether those suffice.
+        self.width = 1
+        self.use_top = False
+        self.started = False  # its first step is done
+        # Asked at the last request: all V log-probabilities; sentences at their first step, whose K
+        # beams are one decoder row (CTranslate2 computes it once too).
+        self.full = True
+        self.fresh = np.zeros(B, dtype=bool)
+        # Called as each sentence finishes, with its original index and best hypotheses.
+        self.on_done: Callable[[int, list[Hypothesis]], None] | None = None
 
-    def request(self, tokens: np.ndarray, candidates: int, full: bool) -> StepRequest:
+    def request(self) -> StepRequest:
         """The next step's request, with the selection made since the last one."""
+        K = self.options.beam_size
+        last_step = self.max_lengths - 1 == self.steps
+        reads_eos = self.forced_eos == "model_score" and bool(last_step.any())
+        # All V log-probabilities: without the top path; at the first step, which tells whether
+        # the decoder has enough candidates (not if V is that small); at a sentence's last step
+        # if EOS is forced at the decoder's log-probability for it; and at every step under
+        # constraints, whose pieces need not be among a row's best.
+        self.full = not self.use_top or not self.started or reads_eos or self.constraints is not None
+        self.fresh = self.steps == 0 if K > 1 else np.zeros(len(self.steps), dtype=bool)
+        rows = self.decoder_rows()
+        tokens = self.tokens if rows is None else self.tokens[rows]
+        row_sentences = None
+        if self.fresh.any() and not self.fresh.all():  # sentences of 1 row and of K: say whose each is
+            row_sentences = np.repeat(np.arange(len(self.steps)), np.where(self.fresh, 1, K))
         selection, self.selection = self.selection, None
-        return StepRequest(tokens, candidates, full, selection)
+        return StepRequest(tokens, self.width, self.full, selection, row_sentences)
+
+    def decoder_rows(self) -> np.ndarray | None:
+        """(N_decoder,) the search's rows that the decoder computes: a fresh sentence's first only;
+        None when it computes them all."""
+        if not self.fresh.any():
+            return None
+        K = self.options.beam_size
+        first = np.zeros((len(self.steps), K), dtype=bool)
+        first[:, 0] = True
+        return np.flatnonzero((first | ~self.fresh[:, None]).ravel())
+
+    def expand(self, out: Step) -> Step:
+        """The decoder's outputs as the search's rows: a fresh sentence's one row as its K beams."""
+        if not self.fresh.any():
+            return out
+        K = self.options.beam_size
+        return out.repeat(np.repeat(np.where(self.fresh, K, 1), np.where(self.fresh, 1, K)))
+
+    def parents(self, rows: np.ndarray) -> np.ndarray | None:
+        """The decoder rows that the search's rows ``rows`` continue; None where they are the same."""
+        if not self.fresh.any():
+            return None
+        K = self.options.beam_size
+        counts = np.where(self.fresh, 1, K)
+        starts = np.cumsum(counts) - counts  # each sentence's first decoder row
+        sentence, beam = np.divmod(rows, K)
+        return starts[sentence] + np.where(self.fresh[sentence], 0, beam)
 
     def finish(self, sentence: int, row: int, token: int, score: float, missing: int = 0) -> None:
         """Row ``row`` of live sentence ``sentence`` ends with ``token``: EOS, or at the length cap any."""
         eos = token == self.eos_id
-        tokens = self.history[row].tolist() if eos else [*self.history[row].tolist(), token]
+        generated = self.history[row, self.history.shape[1] - self.steps[sentence] :].tolist()
+        tokens = generated if eos else [*generated, token]
         attention = self.trace.path(row) if self.trace is not None else None
         self.n_finished[sentence] += not missing  # one with a constraint unmet is a fallback
         n = len(tokens) + eos
@@ -167,22 +224,26 @@ class _SearchState:
             Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention, eos, missing)
         )
 
-    def plan(self, step: int, use_top: bool) -> tuple[np.ndarray, bool]:
-        """(B,) bool: the sentences at their last step; and whether the search reads all V
-        log-probabilities at ``step``: always without the top path; with it, at step 0 (which tells
-        whether the decoder has enough candidates: not if V is that small), at a sentence's last
-        step if EOS is forced at the decoder's log-probability for it, and at every step under
-        constraints, whose pieces need not be among a row's best."""
-        last_step = self.max_lengths - 1 == step
-        reads_eos = self.forced_eos == "model_score" and bool(last_step.any())
-        return last_step, not use_top or step == 0 or reads_eos or self.constraints is not None
+    def last_step(self) -> np.ndarray:
+        """(B,) bool: the sentences at their last step."""
+        return self.max_lengths - 1 == self.steps
 
-    def context(self, step: int, last_step: np.ndarray, log_probs: np.ndarray | None) -> StepContext:
+    def context(self, last_step: np.ndarray, log_probs: np.ndarray | None) -> StepContext:
+        # Rules that read the step itself (MinLength, ForcedPrefix) keep a search from taking
+        # joiners (JoinableSearch), so that all live sentences are at this step.
+        step = int(self.steps.max(initial=0))
         return StepContext.build(step, last_step, self.history, self.eos_id, log_probs, self.alive)
 
     def record(self, step_out: Step) -> None:
         if self.trace is not None:
             self.trace.steps.append(step_out.attention)
+
+    def done(self, leaving: np.ndarray) -> None:
+        """The live sentences ``leaving`` (B,) bool are finished: each told to ``on_done``."""
+        if self.on_done is not None:
+            for b in np.flatnonzero(leaving):
+                index = int(self.alive[b])
+                self.on_done(index, finalize([self.finished[index]], self.options.num_hypotheses)[0])
 
     def advance(
         self,
@@ -191,20 +252,40 @@ class _SearchState:
         rows: np.ndarray,
         tokens: np.ndarray,
         scores: np.ndarray,
-        decoder_rows: np.ndarray | None = None,
     ) -> None:
-        """Continue rows ``rows`` (N',) with ``tokens`` (N',) for the sentences ``keep`` (B,) bool.
-        ``decoder_rows``: the decoder's rows for ``rows``, where its rows differ from the search's."""
+        """Continue rows ``rows`` (N',) with ``tokens`` (N',) for the sentences ``keep`` (B,) bool."""
+        decoder_rows = self.parents(rows)
         sentences = None if keep.all() else np.flatnonzero(keep)
         if sentences is not None:
             self.alive, self.max_lengths = self.alive[sentences], self.max_lengths[sentences]
-            self.n_finished = self.n_finished[sentences]
+            self.n_finished, self.steps = self.n_finished[sentences], self.steps[sentences]
+        self.steps = self.steps + 1
         self.scores = scores
-        self.history = np.concatenate([self.history[rows], tokens[:, None]], axis=1)
+        # Only the longest live history is kept: a sentence that joined late is padded, not the rest.
+        history = self.history[rows, self.history.shape[1] - int(self.steps.max()) + 1 :]
+        self.history = np.concatenate([history, tokens[:, None]], axis=1)
         self.tokens = tokens
+        self.started = True
         if self.trace is not None:
             self.trace.parents.append(rows)
         self.selection = Selection(rows if decoder_rows is None else decoder_rows, sentences)
+
+    def add(self, max_lengths: np.ndarray) -> list[int]:
+        """Sentences that join before the next step, each capped at ``max_lengths`` generated
+        tokens; their original indices."""
+        B, K, T = len(max_lengths), self.options.beam_size, self.history.shape[1]
+        first = len(self.finished)
+        self.finished += [[] for _ in range(B)]
+        self.alive = np.concatenate([self.alive, np.arange(first, first + B)])
+        self.max_lengths = np.concatenate([self.max_lengths, max_lengths])
+        self.steps = np.concatenate([self.steps, np.zeros(B, dtype=np.int64)])
+        self.n_finished = np.concatenate([self.n_finished, np.zeros(B, dtype=np.int64)])
+        scores = np.full((B, K), NEG_INF, dtype=np.float32)
+        scores[:, 0] = 0.0
+        self.scores = np.concatenate([self.scores, scores])
+        self.history = np.concatenate([self.history, np.full((B * K, T), PAD, dtype=np.int64)])
+        self.tokens = np.concatenate([self.tokens, np.full(B * K, self.bos_id, dtype=np.int64)])
+        return list(range(first, first + B))
 
 
 def search_steps(
@@ -257,6 +338,72 @@ def search_steps(
 search = driven(search_steps)
 
 
+def joinable(options: SearchOptions, *, prefixes: bool = False) -> bool:
+    """Whether a search with ``options`` can take sentences between steps (``JoinableSearch``):
+    not with rules that read the step itself (a minimum length, forced prefixes) or all of a row's
+    history (the n-gram ban), nor with attention kept for alignments."""
+    return not (options.min_length or options.no_repeat_ngram_size or options.return_alignments or prefixes)
+
+
+class JoinableSearch:
+    """A beam search (greedy at beam 1) that sentences join between steps and leave as each
+    finishes, decided as ``search_steps`` decides each sentence alone: the search a row pool runs
+    for every call with the same options (``engine.pool_scheduler``). ``on_done`` is called with a
+    sentence's index (from ``add``) and its best hypotheses as it finishes. ``steps`` ends once no
+    sentence is left; sentences added after that are never decoded."""
+
+    def __init__(
+        self,
+        options: SearchOptions,
+        on_done: Callable[[int, list[Hypothesis]], None],
+        *,
+        bos_id: int,
+        eos_id: int,
+        forced_eos: ForcedEosMode,
+    ) -> None:
+        if not joinable(options):
+            raise ValueError("a search that sentences join needs no minimum length, n-gram ban or alignments")
+        rules = default_rules(options, forced_eos=forced_eos)
+        self.state = _SearchState(np.empty(0, dtype=np.int64), options, rules, forced_eos, bos_id=bos_id, eos_id=eos_id)
+        self.state.on_done = on_done
+        self.steps: Steps[None] = (_greedy_steps if options.beam_size == 1 else _beam_steps)(self.state)
+
+    def add(self, max_lengths: Sequence[int]) -> list[int]:
+        """Sentences that join before the next step (``request`` then asks for them too): their
+        indices. Each starts with one decoder row, its first step's."""
+        return self.state.add(np.asarray(max_lengths, dtype=np.int64))
+
+    def request(self) -> StepRequest:
+        """The next step's request, asked again after sentences joined or left."""
+        return self.state.request()
+
+    def sentences(self) -> np.ndarray:
+        """(B,) the live sentences' indices, in the order of their rows."""
+        return self.state.alive
+
+    def decoder_rows(self) -> np.ndarray:
+        """(B,) the decoder rows each live sentence has now."""
+        K = self.state.options.beam_size
+        return np.where(self.state.fresh, 1, K)
+
+    def drop(self, indices: Sequence[int]) -> Selection | None:
+        """Stop decoding the sentences ``indices`` (cancelled): the decoder's selection that takes
+        their rows out, None if none of them is live."""
+        state, K = self.state, self.state.options.beam_size
+        keep = ~np.isin(state.alive, np.asarray(indices, dtype=np.int64))
+        if keep.all():
+            return None
+        counts = self.decoder_rows()
+        rows = np.flatnonzero(np.repeat(keep, counts))  # the decoder rows of the sentences kept
+        search_rows = np.flatnonzero(np.repeat(keep, K))
+        sentences = np.flatnonzero(keep)
+        state.alive, state.max_lengths = state.alive[sentences], state.max_lengths[sentences]
+        state.steps, state.n_finished = state.steps[sentences], state.n_finished[sentences]
+        state.scores, state.fresh = state.scores[sentences], state.fresh[sentences]
+        state.history, state.tokens = state.history[search_rows], state.tokens[search_rows]
+        return Selection(rows, sentences)
+
+
 def finalize(finished: list[list[Hypothesis]], num_hypotheses: int) -> list[list[Hypothesis]]:
     """Best first by constraints met, then by normalized score; equal scores keep the order in
     which they finished."""
@@ -273,17 +420,17 @@ def is_finished(n_finished: np.ndarray, beam_size: int, last_step: np.ndarray) -
 def _greedy_steps(state: _SearchState) -> Steps[None]:
     # Each row's best 1 + spare tokens hold its best once the rules have banned what they may.
     spare = top_spare(state.rules)
-    use_top = spare is not None
-    width = 1 + spare if spare is not None else 1
-    for step in range(int(state.max_lengths.max(initial=0))):
-        last_step, full = state.plan(step, use_top)
-        out = yield state.request(state.tokens, width, full)
-        use_top = use_top and out.top_ids.shape[1] >= width
+    state.use_top = spare is not None
+    state.width = 1 + spare if spare is not None else 1
+    while len(state.alive):
+        out = yield state.request()
+        state.use_top = state.use_top and out.top_ids.shape[1] >= state.width
         B = len(state.alive)
+        last_step = state.last_step()
         state.record(out)
         all_log_probs = None if out.log_probs is None else out.log_probs[:, None]  # (B, 1, V)
-        ctx = state.context(step, last_step, all_log_probs)
-        if use_top:
+        ctx = state.context(last_step, all_log_probs)
+        if state.use_top:
             top_log_probs, top_ids = out.top_log_probs[:, None], out.top_ids[:, None]  # (B, 1, 2)
             apply_top(state.rules, top_log_probs, top_ids, ctx)
             log_probs, ids = top_log_probs[:, 0], top_ids[:, 0]  # (B, 2): ranked, lower id first among equals
@@ -299,6 +446,7 @@ def _greedy_steps(state: _SearchState) -> Steps[None]:
         ended = (best == state.eos_id) | last_step
         for b in np.flatnonzero(ended):
             state.finish(b, b, int(best[b]), float(scores[b]))
+        state.done(ended)
         keep = ~ended
         if not keep.any():
             return
@@ -310,20 +458,17 @@ def _beam_steps(state: _SearchState) -> Steps[None]:
     K = state.options.beam_size
     # Each row's best 2K + spare tokens hold the sentence's best 2K once the rules have banned what they may.
     spare = top_spare(state.rules)
-    use_top = spare is not None
-    width = 2 * K + spare if spare is not None else 1
-    for step in range(int(state.max_lengths.max(initial=0))):
-        last_step, full = state.plan(step, use_top)
-        # At step 0 the K beams of a sentence are one and the same BOS row: the decoder computes it
-        # once (as CTranslate2 does) and the search sees it K times.
-        first = step == 0 and K > 1
-        out = yield state.request(state.tokens[::K] if first else state.tokens, width, full)
-        out = out.repeat(K) if first else out
-        use_top = use_top and out.top_ids.shape[1] >= width
+    state.use_top = spare is not None
+    state.width = 2 * K + spare if spare is not None else 1
+    while len(state.alive):
+        # A sentence at its first step has its K beams as one decoder row, which the search sees K times.
+        out = state.expand((yield state.request()))
+        state.use_top = use_top = state.use_top and out.top_ids.shape[1] >= state.width
         B = len(state.alive)
-        log_probs = out.log_probs.reshape(B, K, -1) if full else None  # (B, K, V)
+        last_step = state.last_step()
+        log_probs = out.log_probs.reshape(B, K, -1) if state.full else None  # (B, K, V)
         state.record(out)
-        ctx = state.context(step, last_step, log_probs)
+        ctx = state.context(last_step, log_probs)
         if use_top:
             top_log_probs, top_ids = out.top_log_probs.reshape(B, K, -1), out.top_ids.reshape(B, K, -1)
             apply_top(state.rules, top_log_probs, top_ids, ctx)
@@ -350,6 +495,7 @@ def _beam_steps(state: _SearchState) -> Steps[None]:
             missing = state.constraints.missing(b, rank) if state.constraints is not None else 0
             state.finish(b, row, int(cand.tokens[b, rank]), float(cand.scores[b, rank]), missing)
         keep = ~is_finished(state.n_finished, K, last_step)
+        state.done(~keep)
         if not keep.any():
             return
 
@@ -364,5 +510,4 @@ def _beam_steps(state: _SearchState) -> Steps[None]:
             rows=rows,
             tokens=cand.tokens[kept, picks].ravel(),
             scores=cand.scores[kept, picks],
-            decoder_rows=rows // K if first else None,
         )

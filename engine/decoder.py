@@ -22,8 +22,8 @@ class Step:
     top_ids: np.ndarray  # (N, C) int64: their token ids
     attention: np.ndarray | None  # (N, S) cross-attention, when asked for
 
-    def repeat(self, times: int) -> Step:
-        """Each row ``times`` times in a row."""
+    def repeat(self, times: int | np.ndarray) -> Step:
+        """Each row ``times`` times in a row (``times`` (N,): row i times[i] times)."""
         arrays = (self.log_probs, self.top_log_probs, self.top_ids, self.attention)
         return Step(*(None if a is None else np.repeat(a, times, axis=0) for a in arrays))
 
@@ -59,6 +59,9 @@ class StepRequest:
     candidates: int
     full: bool
     selection: Selection | None = None
+    # (N',) each row's sentence, where a search's sentences hold different numbers of rows; None:
+    # each of its sentences holds as many, in order
+    row_sentences: np.ndarray | None = None
 
 
 Result = TypeVar("Result")

@@ -65,10 +65,10 @@ class Member:
     rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (n,) its rows in the pool
     slots: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (B',) each sentence's slot
     request: StepRequest | None = None  # its next step
+    source_width: int = 0  # S of its widest sentence
 
-    @property
-    def source_width(self) -> int:
-        return self.source["src_mask"].shape[1]
+    def __post_init__(self) -> None:
+        self.source_width = self.source["src_mask"].shape[1]
 
 
 class RowPool:
@@ -112,18 +112,33 @@ class RowPool:
     def join(self, member: Member) -> None:
         """Give ``member`` a slot per sentence and a row per sentence, and its first request;
         ``on_done`` is called at once if its steps end or fail before any step."""
-        sentences = member.source["src_mask"].shape[0]
-        width = member.source_width
+        member.slots = self._write_slots(member, member.source)
+        member.rows = self._take_rows(member, len(member.slots))
+        self.members.append(member)
+        self._advance(member, None)
+
+    def extend(self, member: Member, source: dict[str, np.ndarray], rows: int) -> None:
+        """Sentences that join ``member``'s search between steps (``engine.beam_search.JoinableSearch``):
+        a slot each, written from ``source`` as ``join`` writes them, and ``rows`` rows after the
+        member's own. The member's request must then be asked again, for them too."""
+        member.slots = np.concatenate([member.slots, self._write_slots(member, source)])
+        member.rows = np.concatenate([member.rows, self._take_rows(member, rows)])
+        member.source_width = max(member.source_width, source["src_mask"].shape[1])
+
+    def apply(self, member: Member, selection: Selection) -> None:
+        """A selection ``member``'s search made between steps (sentences it dropped)."""
+        self._select(member, selection)
+
+    def _write_slots(self, member: Member, source: dict[str, np.ndarray]) -> np.ndarray:
+        """A slot for each sentence of ``source``, holding its cross-attention keys and values."""
+        sentences, width = source["src_mask"].shape
         if width > self.source_width:
             self._allocate_slots(len(self.slot_owner), _round_up(width, self.config.source_bucket))
         slots = self._take_slots(member, sentences)
-        self.cross[:, slots, :, :width] = np.stack([member.source[name] for name in self.cross_names])
-        self.src_mask[slots, :width] = member.source["src_mask"]
+        self.cross[:, slots, :, :width] = np.stack([source[name] for name in self.cross_names])
+        self.src_mask[slots, :width] = source["src_mask"]
         self.src_mask[slots, width:] = False
-        member.slots = slots
-        member.rows = self._take_rows(member, sentences)
-        self.members.append(member)
-        self._advance(member, None)
+        return slots
 
     def remove(self, member: Member, error: BaseException) -> None:
         """Stop ``member`` (cancelled): its rows and slots are freed, its steps closed."""
@@ -223,11 +238,15 @@ class RowPool:
         """Where each slot's queries come from and each row's answer goes: ``query_slots``
         (Bs * R,), each slot's R rows, padded with row 0, and ``row_slots`` (N,). A member's rows
         are shared out evenly among its sentences, in order (``engine.decoder.Decoder``'s
-        convention)."""
+        convention), unless its request says whose each row is (``StepRequest.row_sentences``)."""
         n = self.n
         row_slot = np.empty(n, dtype=np.int64)
         for m in self.members:
-            row_slot[m.rows] = np.repeat(m.slots, len(m.rows) // max(len(m.slots), 1))
+            sentences = m.request.row_sentences if m.request is not None else None
+            if sentences is not None:
+                row_slot[m.rows] = m.slots[sentences]
+            else:
+                row_slot[m.rows] = np.repeat(m.slots, len(m.rows) // max(len(m.slots), 1))
         counts = np.bincount(row_slot, minlength=self.n_slots)
         # At least 2 queries a slot: a product with one row takes another kernel, which rounds
         # differently, and a sentence's first step would depend on whether beams shared it.

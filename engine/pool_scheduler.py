@@ -15,6 +15,12 @@ wait for their results. Between two steps:
 
 A search that finishes leaves within the step that finished it, so its rows are free for the next
 joiner at once, and a caller's other searches go on.
+
+Plain beam searches (``submit_joinable``: no constraints, alignments or rules that read the step)
+are not members of their own: the sentences of every call with the same ``SearchOptions`` join one
+``engine.beam_search.JoinableSearch``, the pool's member for those options, and leave it one by one
+as each finishes. A pool fed a few sentences at a time (the service's batches) then keeps its rows
+busy with one search's bookkeeping per step, however many calls its sentences come from.
 """
 
 from __future__ import annotations
@@ -29,24 +35,40 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.beam_search import Hypothesis, JoinableSearch, SearchOptions
 from engine.decoder import Steps
 from engine.pool import Member, RowPool
 from engine.runner import Encoded, pad_batch
 from engine.scheduler import Cancelled, Task
 
 Encoder = Callable[[np.ndarray], Encoded]
+# A search for these options that tells each sentence's hypotheses, by index, as it finishes
+SearchFactory = Callable[[SearchOptions, Callable[[int, list[Hypothesis]], None]], JoinableSearch]
 
 
 @dataclass(eq=False)
 class _Queued:
     ids: list[list[int]]  # the sentences' source ids
-    steps: Steps
+    steps: Steps | None  # None: its sentences join the pool's search for ``options``
     rows: int  # the most rows it will hold at once
     alignments: bool
     vocab_ids: np.ndarray | None
     task: Task
     future: Future[tuple[object, Timing]]
     order: int
+    options: SearchOptions | None = None
+    max_lengths: list[int] = field(default_factory=list)
+    results: list[list[Hypothesis] | None] = field(default_factory=list)  # of a joining one, as they finish
+    timing: Timing | None = None
+
+
+@dataclass(eq=False)
+class _Shared:
+    """The pool's member whose search the sentences of every call with its options join."""
+
+    search: JoinableSearch
+    member: Member
+    owners: dict[int, tuple[_Queued, int]] = field(default_factory=dict)  # sentence -> (its search, position)
 
 
 @dataclass
@@ -59,11 +81,20 @@ class Timing:
 
 
 class PoolScheduler:
-    def __init__(self, pool: RowPool, encode: Encoder, *, pad_id: int, name: str = "mt-pool") -> None:
-        self.pool, self.encode, self.pad_id = pool, encode, pad_id
+    def __init__(
+        self,
+        pool: RowPool,
+        encode: Encoder,
+        *,
+        pad_id: int,
+        searches: SearchFactory | None = None,
+        name: str = "mt-pool",
+    ) -> None:
+        self.pool, self.encode, self.pad_id, self.searches = pool, encode, pad_id, searches
         self._queue: list[_Queued] = []
         self._tasks: dict[Member, Task] = {}
-        self._peaks: dict[Member, int] = {}  # rows a member will grow to at its first step
+        self._shared: dict[SearchOptions, _Shared] = {}
+        self._growth = 0  # rows the searches that joined will grow by at their first step
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._closed = False
@@ -90,13 +121,30 @@ class PoolScheduler:
         The future's result is the steps' result and timing; its exception what the steps raise,
         or ``Cancelled`` once ``task`` is."""
         future: Future[tuple[object, Timing]] = Future()
-        queued = _Queued(ids, steps, rows, alignments, vocab_ids, task, future, next(self._order))
-        task.cancellation.on_set(self._wake)
+        self._enqueue(_Queued(ids, steps, rows, alignments, vocab_ids, task, future, next(self._order)))
+        return future
+
+    def _enqueue(self, queued: _Queued) -> None:
+        queued.task.cancellation.on_set(self._wake)
         with self._changed:
             if self._closed:
                 raise RuntimeError("the pool is closed")
             self._queue.append(queued)
             self._changed.notify_all()
+
+    def submit_joinable(
+        self, ids: list[list[int]], max_lengths: list[int], options: SearchOptions, *, task: Task
+    ) -> Future[tuple[object, Timing]]:
+        """Search the sentences ``ids``, each capped at ``max_lengths`` generated tokens, in the
+        pool's search for ``options`` (``engine.beam_search.joinable`` must allow them). The
+        future's result is each sentence's hypotheses, and the timing; ``Cancelled`` once ``task`` is."""
+        if self.searches is None:
+            raise RuntimeError("this pool has no joinable searches")
+        future: Future[tuple[object, Timing]] = Future()
+        rows = len(ids) * options.beam_size
+        queued = _Queued(ids, None, rows, False, None, task, future, next(self._order), options, list(max_lengths))
+        queued.results = [None] * len(ids)
+        self._enqueue(queued)
         return future
 
     def close(self) -> None:
@@ -142,13 +190,15 @@ class PoolScheduler:
             for member, task in list(self._tasks.items()):
                 if task.cancellation.is_set():
                     self.pool.remove(member, Cancelled("the translation was cancelled"))
+            for shared in list(self._shared.values()):
+                self._drop_cancelled(shared)
             if joining:
                 self._join(joining)
             self._step()
 
     def _admit(self) -> list[_Queued]:
         """The queued searches that join now: by least attained service, while they fit."""
-        held = self.pool.rows_held + sum(self._peaks.values())
+        held = self.pool.rows_held + self._growth
         joining: list[_Queued] = []
         for q in sorted(self._queue, key=lambda q: (q.task.attained_s, q.task.order, q.order)):
             empty = not self.pool.members and not joining
@@ -180,16 +230,73 @@ class PoolScheduler:
             source = {name: value[sentences, ..., :width, :] for name, value in encoded.items() if name != "src_mask"}
             source["src_mask"] = encoded["src_mask"][sentences, :width]
             timing = Timing(encode_seconds=seconds * len(q.ids))
+            self._growth += max(q.rows - len(q.ids), 0)
+            if q.steps is None:
+                self._join_search(q, source, timing)
+                continue
             member = Member(q.steps, source, q.alignments, q.vocab_ids)
             member.on_done = functools.partial(self._done, member, q, timing)
             self._tasks[member] = q.task
-            self._peaks[member] = max(q.rows - len(q.ids), 0)
             self.pool.join(member)
+
+    def _join_search(self, q: _Queued, source: dict[str, np.ndarray], timing: Timing) -> None:
+        """``q``'s sentences into the pool's search for its options, begun if there is none."""
+        assert q.options is not None and self.searches is not None
+        q.timing = timing
+        shared = self._shared.get(q.options)
+        if shared is None:
+            search = self.searches(q.options, functools.partial(self._sentence_done, q.options))
+            shared = _Shared(search, Member(search.steps, source, False, None))
+            shared.member.on_done = functools.partial(self._search_left, shared)
+            self._shared[q.options] = shared
+            self._own(shared, q, search.add(q.max_lengths))
+            self.pool.join(shared.member)
+        else:
+            self._own(shared, q, shared.search.add(q.max_lengths))
+            self.pool.extend(shared.member, source, rows=len(q.ids))  # one row each at the first step
+            shared.member.request = shared.search.request()
+
+    def _own(self, shared: _Shared, q: _Queued, indices: list[int]) -> None:
+        for position, index in enumerate(indices):
+            shared.owners[index] = (q, position)
+
+    def _sentence_done(self, options: SearchOptions, index: int, hypotheses: list[Hypothesis]) -> None:
+        q, position = self._shared[options].owners.pop(index)
+        q.results[position] = hypotheses
+        if all(r is not None for r in q.results):
+            assert q.timing is not None
+            q.timing.decode_seconds = time.perf_counter() - q.timing.started
+            q.future.set_result((q.results, q.timing))
+
+    def _search_left(self, shared: _Shared, result: object, error: BaseException | None) -> None:
+        """The pool's search for some options ended: every sentence finished, or it failed."""
+        if self._shared.get(shared.search.state.options) is shared:
+            del self._shared[shared.search.state.options]
+        for q in {q for q, _ in shared.owners.values()}:
+            if not q.future.done():
+                q.future.set_exception(error or RuntimeError("the search ended before its sentences"))
+        shared.owners.clear()
+
+    def _drop_cancelled(self, shared: _Shared) -> None:
+        """Take the sentences of cancelled calls out of ``shared``'s search before the next step."""
+        gone = {q for q, _ in shared.owners.values() if q.task.cancellation.is_set()}
+        if not gone:
+            return
+        indices = [index for index, (q, _) in shared.owners.items() if q in gone]
+        for index in indices:
+            del shared.owners[index]
+        for q in gone:
+            q.future.set_exception(Cancelled("the translation was cancelled"))
+        selection = shared.search.drop(indices)
+        if not shared.owners:
+            self.pool.remove(shared.member, Cancelled("the translation was cancelled"))
+        elif selection is not None:
+            self.pool.apply(shared.member, selection)
+            shared.member.request = shared.search.request()
 
     def _done(self, member: Member, q: _Queued, timing: Timing, result: object, error: BaseException | None) -> None:
         """A member left the pool: finished, failed or cancelled."""
         del self._tasks[member]
-        self._peaks.pop(member, None)
         timing.decode_seconds = time.perf_counter() - timing.started
         if error is not None:
             q.future.set_exception(error)
@@ -198,7 +305,10 @@ class PoolScheduler:
 
     def _step(self) -> None:
         """One step of the pool; each call is charged its rows' share of its time."""
-        charged = [(self._tasks[m], len(m.rows)) for m in self.pool.members]
+        charged = [(self._tasks[m], len(m.rows)) for m in self.pool.members if m in self._tasks]
+        for shared in self._shared.values():
+            rows = zip(shared.search.sentences(), shared.search.decoder_rows(), strict=True)
+            charged += [(shared.owners[i][0].task, int(n)) for i, n in rows]
         if not charged:
             return
         start = time.perf_counter()
@@ -207,7 +317,7 @@ class PoolScheduler:
         except Exception as e:  # onnxruntime failed: the searches in the step fail, not the pool
             for member in list(self.pool.members):
                 self.pool.remove(member, e)
-        self._peaks.clear()
+        self._growth = 0
         seconds = time.perf_counter() - start
         total = sum(n for _, n in charged) or 1
         with self._changed:

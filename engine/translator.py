@@ -30,6 +30,7 @@ tensor, i.e. over the whole batch, so batch neighbours shift a sentence's log-pr
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -278,6 +279,12 @@ class Translator:
                     RowPool(self.runner.decoder, shape, PoolConfig(rows=config.pool_rows)),
                     self.runner.encode,
                     pad_id=manifest.special_tokens.pad,
+                    searches=functools.partial(
+                        beam_search.JoinableSearch,
+                        bos_id=manifest.special_tokens.bos,
+                        eos_id=manifest.special_tokens.eos,
+                        forced_eos=manifest.decoding.forced_eos,
+                    ),
                     name=f"mt-pool-{i}",
                 )
                 for i in range(config.streams)
@@ -534,14 +541,25 @@ class Translator:
             call.stats.sub_batches.append((len(job.sentences), len(job.sentences) * width))
 
     def _submit(self, job: _Job, call: _Call) -> Future[tuple[object, Timing]]:
-        """Queue a job in the least loaded row pool."""
-        alignments, vocab_ids, steps = self._steps(job, call)
+        """Queue a job in the least loaded row pool: a plain search's sentences join the pool's
+        search for its options, any other job is a search of its own."""
         pools = self.pools
         assert pools is not None
-        rows = sum(len(s.forced) for s in job.sentences) if job.forced else len(job.sentences) * job.search.beam_size
         pool = min(pools, key=lambda p: p.load)
         ids = [s.ids for s in job.sentences]
+        if self._joinable(job, call):
+            max_lengths = [self._max_length(len(s.ids), call.max_length) for s in job.sentences]
+            return pool.submit_joinable(ids, max_lengths, job.search, task=call.task)
+        alignments, vocab_ids, steps = self._steps(job, call)
+        rows = sum(len(s.forced) for s in job.sentences) if job.forced else len(job.sentences) * job.search.beam_size
         return pool.submit(ids, steps, rows=rows, task=call.task, alignments=alignments, vocab_ids=vocab_ids)
+
+    def _joinable(self, job: _Job, call: _Call) -> bool:
+        """Whether ``job`` is a search that sentences of other calls may share: no glossary
+        terms, insets, shortlist or target-language prefix, options that read no step."""
+        plain = not (job.forced or job.guide is not None or call.shortlist is not None or call.pair.target_prefix)
+        unmarked = not any(s.stripped or s.terms for s in job.sentences)
+        return plain and unmarked and beam_search.joinable(job.search)
 
     def _decoded(self, job: _Job, call: _Call, results: object, timing: Timing) -> tuple[float, float]:
         self._keep(job, call, results)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ scheduler's cancellation and its order of joining.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -224,6 +225,79 @@ def test_padding_does_not_change_a_sentence_by_a_single_bit(pooled: Runner) -> N
             outputs.append(results[0][0])
         for other in outputs[1:]:
             assert same([outputs[0]], [other], source=length), length
+
+
+def joinable_search(beam: int, finished: dict[int, list]) -> beam_search.JoinableSearch:
+    options = SearchOptions(beam_size=beam, num_hypotheses=beam)
+    return beam_search.JoinableSearch(options, finished.__setitem__, bos_id=BOS, eos_id=EOS, forced_eos="model_score")
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_sentences_joining_one_search_get_what_they_get_alone(pooled: Runner, beam: int) -> None:
+    """Sentences join one running search at steps 0, 2 and 5 (rows of one row and of K in one
+    step, a source wider than the others'): each gets bitwise the hypotheses it gets searched
+    alone, and leaves the pool as it finishes."""
+    batches = [sentences(4, 11), sentences(3, 12, longest=60), sentences(5, 13, longest=8)]
+    finished: dict[int, list] = {}
+    search = joinable_search(beam, finished)
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
+    indices, step = [], 0
+    for at, ids in zip((0, 2, 5), batches, strict=True):
+        while step < at:
+            pool.step()
+            step += 1
+        source = pooled.encode(pad_batch(ids, 0)).source
+        indices.append(search.add([len(s) + 8 for s in ids]))
+        if at == 0:
+            pool.join(Member(search.steps, source, False, None))
+        else:
+            [shared] = pool.members
+            pool.extend(shared, source, rows=len(ids))
+            shared.request = search.request()
+    while pool.members:
+        pool.step()
+    for ids, joined in zip(batches, indices, strict=True):
+        assert same([finished[i] for i in joined], alone(pooled, ids, beam))
+    assert pool.rows_held == 0 and pool.n_slots == 0
+
+
+def test_a_search_that_sentences_join_refuses_rules_that_read_the_step() -> None:
+    for options in [
+        SearchOptions(min_length=2),
+        SearchOptions(no_repeat_ngram_size=3),
+        SearchOptions(return_alignments=True),
+    ]:
+        with pytest.raises(ValueError, match="needs no minimum length"):
+            beam_search.JoinableSearch(options, print, bos_id=BOS, eos_id=EOS, forced_eos="model_score")
+
+
+def test_calls_sharing_one_search_are_cancelled_alone(pooled: Runner) -> None:
+    """Three calls' sentences in the pool's one search for their options: the cancelled call's
+    rows leave at the next step, the others get what they get alone, and the search ends with them."""
+    factory = functools.partial(beam_search.JoinableSearch, bos_id=BOS, eos_id=EOS, forced_eos="model_score")
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
+    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, searches=factory)
+    tasks = StepScheduler()
+    options = SearchOptions(beam_size=4, num_hypotheses=4)
+    long = [[*range(4, 60), EOS]] * 3
+    try:
+        with tasks.task() as doomed, tasks.task() as first, tasks.task() as second:
+            ids = [sentences(3, 14), sentences(2, 15, longest=50)]
+            kept = [
+                scheduler.submit_joinable(i, [len(s) + 8 for s in i], options, task=t)
+                for i, t in zip(ids, (first, second), strict=True)
+            ]
+            stopped = scheduler.submit_joinable(long, [120] * 3, options, task=doomed)
+            doomed.cancellation.set()
+            with pytest.raises(Cancelled):
+                stopped.result(timeout=60)
+            for batch, future in zip(ids, kept, strict=True):
+                result, timing = future.result(timeout=60)
+                assert same(result, alone(pooled, batch, 4))  # type: ignore[arg-type]
+                assert timing.decode_seconds > 0
+    finally:
+        scheduler.close()
+    assert pool.rows_held == 0 and not pool.members
 
 
 def test_a_full_pool_queues_searches_and_a_failing_search_fails_alone(pooled: Runner) -> None:
