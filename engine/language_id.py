@@ -261,6 +261,25 @@ def request_prior(choices: Sequence[Choice | None]) -> str | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
+def as_answer(detection: Detection) -> Detection:
+    """``detection`` of a short text as an answer to "which language is this?" (the /detect routes):
+    the served language the short-text model ranks first, with its share, as ``choose`` would
+    translate it from ("Abbrechen": German 0.99, where fastText says English 0.37); unchanged where
+    fastText knew nothing of the text (undetermined), is sure of an unserved language of its set
+    (``SHORT_REFUSE_FLOOR``) or gives its set under ``SET_FLOOR`` together, or no served language is
+    written in the text's script."""
+    short = detection.short
+    if not short or detection.language is None or sum(c.confidence for c in short) == 0:
+        return detection
+    top = detection.candidates[0]
+    served = {c.language for c in short}
+    if top.language not in served and top.confidence >= SHORT_REFUSE_FLOOR:
+        return detection
+    if detection.outside is not None and sum(c.confidence for c in detection.candidates) < SET_FLOOR:
+        return detection
+    return replace(detection, language=short[0].language, confidence=short[0].confidence, candidates=short)
+
+
 def reported(detection: Detection) -> Detection:
     """``detection`` as an answer to "which language is this?": the language outside the identifier's
     set when ``choose`` would refuse a text as it (Chinese, not the set's likeliest at probability 0),

@@ -505,7 +505,7 @@ class DetectCandidate(BaseModel):
 class DetectResponse(BaseModel):
     language: str | None = Field(
         description="ISO 639-1 code (or ISO 639-3, for a language outside MT_DETECT_LANGUAGES that has none); "
-        "null when the text has no letters"
+        "null when the text has no letters or the identifier knows nothing of it (a short text it has no n-gram of)"
     )
     confidence: float = Field(ge=0, le=1)
     candidates: list[DetectCandidate] = Field(description="best first")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from fastapi import APIRouter, Request, Response
 
-from engine.language_id import reported
+from engine.language_id import as_answer, reported
 from engine.runner import resolve_provider
 from service.models import ModelSlot
 from service.routes.common import (
@@ -73,12 +73,13 @@ async def translate(request: Request) -> Response:
     openapi_extra={**json_body(DetectRequest), **BEARER_AUTH},
 )
 async def detect(request: Request, runtime: RuntimeDep) -> DetectResponse:
-    """Identify the language of a text, among MT_DETECT_LANGUAGES, or as a language outside them
-    that the identifier is confident of (the language /v1/translate refuses the text as)."""
+    """Identify the language of a text, among MT_DETECT_LANGUAGES (one to three words among the
+    served languages, as /v1/translate takes them), or as a language outside them that the
+    identifier is confident of (the language /v1/translate refuses the text as)."""
     # Read as /v1/translate reads its body: a body that is not UTF-8 JSON is a 422 as well.
     await authorized(request, bearer_key(request))
     body = validated(DetectRequest, await request.body())
-    found = reported(runtime.detect(body.text))
+    found = reported(as_answer(runtime.detect(body.text)))
     return DetectResponse(
         language=found.language,
         confidence=round(found.confidence, 4),

@@ -15,6 +15,7 @@ from engine.language_id import (
     Choice,
     Detection,
     LanguageIdentifier,
+    as_answer,
     choose,
     default_languages,
     request_prior,
@@ -158,3 +159,14 @@ def test_many_languages_are_ranked_in_lingua_s_low_accuracy_mode() -> None:
     assert len(many) > HIGH_ACCURACY_UP_TO
     ranked = ShortTextRanker(many).rank("Merci beaucoup")
     assert len(ranked) == len(many) and ranked[0][0] == "fr"
+
+
+def test_the_answer_to_which_language_a_short_text_is_is_the_one_translated_from(
+    service: LanguageIdentifier,
+) -> None:
+    abbrechen = as_answer(service.detect("Abbrechen"))  # fastText: English 0.37
+    assert abbrechen.language == "de" and abbrechen.candidates[0] == Candidate("de", abbrechen.confidence)
+    assert as_answer(service.detect("Hello.")).language == "en"  # fastText: Italian 0.47
+    for unchanged in ("Hallo", "Lyžaři před chatou.", "Привет", FRENCH_PARAGRAPH, "Köpek parkta koşuyor"):
+        found = service.detect(unchanged)  # knows nothing, sure of Czech, no served script, long, Turkish
+        assert as_answer(found) == found, unchanged

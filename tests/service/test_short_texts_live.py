@@ -103,6 +103,16 @@ def test_what_the_identifier_knows_nothing_of_is_undetermined(client: httpx.Clie
     assert libre.status_code == 200 and libre.json() == [{"language": None, "confidence": 0.0}]
 
 
+@pytest.mark.parametrize(("text", "language"), [("Abbrechen", "de"), ("Hello.", "en"), ("Hi!", "en")])
+def test_detect_answers_a_short_text_as_translate_takes_it(client: httpx.Client, text: str, language: str) -> None:
+    """A LibreTranslate client detects, then translates from what /detect said: "Abbrechen" was English
+    (0.37), "Hello." Italian."""
+    found = client.post("/v1/detect", json={"text": text}).json()
+    assert found["language"] == language and found["candidates"][0]["language"] == language
+    libre = client.post("/detect", json={"q": text, "api_key": API_KEYS[0]}).json()
+    assert libre[0]["language"] == language
+
+
 def test_a_french_paragraph_is_still_refused_on_every_api(client: httpx.Client) -> None:
     error = assert_error(
         client.post("/v1/translate", json={"text": FRENCH, "target_lang": "en"}), 400, "unsupported_language"
