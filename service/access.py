@@ -229,13 +229,10 @@ class Access:
         service: translations that need none go on."""
         if self._migrated or self.keys is None:
             return None
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._threads, self._migrated_call, lambda: None)
+            await self._call(lambda: None)
         except DatabaseUnavailable as e:
-            self._note(str(e))
-            return str(e)
-        self._note(None)
+            return e.message
         return None
 
     def _note(self, problem: str | None) -> None:

@@ -1,0 +1,78 @@
+"""``service.access`` without HTTP: a translation's characters counted around it and taken back if
+it fails, and what a database outage leaves of a key (MT_KEY_TRUST_S), on a real PostgreSQL server
+that the tests stop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from postgres_server import PostgresServer, fresh_database, throwaway_postgres
+
+from service.access import Access
+from service.database import PostgresDatabase, migrate
+from service.errors import DatabaseUnavailable, QuotaExceeded
+from service.keys import KeyStore
+from service.settings import Settings
+
+
+@pytest.fixture
+def server() -> Iterator[PostgresServer]:
+    with throwaway_postgres() as started:
+        yield started
+
+
+def _access(url: str, tmp_path: Path, **settings: object) -> Access:
+    db = PostgresDatabase(url)
+    migrate(db)
+    return Access(Settings(require_keys=True, database_url=url, data_dir=tmp_path, **settings), KeyStore(db))
+
+
+def test_characters_are_counted_within_the_quota_and_taken_back_when_the_translation_fails(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    access = _access(fresh_database(server), tmp_path)
+    _, secret = access.keys.create(characters_per_month=100)  # type: ignore[union-attr]
+
+    async def scenario() -> None:
+        caller = await access.authorize(secret)
+        async with access.metered(caller, 60):
+            pass
+        with pytest.raises(RuntimeError):
+            async with access.metered(caller, 30):
+                raise RuntimeError("the translation failed")
+        with pytest.raises(QuotaExceeded) as refused:
+            async with access.metered(caller, 41):
+                pytest.fail("a request past the quota is not translated")
+        assert refused.value.details == {"limit": 100, "used": 60, "requested": 41}
+        assert await access.usage(caller) == (60, 100)
+
+    asyncio.run(scenario())
+    access.close()
+
+
+@pytest.mark.parametrize(("trust_s", "served"), [(60.0, True), (0.0, False)])
+def test_an_outage_serves_a_key_read_within_mt_key_trust_s_only(
+    server: PostgresServer, tmp_path: Path, trust_s: float, served: bool
+) -> None:
+    access = _access(fresh_database(server), tmp_path, key_trust_s=trust_s)
+    _, secret = access.keys.create(characters_per_month=1000, requests_per_minute=100)  # type: ignore[union-attr]
+
+    async def scenario() -> None:
+        caller = await access.authorize(secret)  # read: trusted from now on, for trust_s
+        server.stop()
+        try:
+            if served:
+                async with access.metered(await access.authorize(secret), 10):
+                    pass
+            else:
+                with pytest.raises(DatabaseUnavailable):
+                    async with access.metered(caller, 10):
+                        pass
+        finally:
+            server.start()
+
+    asyncio.run(scenario())
+    access.close()
