@@ -111,3 +111,15 @@ def test_a_tag_without_a_language_is_refused_on_every_api(client: httpx.Client, 
     assert_libretranslate_error(libre, 400)
     deepl = client.post("/v2/translate", json={"text": ["Ein Hund."], "source_lang": name, "target_lang": "EN-US"})
     assert deepl.status_code == 400
+
+
+def test_a_guessed_short_text_takes_the_language_of_its_request_s_other_texts(client: httpx.Client) -> None:
+    """Into English from German, French, Czech and Slovak: "Ja" alone is a guess (Slovak, the
+    likeliest of them for two letters); beside a German sentence it is taken for German."""
+    alone = client.post("/v1/translate", json={"text": ["Ja"], "target_lang": "en"}).json()["translations"][0]
+    assert alone["detected_language"]["guessed"] is True and alone["detected_language"]["language"] != "de"
+    texts = ["Ja", "Ein Hund rennt durch das grüne Gras."]
+    beside = client.post("/v1/translate", json={"text": texts, "target_lang": "en"}).json()["translations"]
+    assert [t["detected_language"]["language"] for t in beside] == ["de", "de"]
+    assert beside[0]["detected_language"]["guessed"] is True and "guessed" not in beside[1]["detected_language"]
+    assert beside[0]["model"] == beside[1]["model"]
