@@ -44,6 +44,16 @@ def bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
     return mounts
 
 
+def assert_override_follows_the_specification(override: Path, tmp_path: Path) -> None:
+    """``override`` alone, and merged over docker-compose.yml, valid by the Compose Specification."""
+    pytest.importorskip("check_jsonschema", reason="check-jsonschema not installed: compose schema not checked")
+    both = tmp_path / f"{override.stem}-merged.yml"
+    both.write_text(yaml.safe_dump(merged(load(COMPOSE), load(override))), encoding="utf-8")
+    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
+    result = subprocess.run([*command, str(override), str(both)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def seconds(duration: str) -> float:
     match = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", duration)
     assert match and any(match.groups()), f"unsupported duration {duration!r}"

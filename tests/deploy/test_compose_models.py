@@ -4,15 +4,11 @@ the image's MT_MODELS_DIR points, in place of the shipped bundles the image hold
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-import yaml
 from dockerfile_reader import dockerignored, stages
 from repo_root import REPO
-from test_compose import COMPOSE, load, merged
+from test_compose import COMPOSE, assert_override_follows_the_specification, load
 
 MODELS_OVERRIDE = REPO / "docker-compose.models.yml"
 
@@ -24,12 +20,7 @@ def image_models_dir() -> str:
 
 
 def test_the_models_override_follows_the_compose_specification(tmp_path: Path) -> None:
-    pytest.importorskip("check_jsonschema", reason="check-jsonschema not installed: compose schema not checked")
-    both = tmp_path / "docker-compose.models-merged.yml"
-    both.write_text(yaml.safe_dump(merged(load(COMPOSE), load(MODELS_OVERRIDE))), encoding="utf-8")
-    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
-    result = subprocess.run([*command, str(MODELS_OVERRIDE), str(both)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_override_follows_the_specification(MODELS_OVERRIDE, tmp_path)
 
 
 def test_the_host_repository_is_mounted_read_only_where_the_image_serves_models() -> None:

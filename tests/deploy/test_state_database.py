@@ -3,26 +3,18 @@ gives every replica MT_DATABASE_URL."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from repo_root import REPO
-from test_compose import COMPOSE, load, merged
+from test_compose import assert_override_follows_the_specification, load
 
 POSTGRES_OVERRIDE = REPO / "docker-compose.postgres.yml"
 
 
 def test_the_postgres_override_follows_the_compose_specification(tmp_path: Path) -> None:
-    pytest.importorskip("check_jsonschema", reason="check-jsonschema not installed: compose schema not checked")
-    combined = tmp_path / "docker-compose.postgres-merged.yml"
-    combined.write_text(yaml.safe_dump(merged(load(COMPOSE), load(POSTGRES_OVERRIDE))), encoding="utf-8")
-    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
-    result = subprocess.run([*command, str(POSTGRES_OVERRIDE), str(combined)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_override_follows_the_specification(POSTGRES_OVERRIDE, tmp_path)
 
 
 def test_the_translator_uses_the_postgres_service_once_it_is_healthy() -> None:
