@@ -29,9 +29,25 @@ from typing import Any, Protocol
 from service.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
-# The pool logs each failed attempt to connect, every few seconds while the server is away;
-# ``service.access`` says once that the database cannot be used, and once that it can again.
-logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+
+class _LastConnectionError(logging.Filter):
+    """Keeps what the pool says of its last failed attempt to connect, rather than let it log a line
+    every few seconds while the server is away: ``DatabaseUnavailable`` names it (a refused
+    connection, a wrong password), and ``service.access`` logs that once, and once that the
+    database can be used again."""
+
+    message = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("error connecting"):
+            return True
+        self.message = record.getMessage()
+        return False
+
+
+_POOL_ATTEMPTS = _LastConnectionError()
+logging.getLogger("psycopg.pool").addFilter(_POOL_ATTEMPTS)
 
 SQLITE_NAME = "state.sqlite3"
 BUSY_TIMEOUT_S = 10.0
@@ -256,7 +272,10 @@ class PostgresDatabase:
         try:
             yield
         except psycopg_pool.PoolTimeout:
-            raise DatabaseUnavailable(f"the state database ({self.description}) cannot be reached") from None
+            why = _POOL_ATTEMPTS.message.partition(": ")[2].strip().splitlines()[0:1]
+            raise DatabaseUnavailable(
+                f"the state database ({self.description}) cannot be reached{': ' + why[0] if why else ''}"
+            ) from None
         except psycopg.OperationalError as e:  # the server went away, or a statement ran out of time
             # The pool's other connections are likely broken too (a restart): checked now, the
             # broken ones replaced, rather than each failing a request of its own later.
