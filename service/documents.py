@@ -8,10 +8,11 @@ is identified once for the whole document. A glossary applies to every text of i
 holds at most MT_MAX_DOCUMENT_TEXTS texts (its reader stops at the one past them) and
 MT_MAX_DOCUMENT_CHARS characters: one over either is refused before any of it is translated.
 
-Reading and writing the file run in a process of their own (``DocumentProcess``): parsing a large
-document holds the interpreter for seconds (2 s for a 5.8 MB .docx), which in a thread of the HTTP
-process stalls its event loop and every request it serves, and its parsed tree takes memory there
-long after. Its heap is capped (MT_DOCUMENT_MEMORY_MB, as RLIMIT_DATA): a document that needs more
+Reading and writing the file run in a process of their own (``DocumentProcess``; small files in a
+second one, so that they never wait behind a large one): parsing a large document holds the
+interpreter for seconds (2 s for a 5.8 MB .docx), which in a thread of the HTTP process stalls its
+event loop and every request it serves, and its parsed tree takes memory there long after. Its
+heap is capped (MT_DOCUMENT_MEMORY_MB, as RLIMIT_DATA): a document that needs more
 fails its call with a 413, and the process is replaced, rather than the pod being killed for memory.
 """
 
@@ -60,6 +61,9 @@ DOCUMENT_PROCESS_NAME = "mt-documents"
 # Characters of a document that language identification reads: more tell it nothing new.
 IDENTIFICATION_SAMPLE_CHARS = 2000
 MEMORY_SETTING = "MT_DOCUMENT_MEMORY_MB"
+# A file this small, not a .docx, is read and written in the light lane's process: 0.25 s at most (of
+# HTML that is all "< ", the slowest text to read per byte).
+LIGHT_FILE_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -101,8 +105,39 @@ class _OutOfMemory:
 
 
 class DocumentProcess:
-    """Reads and writes documents in a child process, one at a time, started on first use. Writing
-    reads the file again there: the parsed document stays in the child no longer than a call.
+    """Reads and writes documents in child processes, in two lanes as the batcher has them: a light
+    file (at most ``LIGHT_FILE_BYTES``, and not a .docx, whose parts may expand to
+    MT_MAX_DOCUMENT_BYTES) goes to a process of its own, so that it never waits behind a large one.
+    Reading is linear but not cheap: 10 MB of HTML takes the process ~40 s, and with one process
+    another key's one-line .txt waited for every such file ahead of it (``benchmarks.key_shares``).
+    Each lane is a ``_Lane``, started on first use."""
+
+    def __init__(self, max_document_bytes: int, *, max_texts: int, memory_mb: int, timeout_s: float = 60.0) -> None:
+        self.max_document_bytes = max_document_bytes
+        self.max_texts = max_texts
+        self._light = _Lane(memory_mb=memory_mb, timeout_s=timeout_s)
+        self._heavy = _Lane(memory_mb=memory_mb, timeout_s=timeout_s)
+
+    async def read(self, data: bytes, filename: str) -> ReadDocument:
+        lane = self._lane(data, filename)
+        return _checked(await lane.run(_read_in_child, data, filename, self.max_document_bytes, self.max_texts))
+
+    async def write(self, data: bytes, filename: str, translations: list[str]) -> bytes:
+        lane = self._lane(data, filename)
+        return await lane.run(_write_in_child, data, filename, self.max_document_bytes, self.max_texts, translations)
+
+    def close(self) -> None:
+        self._light.stop()
+        self._heavy.stop()
+
+    def _lane(self, data: bytes, filename: str) -> _Lane:
+        light = len(data) <= LIGHT_FILE_BYTES and not filename.lower().endswith(".docx")
+        return self._light if light else self._heavy
+
+
+class _Lane:
+    """One child process reading and writing documents, one at a time, started on first use.
+    Writing reads the file again there: the parsed document stays in the child no longer than a call.
 
     A call whose caller leaves (its client hung up) kills the child: a parser cannot be interrupted,
     and would hold the child, and the documents waiting for it, for the seconds a large file takes.
@@ -112,9 +147,7 @@ class DocumentProcess:
     within ``timeout_s`` (stopped, stuck) is killed and replaced, the call failed with a 504.
     """
 
-    def __init__(self, max_document_bytes: int, *, max_texts: int, memory_mb: int, timeout_s: float = 60.0) -> None:
-        self.max_document_bytes = max_document_bytes
-        self.max_texts = max_texts
+    def __init__(self, *, memory_mb: int, timeout_s: float) -> None:
         self.memory_mb = memory_mb
         self.timeout_s = timeout_s
         self._child: _Child | None = None
@@ -122,40 +155,31 @@ class DocumentProcess:
         # call it was running: a pool whose worker died fails every call queued in it.
         self._turn = asyncio.Lock()
 
-    async def read(self, data: bytes, filename: str) -> ReadDocument:
-        return _checked(await self._run(_read_in_child, data, filename, self.max_document_bytes, self.max_texts))
-
-    async def write(self, data: bytes, filename: str, translations: list[str]) -> bytes:
-        return await self._run(_write_in_child, data, filename, self.max_document_bytes, self.max_texts, translations)
-
-    def close(self) -> None:
-        self._stop()
-
-    async def _run(self, function: Callable[..., T], *args: object) -> T:
+    async def run(self, function: Callable[..., T], *args: object) -> T:
         async with self._turn:
             future = await self._submit(_within_memory, function, *args)
             try:
                 async with asyncio.timeout(self.timeout_s):
                     result = await asyncio.wrap_future(future)
             except asyncio.CancelledError:
-                self._stop(kill=True)
+                self.stop(kill=True)
                 raise
             except TimeoutError:
-                self._stop(kill=True)
+                self.stop(kill=True)
                 log.error("the document process did not answer within %g s: replaced", self.timeout_s)
                 raise DeadlineExceeded(
                     f"the document process did not answer within {self.timeout_s:g} s (MT_DOCUMENT_TIMEOUT_S); "
                     "it was replaced: try again"
                 ) from None
             except BrokenProcessPool:
-                self._stop(kill=False)
+                self.stop(kill=False)
                 log.error("the document process died (killed, or out of memory) while it read or wrote a file")
                 raise InternalError(
                     "the document process stopped while it read or wrote the file (killed, or out of memory): "
                     "try again, or send a smaller file"
                 ) from None
             if isinstance(result, _OutOfMemory):
-                self._stop()
+                self.stop()
                 raise PayloadTooLarge(
                     f"file: reading or writing it needs more memory than the document process may use, "
                     f"{self.memory_mb} MiB ({MEMORY_SETTING})",
@@ -168,7 +192,7 @@ class DocumentProcess:
         try:
             return child.pool.submit(function, *args)
         except BrokenProcessPool:  # it died between calls (killed, say): this call has lost nothing
-            self._stop(kill=False)
+            self.stop(kill=False)
             return (await self._start()).pool.submit(function, *args)
 
     async def _start(self) -> _Child:
@@ -187,7 +211,7 @@ class DocumentProcess:
         self._child = _Child(pool, pid)
         return self._child
 
-    def _stop(self, *, kill: bool = True) -> None:
+    def stop(self, *, kill: bool = True) -> None:
         """Forget the child, killing it (whatever it is doing) unless it is known dead: the next
         call starts another."""
         child, self._child = self._child, None

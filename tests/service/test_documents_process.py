@@ -211,3 +211,18 @@ def test_a_stopped_document_process_is_replaced_at_its_deadline(start_service: S
                 os.kill(stopped, signal.SIGCONT)
         assert paragraphs(upload(client, word_file())) == expected
         assert document_pid(server) != stopped
+
+
+def test_a_small_file_is_not_held_behind_a_large_one(start_service: StartService) -> None:
+    """A one-line .txt goes to a process of its own while a large .docx is read: it is answered
+    while that reading still goes on, where it waited for it (and each one before it) to end."""
+    server = start_service(streams=1, cache_size=0)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        assert upload(client, word_file()).status_code == 200
+        heavy = document_pid(server)
+        with sent(server, word_file(2 * LONG)):
+            wait_until_busy(heavy)
+            small = client.post(ROUTE, files={"file": ("notes.txt", b"A dog runs.\n")}, data={"target_lang": "de"})
+            assert small.status_code == 200, small.text
+            wait_until_busy(heavy)  # still reading the large one
+            assert set(document_pids(server.process.pid)) - {heavy}, "the .txt was read by another process"
