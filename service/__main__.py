@@ -32,7 +32,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from engine.cli import HelpFormatter, definition_list
 from service import key_commands
 from service.app import create_app
-from service.errors import Unavailable
+from service.errors import DatabaseUnavailable
 from service.runtime import Runtime
 from service.settings import Settings
 
@@ -212,8 +212,8 @@ def _keys(argv: list[str], prog: str) -> int:
         return key_commands.main(argv, prog)
     except ValidationError as e:
         return _refuse(prog, _describe_settings_errors(e))
-    except Unavailable as e:
-        print(f"{prog} keys: {e.message}", file=sys.stderr)  # noqa: T201
+    except DatabaseUnavailable as e:
+        print(f"{prog} keys: {e.reason}", file=sys.stderr)  # noqa: T201
         return 1
 
 

@@ -200,7 +200,7 @@ class Access:
             result = await loop.run_in_executor(self._threads, self._migrated_call, call)
         except DatabaseUnavailable as e:
             self._retry_at = time.monotonic() + RETRY_S
-            self._note(str(e))
+            self._note(e.reason)
             raise
         self._note(None)
         return result
@@ -232,7 +232,7 @@ class Access:
         try:
             await self._call(lambda: None)
         except DatabaseUnavailable as e:
-            return e.message
+            return e.reason
         return None
 
     def _note(self, problem: str | None) -> None:

@@ -156,9 +156,15 @@ class Unavailable(ServiceError):
 
 
 class DatabaseUnavailable(Unavailable):
-    """The state database (``service.database``) cannot be reached, or did not answer in time."""
+    """The state database (``service.database``) cannot be reached, or did not answer in time. The
+    client is told only that; ``reason`` (where it is, what the driver said) is for the logs and
+    readiness."""
 
     type = "database_unavailable"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("the service's database cannot be reached just now: try again shortly")
+        self.reason = reason
 
 
 class RequestTimeout(ServiceError):
