@@ -25,7 +25,7 @@ the library, building the detector and detecting the first text, and again after
 lingua, the ratio of a loop over the full sentences to its ``compute_language_confidence_values_in_parallel``.
 Then the service's choice for texts whose source language is not stated, for a service whose models
 translate between the ``--served`` languages (default en de: en→de and de→en), into each of them in
-turn, by ``engine.language_id.choose`` on fastText alone and with the served languages of one to
+turn, by ``engine.language_choice.choose`` on fastText alone and with the served languages of one to
 three words ranked by lingua (``engine.short_text_id``, what the service runs), on the full sentences
 and windows of 1 to 6 words (``POLICY_LENGTHS``): per language, the share of texts refused, and of those not refused
 the share with the wrong outcome (a text in another served language kept unchanged or translated from
@@ -280,9 +280,9 @@ RULE_TITLES = {"fasttext": "fastText alone", "short": "with short texts ranked"}
 def after_choice(
     detection: Detection, sources: list[str], target: str, odds: tuple[float, float] | None = None
 ) -> tuple[str, str | None]:
-    """(outcome, language) by the rule the service runs: ``engine.language_id.choose``, with its own
+    """(outcome, language) by the rule the service runs: ``engine.language_choice.choose``, with its own
     odds or ``odds`` (to refuse, to keep)."""
-    from engine.language_id import choose
+    from engine.language_choice import choose
 
     chosen = choose(detection, sources, target, **dict(zip(("refuse_odds", "keep_odds"), odds or (), strict=False)))
     return chosen.outcome, chosen.detection.language

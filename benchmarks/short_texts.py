@@ -6,7 +6,7 @@ For a service whose models translate between the ``--served`` languages (default
 en→de and de→en), with the source language omitted, into each served language in turn, each text
 goes through what ``service.runtime`` does with it: ``engine.language_id.LanguageIdentifier`` built
 as the service builds it (``default_languages`` of the served ones, short texts ranked among the
-served ones), then ``engine.language_id.choose``. Counted per text language, per target:
+served ones), then ``engine.language_choice.choose``. Counted per text language, per target:
 
 - **from own**: translated from its own language (right, for a served language not the target);
 - **kept**: returned unchanged as already in the target (right, for a text in the target);
@@ -38,7 +38,8 @@ from benchmarks.common import (
     start_run,
     write_report,
 )
-from engine.language_id import Choice, LanguageIdentifier, choose, default_languages
+from engine.language_choice import Choice, choose
+from engine.language_id import LanguageIdentifier, default_languages
 
 SHORT_TEXTS = REPO / "benchmarks" / "data" / "short_texts.txt"
 CAPTION_LANGUAGES = ("en", "de", "fr", "cs")

@@ -39,16 +39,8 @@ from engine.api import (
 from engine.bundle import BundleError, load_bundle
 from engine.cost import text_work
 from engine.glossary import Glossary, Match
-from engine.language_id import (
-    Choice,
-    Detection,
-    LanguageIdentifier,
-    choose,
-    default_languages,
-    is_passthrough,
-    request_prior,
-    supported_languages,
-)
+from engine.language_choice import Choice, choose, request_prior
+from engine.language_id import Detection, LanguageIdentifier, default_languages, is_passthrough, supported_languages
 from engine.markup import Document, MarkupError, plain_text
 from engine.repository import Hop, ModelEntry, Route, Router, discover, single
 from engine.tokenizer import Tokenizer
@@ -112,7 +104,7 @@ class TranslationJob:
 @dataclass(frozen=True)
 class Refused(Detection):
     """The identification of a text that is refused: in a language no model translates into the
-    target, identified with confidence (``engine.language_id.choose``), or in none determined. A
+    target, identified with confidence (``engine.language_choice.choose``), or in none determined. A
     request whose texts with words in them are all refused is a 400 (``UnsupportedLanguage``);
     otherwise each refused text comes back unchanged, with this detection and its ``message``."""
 
@@ -714,7 +706,7 @@ def _refusal(router: Router, refused: Refused) -> UnsupportedLanguage:
 
 def prefer_served(detection: Detection, served: Sequence[str]) -> Detection:
     """The identified language, unless no model in ``served`` translates from it and the identifier
-    is not confident of it (``engine.language_id.choose``, no target): then the likeliest served
+    is not confident of it (``engine.language_choice.choose``, no target): then the likeliest served
     one."""
     return choose(detection, served).detection
 

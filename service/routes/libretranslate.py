@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine import languages
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
-from engine.language_id import as_answer
+from engine.language_choice import as_answer
 from engine.repository import Router
 from service.access import Caller
 from service.errors import (
@@ -189,7 +189,7 @@ async def detect(request: Request, runtime: RuntimeDep) -> list[dict[str, Any]]:
     fields = await _fields(request)
     await _authorize(fields, request)
     body = _validated(LibreDetectRequest, fields, strict=isinstance(fields, _JsonFields))
-    # Among MT_DETECT_LANGUAGES only (no ``language_id.reported``): LibreTranslate's detector answers
+    # Among MT_DETECT_LANGUAGES only (no ``language_choice.reported``): LibreTranslate's detector answers
     # among its installed languages, and its clients pass the answer on as a source language.
     found = as_answer(runtime.detect(body.q))  # a short text: as /translate would take it
     return [_percent(c.language, c.confidence) for c in found.candidates] or [_percent(None, 0.0)]

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from fastapi import APIRouter, Request, Response
 
-from engine.language_id import as_answer, reported
+from engine.language_choice import as_answer, reported
 from engine.runner import resolve_provider
 from service.models import ModelSlot
 from service.routes.common import (

@@ -9,19 +9,15 @@ from dataclasses import replace
 import pytest
 from repo_root import python_env
 
+from engine.language_choice import KEEP_ODDS, OUTSIDE_FLOOR, REFUSE_ODDS, choose, reported
 from engine.language_id import (
-    KEEP_ODDS,
     MAJOR_EUROPEAN,
-    OUTSIDE_FLOOR,
-    REFUSE_ODDS,
     UNDETERMINED,
     Candidate,
     Detection,
     LanguageIdentifier,
-    choose,
     default_languages,
     is_passthrough,
-    reported,
     supported_languages,
 )
 

@@ -1,20 +1,12 @@
 """Short texts in a script that no language of the identifier's set is written in, which lid.176
-splits between outside languages that share it (``engine.language_id.SET_FLOOR``)."""
+splits between outside languages that share it (``engine.language_choice.SET_FLOOR``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.language_id import (
-    OUTSIDE_FLOOR,
-    SET_FLOOR,
-    Candidate,
-    Detection,
-    LanguageIdentifier,
-    choose,
-    default_languages,
-    reported,
-)
+from engine.language_choice import OUTSIDE_FLOOR, SET_FLOOR, choose, reported
+from engine.language_id import Candidate, Detection, LanguageIdentifier, default_languages
 
 # lid.176's first language for each, under OUTSIDE_FLOOR: Persian takes 0.26 of the Arabic greeting,
 # Marathi is first for the Hindi one; the set's languages get 0.0002-0.002 together.

@@ -1,4 +1,4 @@
-"""Short texts (engine/short_text_id.py and the short-text rules of ``engine.language_id.choose``),
+"""Short texts (engine/short_text_id.py and the short-text rules of ``engine.language_choice.choose``),
 against the real fastText and lingua models, for a service of the shipped en->de and de->en."""
 
 from __future__ import annotations
@@ -8,18 +8,8 @@ from dataclasses import replace
 import pytest
 
 from benchmarks.short_texts import read_short_texts
-from engine.language_id import (
-    SHORT_REFUSE_FLOOR,
-    SHORT_SURE,
-    Candidate,
-    Choice,
-    Detection,
-    LanguageIdentifier,
-    as_answer,
-    choose,
-    default_languages,
-    request_prior,
-)
+from engine.language_choice import SHORT_REFUSE_FLOOR, SHORT_SURE, Choice, as_answer, choose, request_prior
+from engine.language_id import Candidate, Detection, LanguageIdentifier, default_languages
 from engine.short_text_id import HIGH_ACCURACY_UP_TO, SHORT_WORDS, ShortTextRanker
 
 ENGLISH = ["Hello.", "Hi!", "Yes", "Welcome", "Cat", "Cancel", "Good morning", "New message"]

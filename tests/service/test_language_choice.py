@@ -1,5 +1,5 @@
 """/v1/translate without ``source_lang``, on the shipped models (en->de, de->en): which texts are
-translated from which language, kept or refused (``engine.language_id.choose``), one text at a time."""
+translated from which language, kept or refused (``engine.language_choice.choose``), one text at a time."""
 
 from __future__ import annotations
 
