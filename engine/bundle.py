@@ -73,12 +73,11 @@ def encoder_signature(layers: int) -> Signature:
 ROW_INPUTS = (TensorSpec("cache_rows", "int64", ("N",)), TensorSpec("source_rows", "int64", ("B",)))
 
 
-# The row pool's step (``engine.pool_graph``): each row's position and self-attention bias over the W
-# cached positions of the pool's buffers and its new one, and where its cross-attention query and
-# answer go among the sentence slots' Q = slots x rows per slot.
+# The row pool's step (``engine.pool_graph``): each row's position (its cached positions in the
+# pool's buffers of W), and where its cross-attention query and answer go among the sentence
+# slots' Q = slots x rows per slot.
 POOL_INPUTS = (
     TensorSpec("positions", "int64", ("N",)),
-    TensorSpec("self_bias", "float", ("N", "W+1")),
     TensorSpec("query_slots", "int64", ("Q",)),
     TensorSpec("row_slots", "int64", ("N",)),
 )
@@ -93,8 +92,8 @@ def decoder_signature(
     lower id first among equal values), so that the search need not scan all V per row.
     ``shortlist``: the graph scores only the M target ids ``vocab_ids`` (``engine.shortlist``).
     ``row_inputs``: it gathers its cache and source by ``ROW_INPUTS`` first. ``pool``: the row
-    pool's step (``POOL_INPUTS``), which reads its cache of W positions in place and returns the new
-    position's keys and values. The engine adds these inputs when it loads a graph."""
+    pool's step (``POOL_INPUTS``), which writes the new position into its cache of W positions in
+    place and returns that cache. The engine adds these inputs when it loads a graph."""
     inputs = (
         TensorSpec("tokens", "int64", ("N", "1")),
         *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "W" if pool else "P", "Dh")),
@@ -104,10 +103,10 @@ def decoder_signature(
         *(ROW_INPUTS if row_inputs else ()),
         *(POOL_INPUTS if pool else ()),
     )
-    grown = ("step_k", "step_v") if pool else ("new_self_k", "new_self_v")
+    grown = ("present_k", "present_v") if pool else ("new_self_k", "new_self_v")
     outputs = (
         TensorSpec("log_probs", "float", ("N", "M" if shortlist else "V")),
-        *_layer_specs(grown, layers, ("N", "H", "1" if pool else "P+1", "Dh")),
+        *_layer_specs(grown, layers, ("N", "H", "W" if pool else "P+1", "Dh")),
         TensorSpec("alignment", "float", ("N", "S")),
         TensorSpec("top_log_probs", "float", ("N", "C")),
         TensorSpec("top_ids", "int64", ("N", "C")),

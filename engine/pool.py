@@ -6,9 +6,10 @@ decoder (the step graph as ``engine.pool_graph`` edits it) over every live row a
 search it belongs to and however far along it is:
 
 - **Rows.** Each layer's self-attention keys and values are one preallocated buffer (R, H, W, Dh)
-  per layer, written in place: a step reads rows [0, N) as they lie and returns only the new
-  position's keys and values, which go in at each row's own length. Rows have their own lengths
-  and positions, so a search can join while others are halfway through theirs.
+  per layer, written in place: a step's attention (``GroupQueryAttention``) reads each of rows
+  [0, N) as it lies, up to the row's own length, and writes the new position's keys and values at
+  that length into the same memory (io binding). Rows have their own lengths and positions, so a
+  search can join while others are halfway through theirs.
 - **Reordering.** A beam search's selection moves a row's cache only where its parent changed,
   and only up to its length; rows that leave are filled by the last live rows, so live rows stay
   packed in [0, N) and free capacity costs no compute.
@@ -16,11 +17,11 @@ search it belongs to and however far along it is:
   its mask) is written once, when its search joins, into a slot padded to the pool's source width
   with the mask; any number of rows read a slot (a beam, or forced decoding's several
   translations of one sentence).
-- **Widths.** The cache's W and the source's S grow by buckets when a row or sentence needs more
-  and shrink when the longest leaves, so a step's attention reads at most a bucket past the
-  longest live row. What a row reads past its own length weighs exactly 0, and W is a whole
-  number of buckets (``engine.pool_graph``): a sentence gets the same translation and scores
-  alone as beside any others (tests/engine/test_translator.py).
+- **Widths.** The cache's W doubles when a row needs more and shrinks when the longest leaves;
+  a row reads only its own positions, so W costs memory, not compute. The source's S grows by
+  buckets and shrinks likewise; what a row reads past its sentence's length weighs exactly 0. A
+  sentence gets the same translation and scores alone as beside any others
+  (tests/engine/test_pool.py, tests/engine/test_translator.py).
 
 The pool does no scheduling (``engine.pool_scheduler`` decides who joins and when) and no
 threading: it is driven by one thread.
@@ -39,11 +40,9 @@ import numpy as np
 import onnxruntime as ort
 
 from engine.decoder import Selection, Step, StepRequest, Steps
-from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, SELF_BIAS, step_output
+from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, present_output
 from engine.runner import DecoderShape, Vocabulary, top_k
 from engine.shortlist import VOCAB_IDS
-
-NEG_INF = np.float32(-np.inf)
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class RowPool:
         self.session, self.shape, self.config = session, shape, config
         self.members: list[Member] = []
         self.cache_names = shape.names  # the layers' keys, then their values
-        self.step_names = [step_output(name) for name in self.cache_names]
+        self.present_names = [present_output(name) for name in self.cache_names]
         self.cross_names = [i.name for i in session.get_inputs() if i.name.startswith("cross_")]
         self.takes_vocab_ids = VOCAB_IDS in {i.name for i in session.get_inputs()}
         self.n = 0  # live rows
@@ -191,10 +190,8 @@ class RowPool:
         alignments = any(m.alignments for m in members)
         vocabulary = self._vocabulary(members)
         feed = self._feed(tokens, top_k(candidates, vocabulary.width), vocabulary)
-        names = ["top_log_probs", "top_ids", *self.step_names] + ["alignment"] * alignments + ["log_probs"] * full
-        outputs = dict(zip(names, self.session.run(names, feed), strict=True))
-        new = np.stack([outputs[name][:, :, 0] for name in self.step_names], axis=1)  # (N, 2L, H, Dh)
-        self.cache[:, np.arange(n), :, self.lengths[:n]] = new
+        names = ["top_log_probs", "top_ids"] + ["alignment"] * alignments + ["log_probs"] * full
+        outputs = self._run(feed, names)
         self.lengths[:n] += 1
         log_probs = vocabulary.widen(outputs["log_probs"]) if full else None
         # Each member's rows as the step saw them: a member that moves on may move others' rows.
@@ -209,6 +206,24 @@ class RowPool:
             )
             self._advance(m, step)
 
+    def _run(self, feed: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+        """One run of the step: each layer's buffer bound as its cache input and as the output
+        with the new position written in (the same memory, so the cache is never copied), the
+        other inputs as they are; ``names``' outputs."""
+        binding = self.session.io_binding()
+        for name, value in feed.items():
+            binding.bind_cpu_input(name, value)
+        for i, (name, present) in enumerate(zip(self.cache_names, self.present_names, strict=True)):
+            rows = self.cache[i, : self.n]  # (N, H, W, Dh), contiguous
+            shape = list(rows.shape)
+            binding.bind_input(name, "cpu", 0, np.float32, shape, rows.ctypes.data)
+            binding.bind_output(present, "cpu", 0, np.float32, shape, rows.ctypes.data)
+        for name in names:
+            binding.bind_output(name)
+        self.session.run_with_iobinding(binding)
+        values = binding.get_outputs()[len(self.cache_names) :]
+        return {name: value.numpy() for name, value in zip(names, values, strict=True)}
+
     def _vocabulary(self, members: list[Member]) -> Vocabulary:
         """The pieces this step scores: the union of the members' shortlists, or all V if one
         scores all."""
@@ -217,20 +232,16 @@ class RowPool:
         return Vocabulary(self.shape.vocab, ids, self.takes_vocab_ids)
 
     def _feed(self, tokens: np.ndarray, candidates: np.ndarray, vocabulary: Vocabulary) -> dict[str, np.ndarray]:
-        n, lengths = self.n, self.lengths[: self.n]
-        # 0 on the new position (first) and each row's cached ones, -inf past its length
-        bias = np.where(np.arange(self.width + 1) <= lengths[:, None], np.float32(0), NEG_INF)
+        lengths = self.lengths[: self.n]
         query_slots, row_slots = self._slot_layout()
         feed = {
             "tokens": tokens[:, None],
             "candidates": candidates,
             POSITIONS: lengths.copy(),
-            SELF_BIAS: bias,
             QUERY_SLOTS: query_slots,
             ROW_SLOTS: row_slots,
             "src_mask": self.src_mask[: self.n_slots],
         }
-        feed |= {name: self.cache[i, :n] for i, name in enumerate(self.cache_names)}
         feed |= {name: self.cross[i, : self.n_slots] for i, name in enumerate(self.cross_names)}
         return feed | vocabulary.feed()
 
@@ -267,8 +278,7 @@ class RowPool:
         if needed > len(self.lengths):
             self._allocate_rows(max(needed, 2 * len(self.lengths)), self.width)
         rows = np.arange(self.n, needed)
-        self.lengths[rows] = 0
-        self.cache[:, rows] = 0
+        self.lengths[rows] = 0  # what its buffer holds is never read: each step writes where it reads next
         self.row_owner[self.n : needed] = [member] * count
         self.n = needed
         return rows
@@ -327,8 +337,7 @@ class RowPool:
         """Buffers of ``rows`` rows and ``width`` positions, the live rows' caches copied in."""
         cache = np.empty((self.cache.shape[0], rows, self.shape.heads, width, self.shape.d_head), dtype=np.float32)
         keep = min(width, self.width)
-        cache[:, : self.n, :, :keep] = self.cache[:, : self.n, :, :keep]
-        cache[:, : self.n, :, keep:] = 0  # past a row's length: finite, so that its weight 0 makes it count 0
+        cache[:, : self.n, :, :keep] = self.cache[:, : self.n, :, :keep]  # a row reads nothing past its length
         self.cache = cache
         lengths = np.zeros(rows, dtype=np.int64)
         lengths[: self.n] = self.lengths[: self.n]

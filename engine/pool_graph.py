@@ -7,13 +7,12 @@ The edit, made when the engine loads a graph, turns it into a step over rows tha
 own length and position, reading the cache where it lies:
 
 - ``self_k_i``/``self_v_i`` (N, H, W, Dh) are the pool's buffers, W positions wide; row n holds
-  ``lengths[n]`` cached positions. The new position's score is computed apart and put first,
-  before the cached ones, so that the cache is only read; ``self_bias`` (N, 1 + W) is 0 on the new
-  position and the cached ones and -inf on the rest. The step returns the new position's keys and
-  values, ``step_k_i``/``step_v_i`` (N, H, 1, Dh), which the pool writes into its buffers in place.
-  A row's scores then sit at the same places whatever W is, and with W a multiple of the
-  kernels' vector width (the last score, the last cached position, is always a masked one) the
-  sums over them are the same too: a row's result does not depend on the rows beside it;
+  ``positions[n]`` cached positions. Each layer's self-attention is onnxruntime's
+  ``GroupQueryAttention`` (as many key/value heads as query heads) with ``seqlens_k`` the rows'
+  positions: a row attends to its own positions only, so a step costs what the rows' lengths
+  cost, not N x W, and its result does not depend on W or on the rows beside it. It writes the new
+  position's keys and values into the buffer at each row's position: bound to the same memory as
+  the buffer (``present_k_i``/``present_v_i``, io binding), the cache is never copied;
 - ``positions`` (N,): each row's position, whose encoding is added to its token's embedding;
 - the source side is one slot per sentence, (Bs, H, S, Dh), any number of rows reading each:
   ``query_slots`` (Bs * R,) lists for each slot the R rows whose queries it answers (padded with
@@ -37,13 +36,13 @@ from engine.bundle import POOL_INPUTS
 if TYPE_CHECKING:  # onnx is imported where a graph is edited: the engine loads without it otherwise
     import onnx
 
-POSITIONS, SELF_BIAS, QUERY_SLOTS, ROW_SLOTS = (spec.name for spec in POOL_INPUTS)
+POSITIONS, QUERY_SLOTS, ROW_SLOTS = (spec.name for spec in POOL_INPUTS)
 
 
-def step_output(name: str) -> str:
-    """The pool step's output for cache input ``name`` (``self_k_0``): the new position's keys or
-    values (``step_k_0``)."""
-    return "step_" + name.removeprefix("self_")
+def present_output(name: str) -> str:
+    """The pool step's output for cache input ``name`` (``self_k_0``): the buffer with the new
+    position written in (``present_k_0``), bound to the input's memory."""
+    return "present_" + name.removeprefix("self_")
 
 
 class PoolGraphError(Exception):
@@ -76,6 +75,16 @@ class _Graph:
         self.counter += 1
         return f"pool/{stem}_{self.counter}"
 
+    def constant(self, name: str) -> onnx.TensorProto:
+        """The value of ``name``, an initializer or a Constant node's output."""
+        for initializer in self.graph.initializer:
+            if initializer.name == name:
+                return initializer
+        node = self.producer(name)
+        if node.op_type != "Constant":
+            raise PoolGraphError(f"{name!r} is not a constant")
+        return next(a.t for a in node.attribute if a.name == "value")
+
 
 def with_pool_inputs(model: onnx.ModelProto) -> None:
     """Edit the exported step ``model`` into the pool's step (module docstring), in place."""
@@ -90,16 +99,12 @@ def with_pool_inputs(model: onnx.ModelProto) -> None:
     if not layers:
         raise PoolGraphError("the graph returns no grown cache: not an exported decoder step")
     g = _Graph(graph)
-    nodes: list[onnx.NodeProto] = []
-    # The bias of every layer's self-attention scores: (N, W + 1) -> (N, 1, 1, W + 1).
-    axes = g.fresh("axes")
-    bias = g.fresh("self_bias")
-    axes_value = helper.make_tensor(axes, TensorProto.INT64, [2], [1, 2])
-    nodes.append(helper.make_node("Constant", [], [axes], value=axes_value))
-    nodes.append(helper.make_node("Unsqueeze", [SELF_BIAS, axes], [bias]))
-    nodes += _split_sizes("self_k_0")
+    heads = next(i for i in graph.input if i.name == caches[0]).type.tensor_type.shape.dim[1].dim_value
+    if not heads:
+        raise PoolGraphError(f"{caches[0]} has no fixed number of heads")
+    nodes = _lengths()
     for i in range(layers):
-        nodes += _self_attention(g, f"self_k_{i}", f"self_v_{i}", bias)
+        nodes += _self_attention(g, f"self_k_{i}", f"self_v_{i}", heads)
         nodes += _cross_attention(g, f"cross_k_{i}", f"cross_v_{i}")
     _positions(g, "self_k_0")
     nodes += _alignment(g)
@@ -108,38 +113,46 @@ def with_pool_inputs(model: onnx.ModelProto) -> None:
     graph.input.extend(
         helper.make_tensor_value_info(spec.name, elements[spec.dtype], list(spec.dims)) for spec in POOL_INPUTS
     )
-    for name in caches:  # the cache is read in place; the step returns the new position only
+    for name in caches:  # the buffer comes back with the new position written in
         output = next(o for o in graph.output if o.name == f"new_{name}")
-        output.name = step_output(name)
-        output.type.tensor_type.shape.dim[2].dim_value = 1
+        output.name = present_output(name)
+        output.type.tensor_type.shape.dim[2].dim_param = "W"
         cache_input = next(i for i in graph.input if i.name == name)
         cache_input.type.tensor_type.shape.dim[2].dim_param = "W"
     _sort_topologically(graph)
     _prune(graph)
     del graph.value_info[:]  # shapes recorded at export, some no longer true (the position encoding's)
+    if not any(o.domain == MS_DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
 
 
-_SPLIT = "pool/split_new_past"  # [1, W]: a step's attention weights into the new position's and the cache's
-_LAST_AXIS = "pool/last_axis"
+MS_DOMAIN = "com.microsoft"
+_SEQLENS, _TOTAL = "pool/seqlens_k", "pool/total_length"
+_ROW_SHAPE = "pool/row_shape"  # [0, 1, -1]: a projection's (N, D) or (N, 1, D) as (N, 1, D)
 
 
-def _split_sizes(self_k: str) -> list[onnx.NodeProto]:
-    """The constants every layer's edit reads."""
+def _lengths() -> list[onnx.NodeProto]:
+    """What every layer's attention reads: each row's cached positions as int32, and the longest
+    row's length with its new position."""
     from onnx import TensorProto, helper
 
-    one, width = "pool/one", "pool/cache_width"
+    longest, one, total = "pool/longest", "pool/one", "pool/total_int64"
     return [
-        helper.make_node("Constant", [], [one], value=helper.make_tensor(one, TensorProto.INT64, [1], [1])),
-        helper.make_node("Constant", [], [_LAST_AXIS], value=helper.make_tensor(one, TensorProto.INT64, [1], [-1])),
-        helper.make_node("Shape", [self_k], [width], start=2, end=3),
-        helper.make_node("Concat", [one, width], [_SPLIT], axis=0),
+        helper.make_node("Cast", [POSITIONS], [_SEQLENS], to=TensorProto.INT32),
+        helper.make_node("ReduceMax", [POSITIONS], [longest], keepdims=0),
+        helper.make_node("Constant", [], [one], value=helper.make_tensor(one, TensorProto.INT64, [], [1])),
+        helper.make_node("Add", [longest, one], [total]),
+        helper.make_node("Cast", [total], [_TOTAL], to=TensorProto.INT32),
+        helper.make_node(
+            "Constant", [], [_ROW_SHAPE], value=helper.make_tensor(_ROW_SHAPE, TensorProto.INT64, [3], [0, 1, -1])
+        ),
     ]
 
 
-def _self_attention(g: _Graph, self_k: str, self_v: str, bias: str) -> Iterator[onnx.NodeProto]:
-    """Replace ``softmax(q [past; new]^T / c) [past; new]`` by scores over the cache where it lies
-    and the new position's apart, the cache never copied; the new keys and values are outputs."""
-    from onnx import helper
+def _self_attention(g: _Graph, self_k: str, self_v: str, heads: int) -> Iterator[onnx.NodeProto]:
+    """Replace ``softmax(q [past; new]^T / c) [past; new]`` by ``GroupQueryAttention`` over each
+    row's own positions, writing the new keys and values into the buffer in place."""
+    from onnx import helper, numpy_helper
 
     concat_k = g.consumer(self_k, "Concat")
     concat_v = g.consumer(self_v, "Concat")
@@ -148,32 +161,41 @@ def _self_attention(g: _Graph, self_k: str, self_v: str, bias: str) -> Iterator[
     div = g.consumer(scores.output[0], "Div")
     softmax = g.consumer(div.output[0], "Softmax")
     weighted = g.consumer(concat_v.output[0], "MatMul")
-    q, scale = scores.input[0], div.input[1]
-    # The new keys and values are the step's outputs, named for the cache they go into.
-    new_k, new_v = step_output(self_k), step_output(self_v)
-    g.producer(concat_k.input[1]).output[0] = new_k
-    g.producer(concat_v.input[1]).output[0] = new_v
-    # The new position's score as a product and a sum: as a MatMul it would be N x H products of a
-    # row and a column, each a kernel call.
-    product, new_score, new_part = g.fresh("new_qk"), g.fresh("new_qk_sum"), g.fresh("new_scores")
-    yield helper.make_node("Mul", [q, new_k], [product])
-    yield helper.make_node("ReduceSum", [product, _LAST_AXIS], [new_score], keepdims=1)  # (N, H, 1, 1)
-    yield helper.make_node("Div", [new_score, scale], [new_part])
-    transposed, past_product, past_part = g.fresh("past_k_t"), g.fresh("past_qk"), g.fresh("past_scores")
-    yield helper.make_node("Transpose", [self_k], [transposed], perm=[0, 1, 3, 2])
-    yield helper.make_node("MatMul", [q, transposed], [past_product])  # (N, H, 1, W)
-    yield helper.make_node("Div", [past_product, scale], [past_part])  # fuses into the product
-    parts = [new_part, past_part]
-    both, biased = g.fresh("scores"), g.fresh("biased")
-    yield helper.make_node("Concat", parts, [both], axis=-1)
-    yield helper.make_node("Add", [both, bias], [biased])
-    softmax.input[0] = biased
-    w_new, w_past, o_past, o_new = (g.fresh(s) for s in ("w_new", "w_past", "out_past", "out_new"))
-    yield helper.make_node("Split", [softmax.output[0], _SPLIT], [w_new, w_past], axis=-1)
-    yield helper.make_node("MatMul", [w_past, self_v], [o_past])  # (N, H, 1, Dh)
-    yield helper.make_node("Mul", [w_new, new_v], [o_new])
-    yield helper.make_node("Add", [o_past, o_new], [weighted.output[0]])
-    for old in (concat_k, concat_v, transpose, scores, div, weighted):
+    # (N, H, 1, Dh) -> the output projection's input, the heads moved together first or not
+    after = g.consumers(weighted.output[0])
+    heads_together = after[0] if len(after) == 1 and after[0].op_type == "Transpose" else None
+    merged = g.consumer((heads_together or weighted).output[0], "Reshape")
+    # Each of q, k, v as the projection gave it, before its heads were split: (N, 1, D).
+    flat = []
+    for heads_of in (scores.input[0], concat_k.input[1], concat_v.input[1]):
+        split = g.producer(heads_of)
+        if split.op_type != "Reshape":
+            raise PoolGraphError(f"{heads_of} comes from {split.op_type}, not Reshape")
+        name = g.fresh("rows")
+        yield helper.make_node("Reshape", [split.input[0], _ROW_SHAPE], [name])
+        flat.append(name)
+    scale = 1.0 / float(numpy_helper.to_array(g.constant(div.input[1])))
+    out, present_k, present_v = g.fresh("attended"), present_output(self_k), present_output(self_v)
+    yield helper.make_node(
+        "GroupQueryAttention",
+        [*flat, self_k, self_v, _SEQLENS, _TOTAL],
+        [out, present_k, present_v],
+        domain=MS_DOMAIN,
+        num_heads=heads,
+        kv_num_heads=heads,
+        scale=scale,
+    )
+    merged.input[0] = out  # (N, 1, D) into the projection's shape, as the heads' merge gave it
+    for old in (
+        concat_k,
+        concat_v,
+        transpose,
+        scores,
+        div,
+        softmax,
+        weighted,
+        *([heads_together] if heads_together else []),
+    ):
         g.graph.node.remove(old)
 
 

@@ -22,7 +22,7 @@ from engine.bundle import check_graph, load_bundle
 from engine.decoder import Steps
 from engine.forced_decoding import Forced
 from engine.pool import Member, PoolConfig, RowPool
-from engine.pool_graph import PoolGraphError, with_pool_inputs
+from engine.pool_graph import PoolGraphError, present_output, with_pool_inputs
 from engine.pool_scheduler import PoolScheduler
 from engine.runner import DecoderShape, Runner, RunnerConfig, pad_batch
 from engine.scheduler import Cancellation, Cancelled, StepScheduler
@@ -106,7 +106,8 @@ def same(a: list[list[beam_search.Hypothesis]], b: list[list[beam_search.Hypothe
 @pytest.mark.parametrize("variant", ["fp32", "int8"])
 def test_the_pool_step_computes_the_exported_step_over_ragged_rows(tiny_bundle: Path, variant: str) -> None:
     """Rows at one position in a rectangle cache, and the same rows in a wider buffer, out of
-    order, one sentence with a single row: the same log-probabilities, new keys and attention."""
+    order, one sentence with a single row: the same log-probabilities, new keys (written into the
+    buffer at the rows' position, after the cached ones) and attention."""
     rect, pool = runner_for(tiny_bundle, variant, pool=False), runner_for(tiny_bundle, variant, pool=True)
     check_graph(pool.decoder, "decoder", load_bundle(tiny_bundle).manifest, where="pool step")
     shape = rect.shape
@@ -124,14 +125,12 @@ def test_the_pool_step_computes_the_exported_step_over_ragged_rows(tiny_bundle: 
     for name in names:
         buffers[name][:, :, :P] = caches[name][order]
         buffers[name][:, :, P:] = 7.0  # what lies past a row's length must not matter
-    bias = np.where(np.arange(W + 1) <= P, np.float32(0), np.float32(-np.inf))[None].repeat(len(order), 0)
     pooled = {
         "tokens": tokens[order],
         **buffers,
         **source,
         "candidates": np.array([6]),
         "positions": np.full(len(order), P),
-        "self_bias": bias,
         "query_slots": np.array([4, 4, 3, 2, 1, 0]),  # slot 0's one row (twice), slot 1's and slot 2's two
         "row_slots": np.array([5, 4, 3, 2, 0]),
     }
@@ -139,7 +138,9 @@ def test_the_pool_step_computes_the_exported_step_over_ragged_rows(tiny_bundle: 
     np.testing.assert_allclose(got["log_probs"], expected["log_probs"][order], atol=2e-5)
     np.testing.assert_allclose(got["alignment"], expected["alignment"][order], atol=1e-6)
     for name in names:
-        np.testing.assert_allclose(got[f"step_{name[5:]}"][:, :, 0], expected[f"new_{name}"][order][:, :, P], atol=1e-5)
+        present = got[present_output(name)]
+        np.testing.assert_allclose(present[:, :, P], expected[f"new_{name}"][order][:, :, P], atol=1e-5)
+        assert np.array_equal(present[:, :, :P], buffers[name][:, :, :P])
     assert np.array_equal(got["top_ids"], expected["top_ids"][order])
 
 
