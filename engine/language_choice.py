@@ -25,6 +25,8 @@ from engine.language_id import Candidate, Detection
 # benchmarks/RESULTS.md section 6). Both are odds between two of the model's probabilities: a text the
 # model is unsure of, spread over many languages at low probability each, is judged by which language
 # the model prefers and by how much, not by a probability that short and unusual texts never reach.
+# Measured when they decided every text; texts of one to three words are now decided by the short-text
+# rules further down (section 6.2), these from four words up and where no short ranking is made.
 #
 # A language no model serves is believed when the model gives it at least these odds over the likeliest
 # language the service can take (a source translated into the target, or the target itself). 5 is the
