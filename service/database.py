@@ -1,9 +1,12 @@
 """The service's state database: SQLite under MT_DATA_DIR by default, PostgreSQL where
-MT_DATABASE_URL names one, behind one interface (``Database.transaction``).
+MT_DATABASE_URL names one, behind one interface (``Database``: transactions, and single statements).
 
-The stores above it (``service.keys``) write the SQL both understand, with ``:name`` parameters
-(PostgreSQL's driver is handed ``%(name)s``), so that no store and no route knows which backend it
-runs on. The schema is versioned: ``MIGRATIONS`` are applied in order when the database is opened,
+The key store (``service.keys``) writes the SQL both understand, with ``:name`` parameters
+(PostgreSQL's driver is handed ``%(name)s``), and knows nothing of the backend it runs on; no route
+does. (The glossary store keeps its own SQLite file, with its own upgrades and its recovery from a
+deleted or damaged file, and runs the same SQL on this module's PostgreSQL connections.)
+
+The schema is versioned: ``MIGRATIONS`` are applied in order when the database is opened,
 in one transaction that replicas starting at once take in turn (SQLite's write lock; a PostgreSQL
 advisory lock), and a database made by an earlier version is brought up to this one.
 
