@@ -226,13 +226,14 @@ class Access:
         """Why the service is not ready for lack of its database: until the database has been
         reached once (its schema made), why it cannot be; None after. Once it has been, an outage
         is answered route by route (503 where state is needed), not by taking every replica out of
-        service: translations that need none go on."""
+        service: translations that need none go on. An open service on SQLite (no MT_DATABASE_URL,
+        no MT_REQUIRE_KEYS) is ready without it: it only counts characters there."""
         if self._migrated or self.keys is None:
             return None
         try:
             await self._call(lambda: None)
         except DatabaseUnavailable as e:
-            return e.reason
+            return e.reason if self.settings.database_url or self.settings.require_keys else None
         return None
 
     def _note(self, problem: str | None) -> None:

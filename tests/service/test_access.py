@@ -12,7 +12,7 @@ import pytest
 from postgres_server import PostgresServer, fresh_database, throwaway_postgres
 
 from service.access import Access
-from service.database import PostgresDatabase, migrate
+from service.database import PostgresDatabase, SqliteDatabase, migrate
 from service.errors import DatabaseUnavailable, QuotaExceeded
 from service.keys import KeyStore
 from service.settings import Settings
@@ -75,4 +75,19 @@ def test_an_outage_serves_a_key_read_within_mt_key_trust_s_only(
             server.start()
 
     asyncio.run(scenario())
+    access.close()
+
+
+@pytest.mark.parametrize("require_keys", [False, True])
+def test_a_state_database_that_cannot_be_made_keeps_only_a_service_that_needs_it_unready(
+    tmp_path: Path, require_keys: bool
+) -> None:
+    (tmp_path / "file").write_text("in the way of the database's directory")
+    database = SqliteDatabase(tmp_path / "file" / "state.sqlite3")
+    access = Access(Settings(require_keys=require_keys, data_dir=tmp_path), KeyStore(database))
+    reason = asyncio.run(access.unready())
+    if require_keys:  # its keys are there: not ready, saying why
+        assert reason is not None and "state.sqlite3" in reason
+    else:  # open: it only counts characters there, and translates without
+        assert reason is None
     access.close()
