@@ -52,6 +52,12 @@ def service(start_service: StartService, database: str) -> ServiceProcess:
     return start_service(database_url=database, require_keys="true", max_wait_ms=2)
 
 
+@pytest.fixture(scope="module")
+def second(start_service: StartService, database: str) -> ServiceProcess:
+    """Another replica on the same database."""
+    return start_service(database_url=database, require_keys="true", max_wait_ms=2)
+
+
 def timed(call: object) -> tuple[httpx.Response, float]:
     started = time.monotonic()
     response = call()  # type: ignore[operator]
@@ -137,24 +143,26 @@ def _unready_reason(client: httpx.Client) -> str:
 
 
 def test_traffic_through_a_database_restart_is_answered_and_never_a_500(
-    service: ServiceProcess, own_postgres: PostgresServer, keys: Keys
+    service: ServiceProcess, second: ServiceProcess, own_postgres: PostgresServer, keys: Keys
 ) -> None:
-    """Four clients translate with keys the replica has read while the server is killed and started
-    again: every answer a 200 (trusted keys) within ``QUICK_S``; afterwards they are counted again."""
+    """Four clients on two replicas translate with keys the replicas have read while the server is
+    killed and started again: every answer a 200 (trusted keys) within ``QUICK_S``; afterwards they
+    are counted again."""
     secrets = [keys.create("--characters-per-month", "1000000") for _ in range(4)]
     statuses: Counter[int] = Counter()
     slowest = 0.0
     done = threading.Event()
 
-    def client(secret: str) -> None:
+    def client(secret: str, replica: ServiceProcess) -> None:
         nonlocal slowest
-        with httpx.Client(base_url=service.url, timeout=30) as c:
+        with httpx.Client(base_url=replica.url, timeout=30) as c:
             while not done.is_set():
                 response, took = timed(lambda: v1(c, secret))
                 statuses[response.status_code] += 1
                 slowest = max(slowest, took)
 
-    threads = [threading.Thread(target=client, args=(secret,)) for secret in secrets]
+    replicas = (service, second)
+    threads = [threading.Thread(target=client, args=(secret, replicas[i % 2])) for i, secret in enumerate(secrets)]
     for thread in threads:
         thread.start()
     try:
