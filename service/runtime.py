@@ -65,6 +65,9 @@ log = logging.getLogger(__name__)
 
 UNDETERMINED_LABEL = "und"  # ISO 639-2's code for an undetermined language
 _STOPPED = "the service shut down before the translation finished: try again"
+# Batches in flight per engine stream with the row pool (MT_ROW_POOL): a pool of 128 rows holds 32
+# sentences at beam 4, which the batcher's batches of a few texts each keep topped up.
+POOL_BATCHES_PER_STREAM = 4
 
 EngineFactory = Callable[[TranslatorConfig], Engine]
 T = TypeVar("T")
@@ -257,8 +260,11 @@ class Runtime:
             max_wait_s=s.max_wait_ms / 1000,
             max_queue_sentences=s.max_queue_sentences,
             # Engine processes: a child per stream, each taking a batch of its own; the in-process
-            # translator splits each batch over its streams instead.
-            concurrency=streams if s.engine_process and self.factory is None else 1,
+            # translator splits each batch over its streams instead. A row pool takes sentences in
+            # between steps, so each stream is fed several batches at once: its rows stay full
+            # while each batch's sentences finish, instead of waiting for a batch's longest.
+            concurrency=(streams if s.engine_process and self.factory is None else 1)
+            * (POOL_BATCHES_PER_STREAM if s.row_pool else 1),
         )
         return PoolConfig(translator, batcher, s.max_loaded_models, int(s.max_loaded_mb * 1e6))
 
