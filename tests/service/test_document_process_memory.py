@@ -10,13 +10,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from live_server import ServiceProcess, StartService, assert_error
-from test_documents_process import document_pid
+from test_app_engine_crash import document_pids
 
 MEMORY_MB = 256  # the least allowed: the process's imports take some 150 MiB of it
 # 9.6 MB of real paragraphs, within every other limit but the characters', which is checked after
 # reading: reading it takes some 130 MiB more than MEMORY_MB allows.
 PARAGRAPH = b"Some *important* text: the committee reviewed the annual report and approved the budget.\n\n"
 LARGE = PARAGRAPH * (9_600_000 // len(PARAGRAPH))
+HEAVY = PARAGRAPH * (100_000 // len(PARAGRAPH))  # read in the large files' process, as LARGE is
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +37,29 @@ def upload(client: httpx.Client, data: bytes) -> httpx.Response:
     )
 
 
-def test_the_document_process_allocates_no_more_than_the_setting(capped: ServiceProcess, client: httpx.Client) -> None:
-    assert upload(client, PARAGRAPH).status_code == 200
-    limits = resource.prlimit(document_pid(capped), resource.RLIMIT_DATA)
-    assert limits[0] == MEMORY_MB << 20
+def test_the_document_processes_allocate_no_more_than_the_setting(capped: ServiceProcess, client: httpx.Client) -> None:
+    """Both: the small files' and the large files'."""
+    assert upload(client, PARAGRAPH).status_code == 200 and upload(client, HEAVY).status_code == 200
+    pids = document_pids(capped.process.pid)
+    assert len(pids) == 2
+    for pid in pids:
+        assert resource.prlimit(pid, resource.RLIMIT_DATA)[0] == MEMORY_MB << 20
 
 
 def test_a_document_that_needs_more_memory_is_a_413_and_its_process_replaced(
     capped: ServiceProcess, client: httpx.Client
 ) -> None:
-    expected = upload(client, PARAGRAPH)
+    expected = upload(client, HEAVY)
     assert expected.status_code == 200
-    exhausted = document_pid(capped)
+    before = set(document_pids(capped.process.pid))
     error = assert_error(upload(client, LARGE), 413, "payload_too_large")
     assert error["message"] == (
         f"file: reading or writing it needs more memory than the document process may use, {MEMORY_MB} MiB "
         "(MT_DOCUMENT_MEMORY_MB)"
     )
     assert (error["setting"], error["limit"]) == ("MT_DOCUMENT_MEMORY_MB", MEMORY_MB)
-    again = upload(client, PARAGRAPH)
+    again = upload(client, HEAVY)
     assert again.status_code == 200
     assert again.content == expected.content
-    assert document_pid(capped) != exhausted
+    replaced = before - set(document_pids(capped.process.pid))
+    assert len(replaced) == 1, "the process that ran out, and it alone, is replaced"
