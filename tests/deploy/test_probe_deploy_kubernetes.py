@@ -31,6 +31,10 @@ ENGINE_PEAK_MB = {"cpu": 299.8, "cuda": 797.0}
 # The document process's heap is capped at MT_DOCUMENT_MEMORY_MB (RLIMIT_DATA); the code of its
 # libraries is mapped besides.
 DOCUMENT_CODE_MB = 50.0
+# The small files' document process (at most 64 KiB, not a .docx): its peak RSS after the slowest and
+# largest shapes of each format at that size (HTML of "< ", Markdown references, lists), 110 MB,
+# measured 2026-11-27 on the AMD EPYC of RESULTS.md section 23.
+LIGHT_DOCUMENT_PEAK_MB = 110.4
 # Measurements move with the CPU's kernels (the arena of an AVX2 machine is not an AMX one's),
 # glibc's fragmentation and the traffic's mix: a limit at the measured sum would be hit.
 HEADROOM = 1.25
@@ -57,7 +61,7 @@ def peak_memory_mb(settings: Settings) -> float:
     http = HTTP_PEAK_MB + settings.cache_mb + MAX_BUILT_MB
     # A file's upload and its translation are both held in the HTTP process while it is answered.
     http += 2 * settings.max_file_bytes / MB
-    document = settings.document_memory_mb * 2**20 / MB + DOCUMENT_CODE_MB
+    document = settings.document_memory_mb * 2**20 / MB + DOCUMENT_CODE_MB + LIGHT_DOCUMENT_PEAK_MB
     return http + RESOURCE_TRACKER_MB + settings.streams * ENGINE_PEAK_MB[provider] + document
 
 
