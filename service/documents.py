@@ -53,6 +53,7 @@ from service.errors import (
     UnsupportedMediaType,
 )
 from service.runtime import JobGlossary, Runtime, TranslationJob, prefer_served
+from service.turns import Turns
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -118,13 +119,17 @@ class DocumentProcess:
         self._light = _Lane(memory_mb=memory_mb, timeout_s=timeout_s)
         self._heavy = _Lane(memory_mb=memory_mb, timeout_s=timeout_s)
 
-    async def read(self, data: bytes, filename: str) -> ReadDocument:
+    async def read(self, data: bytes, filename: str, *, owner: str | None = None) -> ReadDocument:
+        """``owner``: the key the file is read for (None: the service has no keys): each key waiting
+        takes its turn at the lane's process (``service.turns``)."""
         lane = self._lane(data, filename)
-        return _checked(await lane.run(_read_in_child, data, filename, self.max_document_bytes, self.max_texts))
+        limits = (self.max_document_bytes, self.max_texts)
+        return _checked(await lane.run(owner, _read_in_child, data, filename, *limits))
 
-    async def write(self, data: bytes, filename: str, translations: list[str]) -> bytes:
+    async def write(self, data: bytes, filename: str, translations: list[str], *, owner: str | None = None) -> bytes:
         lane = self._lane(data, filename)
-        return await lane.run(_write_in_child, data, filename, self.max_document_bytes, self.max_texts, translations)
+        limits = (self.max_document_bytes, self.max_texts)
+        return await lane.run(owner, _write_in_child, data, filename, *limits, translations)
 
     def close(self) -> None:
         self._light.stop()
@@ -152,11 +157,11 @@ class _Lane:
         self.timeout_s = timeout_s
         self._child: _Child | None = None
         # Calls wait here rather than in the pool's queue, so that killing the child fails only the
-        # call it was running: a pool whose worker died fails every call queued in it.
-        self._turn = asyncio.Lock()
+        # call it was running: a pool whose worker died fails every call queued in it. Each key in turn.
+        self._turns = Turns()
 
-    async def run(self, function: Callable[..., T], *args: object) -> T:
-        async with self._turn:
+    async def run(self, owner: str | None, function: Callable[..., T], *args: object) -> T:
+        async with self._turns.turn(owner):
             future = await self._submit(_within_memory, function, *args)
             try:
                 async with asyncio.timeout(self.timeout_s):
@@ -272,7 +277,8 @@ async def translate_document(runtime: Runtime, documents: DocumentProcess, job: 
     limit = runtime.settings.max_file_bytes
     if len(job.data) > limit:
         raise PayloadTooLarge(f"the file is {len(job.data)} bytes; the limit is {limit} (MT_MAX_FILE_BYTES)")
-    document = await documents.read(job.data, job.filename)
+    owner = job.api_key if runtime.settings.keys_required else None
+    document = await documents.read(job.data, job.filename, owner=owner)
     _check_document_chars(document.chars, runtime.settings.max_document_chars)
     _check_texts(document.texts, runtime.settings.max_chars)
     source = _source_language(runtime, document, job.source_lang)
@@ -285,7 +291,7 @@ async def translate_document(runtime: Runtime, documents: DocumentProcess, job: 
             )
             done = await runtime.translate(request)
             translations += [result.text for result in done.results]
-    return await documents.write(job.data, job.filename, translations), document
+    return await documents.write(job.data, job.filename, translations, owner=owner), document
 
 
 def chunks(texts: Sequence[str], *, max_texts: int, max_chars: int) -> Iterator[list[str]]:
