@@ -71,6 +71,7 @@ from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.routes.libretranslate import LANGUAGE_NAMES
 from service.runtime import JobGlossary, Runtime, TranslationJob
+from service.turns import Turns
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -323,7 +324,7 @@ class _Document:
 @dataclass
 class _State:
     documents: dict[str, _Document] = field(default_factory=dict)
-    workers: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DOCUMENT_WORKERS))
+    workers: Turns = field(default_factory=lambda: Turns(DOCUMENT_WORKERS))  # keys in turn, not arrival order
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -484,7 +485,7 @@ async def _translate_document(
     job: FileJob,
 ) -> None:
     try:
-        async with state.workers:
+        async with state.workers.turn(document.owner):
             document.status = "translating"
             for attempt in range(DOCUMENT_RETRIES + 1):
                 try:

@@ -73,3 +73,23 @@ def test_a_caller_that_leaves_holds_no_turn(when: str) -> None:
         return served
 
     assert asyncio.run(scenario()) == ["first", "staying", "d"]
+
+
+def test_with_two_turns_another_key_takes_the_first_that_frees() -> None:
+    """DeepL's two document workers: key a holds both and has two more waiting; b's is next."""
+
+    async def scenario() -> list[str]:
+        turns, served = Turns(capacity=2), []
+        releases = {name: asyncio.Event() for name in ("a1", "a2", "a3", "a4", "b1")}
+        tasks = []
+        for owner, name in (("a", "a1"), ("a", "a2"), ("a", "a3"), ("a", "a4"), ("b", "b1")):
+            tasks.append(asyncio.create_task(take(turns, owner, name, served, releases[name])))
+            await asyncio.sleep(0)
+        assert served == ["a1", "a2"]
+        for name in ("a1", "a2", "b1", "a3", "a4"):
+            releases[name].set()
+            await asyncio.sleep(0.01)
+        await asyncio.gather(*tasks)
+        return served
+
+    assert asyncio.run(scenario()) == ["a1", "a2", "b1", "a3", "a4"]
