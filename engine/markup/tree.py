@@ -275,6 +275,14 @@ class _HTMLTokens(HTMLParser):
         self._token("end", tag)
 
     def handle_data(self, data: str) -> None:
+        if self.pending is not None and self.pending[1] == "data" and self.cdata_elem is None:
+            # Text after text is the same text token, checked where it starts: html.parser hands
+            # over each "<" that opens nothing as a piece of its own, and a token each made a file
+            # of "< " take twice the work.
+            position = self._at()
+            if self.markup.startswith("<", position):  # what a construct left open begins with
+                self._check_terminated("data", "", position)
+            return
         self._token("data")
 
     def handle_entityref(self, name: str) -> None:
