@@ -113,7 +113,7 @@ def test_openapi_documents_the_api(client: httpx.Client) -> None:
     assert spec["components"]["securitySchemes"][scheme_name] == {
         "type": "http",
         "scheme": "bearer",
-        "description": "An API key from MT_API_KEYS.",
+        "description": "A managed key (`python -m service keys create`) or one of MT_API_KEYS.",
     }
 
 
