@@ -39,7 +39,7 @@ async def settle() -> None:
 
 async def started(runtime: HeldRuntime) -> tuple[SentenceStream, asyncio.Task[None]]:
     """A stream of TEXT on ``runtime``, its start under way and its first submissions made."""
-    plan = Plan(TranslationJob(texts=[TEXT], target_lang="de"), [None], None, timeout_s=30, source_tokens=0)
+    plan = Plan(TranslationJob(texts=[TEXT], target_lang="de"), [None], None, timeout_s=30, text_tokens=[None])
     sentences = split_sentences(TEXT)
     stream = SentenceStream(runtime, plan, sentences, window=WINDOW, first_batch_s=FIRST_BATCH_S)  # type: ignore[arg-type]
     start = asyncio.create_task(stream.start())
