@@ -99,7 +99,7 @@ class TranslatorConfig:
     weights_cache: Path | None = None  # engine.shared_weights: one copy of the weights per machine
     # CPU: decode in a row pool per stream (engine.pool), which sub-batches join and leave between
     # steps; off: each sub-batch decodes as one rectangle of rows. Off by default until the pool is
-    # at least as fast (benchmarks/RESULTS.md, section 21).
+    # at least as fast (benchmarks/RESULTS.md, sections 21 and 24).
     pool: bool = False
     pool_rows: int = 128  # decoder rows a stream's pool decodes together at most
 
