@@ -8,8 +8,10 @@ every request is counted against its rate, in the database. Where they are not, 
 anonymous: no key is read and nothing is refused.
 
 A translation's characters are counted (``metered``) before it is translated, within its key's
-monthly quota, and taken back if it fails; they are counted for anonymous callers too, for
-``/v2/usage``.
+monthly quota, and taken back if it fails; they are counted for anonymous callers and MT_API_KEYS'
+keys too, for ``/v2/usage``, but these have no quota to keep: their counts are added up in the
+process and written every ``COUNT_EVERY_S`` (a write per request cost the HTTP process a fifth
+more CPU per request at 64 clients: benchmarks/RESULTS.md, section 24).
 
 While the database cannot be reached: a managed key read from it within MT_KEY_TRUST_S is served,
 its requests and characters not counted; any other managed key is answered 503
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -44,6 +47,8 @@ KEY_RECHECK_S = 10.0
 # How long a database found unusable is not tried again: requests in an outage are answered (or
 # served, trusted) at once, rather than each waiting out the pool's wait for a connection.
 RETRY_S = 2.0
+# How often the characters of callers without a quota, added up in the process, are written.
+COUNT_EVERY_S = 1.0
 KEY_REQUIRED = "an API key is required (Authorization: Bearer <key>)"
 INVALID_KEY = "invalid API key"
 
@@ -80,6 +85,8 @@ class Access:
         self._migrated = False
         self._problem: str | None = None  # why the database could not be used, while it cannot
         self._retry_at = 0.0  # on the monotonic clock: when to try the database again
+        self._uncounted: Counter[str] = Counter()  # by owner: characters of callers without a quota, not yet written
+        self._counting: asyncio.Task[None] | None = None
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -151,6 +158,14 @@ class Access:
     async def metered(self, caller: Caller, characters: int) -> AsyncIterator[None]:
         """Count ``characters`` for ``caller`` around a translation: QuotaExceeded (nothing
         counted) if they would take its key past its month's quota; taken back if the block raises."""
+        if caller.key is None and self.keys is not None:  # no quota: counted in the process first
+            self._count_later(caller.owner, characters)
+            try:
+                yield
+            except BaseException:
+                self._count_later(caller.owner, -characters)
+                raise
+            return
         charge = await self._charge(caller, characters)
         try:
             yield
@@ -164,26 +179,47 @@ class Access:
             raise
 
     async def _charge(self, caller: Caller, characters: int) -> Charge | None:
-        if self.keys is None or characters == 0:
+        """Count a managed key's characters within its quota, in the database at once."""
+        if self.keys is None or caller.key is None or characters == 0:
             return None
-        store, limit = self.keys, caller.key.characters_per_month if caller.key else None
-        try:
-            counted = await self._trusted_call(
-                lambda: store.charge(caller.owner, characters, limit=limit, now=self.clock()), caller.owner
-            )
-        except DatabaseUnavailable:
-            if caller.key is not None:  # not trusted: ``_call`` raised
-                raise
-            return None  # no limit to keep: served, not counted
+        store, limit = self.keys, caller.key.characters_per_month
+        counted = await self._trusted_call(
+            lambda: store.charge(caller.owner, characters, limit=limit, now=self.clock()), caller.owner
+        )
         if isinstance(counted, OverQuota):
             raise _over_quota(counted, characters, self.clock())
         return counted
+
+    def _count_later(self, owner: str, characters: int) -> None:
+        self._uncounted[owner] += characters
+        if self._counting is None or self._counting.done():
+            self._counting = asyncio.get_running_loop().create_task(self._count_soon())
+
+    async def _count_soon(self) -> None:
+        await asyncio.sleep(COUNT_EVERY_S)
+        await self.count()
+
+    async def count(self) -> None:
+        """Write the characters added up in the process; kept for the next time if the database
+        cannot be used."""
+        counts = {owner: n for owner, n in self._uncounted.items() if n}
+        self._uncounted.clear()
+        if not counts or self.keys is None:
+            return
+        store, now = self.keys, self.clock()
+        try:
+            await self._call(lambda: store.add(counts, now))
+        except DatabaseUnavailable:
+            for owner, n in counts.items():
+                self._count_later(owner, n)
 
     async def usage(self, caller: Caller) -> tuple[int, int | None]:
         """The characters counted for ``caller`` this month, and its key's monthly limit."""
         limit = caller.key.characters_per_month if caller.key else None
         if self.keys is None:
             return 0, limit
+        if self._uncounted[caller.owner]:
+            await self.count()
         store = self.keys
         used = await self._call(lambda: store.used(caller.owner, self.clock()))
         return used, limit

@@ -74,6 +74,7 @@ def create_app(
         await asyncio.wait({loading})
         await runtime.close()
         await asyncio.wait({reaching})
+        await runtime.access.count()
         runtime.access.close()
 
     # /docs and /redoc load Swagger UI and ReDoc from the service itself, not from a CDN; Swagger

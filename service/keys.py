@@ -192,6 +192,16 @@ class KeyStore:
             {"n": charge.characters, "owner": charge.owner, "month": charge.month},
         )
 
+    def add(self, counts: dict[str, int], now: float) -> None:
+        """Add characters (or take them back, counts below 0) for owners without a quota, in the
+        month of ``now``."""
+        for owner, n in counts.items():
+            self.db.statement(
+                "INSERT INTO key_usage (owner, month, characters) VALUES (:owner, :month, :n)"
+                " ON CONFLICT (owner, month) DO UPDATE SET characters = key_usage.characters + excluded.characters",
+                {"owner": owner, "month": month_of(now), "n": n},
+            )
+
     def used(self, owner: str, now: float) -> int:
         """The characters counted for ``owner`` in the month of ``now``."""
         rows = self.db.statement(

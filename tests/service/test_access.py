@@ -5,13 +5,14 @@ that the tests stop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from postgres_server import PostgresServer, fresh_database, throwaway_postgres
 
-from service.access import Access
+from service.access import ANONYMOUS, COUNT_EVERY_S, RETRY_S, Access
 from service.database import PostgresDatabase, SqliteDatabase, migrate
 from service.errors import DatabaseUnavailable, QuotaExceeded
 from service.keys import KeyStore
@@ -48,6 +49,44 @@ def test_characters_are_counted_within_the_quota_and_taken_back_when_the_transla
                 pytest.fail("a request past the quota is not translated")
         assert refused.value.details == {"limit": 100, "used": 60, "requested": 41}
         assert await access.usage(caller) == (60, 100)
+
+    asyncio.run(scenario())
+    access.close()
+
+
+def test_callers_without_a_quota_are_counted_in_the_process_then_written_together(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    """An open service's callers have no quota to keep: their characters are added up and written
+    once a second (or when /v2/usage asks), not once per request; a failed translation's are taken
+    back, and counts the database cannot take are kept for the next time."""
+    url = fresh_database(server)
+    db = PostgresDatabase(url)
+    migrate(db)
+    access, store = Access(Settings(database_url=url, data_dir=tmp_path), KeyStore(db)), KeyStore(db)
+
+    async def translate(characters: int, *, fails: bool = False) -> None:
+        with contextlib.suppress(RuntimeError):
+            async with access.metered(ANONYMOUS, characters):
+                if fails:
+                    raise RuntimeError("the translation failed")
+
+    async def scenario() -> None:
+        for characters in (10, 20, 30):
+            await translate(characters)
+        await translate(40, fails=True)
+        assert store.used("", access.clock()) == 0  # nothing written per request
+        await asyncio.sleep(COUNT_EVERY_S + 0.5)
+        assert store.used("", access.clock()) == 60
+        await translate(5)
+        assert await access.usage(ANONYMOUS) == (65, None)  # what the process added up, written first
+        server.stop()
+        await translate(7)
+        await access.count()  # the database is away: kept
+        server.start()
+        await asyncio.sleep(RETRY_S)
+        await access.count()
+        assert store.used("", access.clock()) == 72
 
     asyncio.run(scenario())
     access.close()
