@@ -23,6 +23,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from engine.insets import ADDRESS
+from engine.languages import primary_subtag
 from engine.short_text_id import ShortTextRanker, is_short
 
 MAJOR_EUROPEAN = (
@@ -95,7 +96,7 @@ def supported_languages() -> frozenset[str]:
 def default_languages(served: Iterable[str]) -> list[str]:
     """``MAJOR_EUROPEAN`` and the served languages (``pt-BR`` as ``pt``), sorted: detecting only the
     served ones would call any other language one of them."""
-    return sorted({*MAJOR_EUROPEAN, *(code.split("-")[0].strip().lower() for code in served)})
+    return sorted({*MAJOR_EUROPEAN, *(primary_subtag(code) for code in served)})
 
 
 class LanguageIdentifier:

@@ -28,10 +28,26 @@ REGION_SCRIPTS = {
 }  # fmt: skip
 
 
+# English names of languages by primary subtag, as LibreTranslate's and DeepL's language lists give them.
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
+    "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French", "ga": "Irish",
+    "hr": "Croatian", "hu": "Hungarian", "it": "Italian", "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian",
+    "lv": "Latvian", "nb": "Norwegian Bokmål", "nl": "Dutch", "no": "Norwegian", "pl": "Polish",
+    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sr": "Serbian",
+    "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
+}  # fmt: skip
+
+
+def primary_subtag(code: str) -> str:
+    """The language of a BCP 47 tag without its script, region and variants, in lower case: "pt" for
+    "pt-BR", "zh" for "zh_Hant"."""
+    return code.strip().replace("_", "-").split("-")[0].lower()
+
+
 def word_separator(language: Language) -> str:
     """What goes between two words, and two sentences, of ``language``: a space or nothing."""
-    primary = language.code.replace("_", "-").split("-")[0].lower()
-    return "" if primary in WRITTEN_WITHOUT_SPACES else " "
+    return "" if primary_subtag(language.code) in WRITTEN_WITHOUT_SPACES else " "
 
 
 class UnsupportedLanguage(ValueError):
@@ -45,7 +61,7 @@ def find(languages: list[Language], name: str) -> Language | None:
     if (lang := _named(languages, wanted)) is not None:
         return lang
     # By code: the languages of several models name one language several times.
-    by_subtag = {lang.code: lang for lang in languages if lang.code.lower().split("-")[0] == wanted}
+    by_subtag = {lang.code: lang for lang in languages if primary_subtag(lang.code) == wanted}
     if len(by_subtag) == 1:
         return next(iter(by_subtag.values()))
     return next((lang for code in broader(wanted) if (lang := _named(languages, code)) is not None), None)

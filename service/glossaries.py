@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from engine.glossary import BuiltGlossaries, Glossary, Term
-from engine.languages import UnsupportedLanguage
+from engine.languages import UnsupportedLanguage, primary_subtag
 from engine.picklable import Picklable
 from service.disk_reserve import Reserve
 from service.errors import storage_full
@@ -221,7 +221,7 @@ def variant_language(code: str) -> str | None:
     """The language a variant of ``DEEPL_VARIANTS`` names (EN-GB: en, in any case); None for any
     other code, a variant DeepL does not name (EN-XX) included."""
     wanted = code.strip().lower()
-    return wanted.split("-")[0] if wanted in DEEPL_VARIANTS else None
+    return primary_subtag(wanted) if wanted in DEEPL_VARIANTS else None
 
 
 def checked(terms: Sequence[Term]) -> Glossary:

@@ -41,6 +41,7 @@ from engine.cost import text_work
 from engine.glossary import Glossary, Match
 from engine.language_choice import Choice, choose, request_prior
 from engine.language_id import Detection, LanguageIdentifier, default_languages, is_passthrough, supported_languages
+from engine.languages import primary_subtag
 from engine.markup import Document, MarkupError, plain_text
 from engine.repository import Hop, ModelEntry, Route, Router, discover, single
 from engine.tokenizer import Tokenizer
@@ -225,7 +226,7 @@ class Runtime:
         known = supported_languages()
         candidates = detect or [c for c in default_languages(self.router.sources()) if c in known]
         # Short texts are ranked among the served languages alone: which of them it is, is the question.
-        served = sorted({_base(code) for pair in self.router.pairs() for code in pair})
+        served = sorted({primary_subtag(code) for pair in self.router.pairs() for code in pair})
         self.identifier = await asyncio.to_thread(LanguageIdentifier, candidates, short_languages=served)
         pool = ModelPool(entries, self._pool_config(), self._loader(), self.metrics)
         try:
@@ -353,7 +354,7 @@ class Runtime:
         """What each text becomes on its way into ``target`` (None: not to identify): translated from
         the likeliest source language that a model translates into ``target``, kept, or refused
         (``choose``); a text only guessed is taken for the language the others are identified in."""
-        sources, base = self._served_sources(router, target).keys(), _base(target)
+        sources, base = self._served_sources(router, target).keys(), primary_subtag(target)
         detections = [None if text is None else self.detect(text) for text in texts]
         choices = [None if d is None else choose(d, sources, base) for d in detections]
         if (prior := request_prior(choices)) is None:
@@ -370,8 +371,8 @@ class Runtime:
         apart; "pt" alone would name neither)."""
         if target not in self._sources_into:
             by_base: dict[str, str] = {}
-            for code in sorted(_sources_into(router, target), key=lambda code: code != _base(code)):
-                by_base.setdefault(_base(code), code)
+            for code in sorted(_sources_into(router, target), key=lambda code: code != primary_subtag(code)):
+                by_base.setdefault(primary_subtag(code), code)
             self._sources_into[target] = by_base
         return self._sources_into[target]
 
@@ -685,11 +686,6 @@ def _same_language(router: Router, source: str, target: str) -> bool:
 def _sources_into(router: Router, target: str) -> list[str]:
     """The source languages some route translates into ``target``."""
     return [s for s, t in router.pairs() if t == target]
-
-
-def _base(code: str) -> str:
-    """A language code as the identifier names it: "pt" for "pt-BR"."""
-    return code.lower().split("-")[0]
 
 
 def _refused(router: Router, detection: Detection, text: str, target: str) -> Refused:

@@ -41,7 +41,7 @@ from starlette.types import Scope
 
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
-from engine.languages import broader
+from engine.languages import LANGUAGE_NAMES, broader, primary_subtag
 from engine.repository import Router
 from service.documents import DocumentProcess, FileJob, translate_document
 from service.errors import (
@@ -69,7 +69,6 @@ from service.glossaries import (
 from service.routes.common import FORM_TYPES, authorized, get_runtime, parse_json, read_form, unless_disconnected
 from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
-from service.routes.libretranslate import LANGUAGE_NAMES
 from service.runtime import JobGlossary, Runtime, TranslationJob
 from service.turns import Turns
 
@@ -305,7 +304,7 @@ def _deepl_code(code: str) -> str:
 
 
 def _name(code: str) -> str:
-    return REGIONAL_NAMES.get(code) or LANGUAGE_NAMES.get(code.lower().split("-")[0], code)
+    return REGIONAL_NAMES.get(code) or LANGUAGE_NAMES.get(primary_subtag(code), code)
 
 
 @dataclass
@@ -587,7 +586,7 @@ async def _glossary(
     glossary = await stored_glossary(request, key, glossary_id)
     if glossary is None:
         raise InvalidRequest(f"Value for 'glossary_id' not supported: no glossary {quoted_id(glossary_id)}.")
-    if (glossary.source_lang, glossary.target_lang) != (source.split("-")[0], target.split("-")[0]):
+    if (glossary.source_lang, glossary.target_lang) != (primary_subtag(source), primary_subtag(target)):
         raise InvalidRequest(
             f"The glossary is for {glossary.source_lang.upper()} to {glossary.target_lang.upper()}, "
             "not for the languages of this translation."

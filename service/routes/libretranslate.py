@@ -28,6 +28,7 @@ from engine import languages
 from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
 from engine.language_choice import as_answer
+from engine.languages import LANGUAGE_NAMES
 from engine.repository import Router
 from service.access import Caller
 from service.errors import (
@@ -69,14 +70,6 @@ M = TypeVar("M", bound=BaseModel)
 TAG = "LibreTranslate compatibility"
 router = APIRouter(tags=[TAG])
 
-LANGUAGE_NAMES = {
-    "ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
-    "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French", "ga": "Irish",
-    "hr": "Croatian", "hu": "Hungarian", "it": "Italian", "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian",
-    "lv": "Latvian", "nb": "Norwegian Bokmål", "nl": "Dutch", "no": "Norwegian", "pl": "Polish",
-    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sr": "Serbian",
-    "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
-}  # fmt: skip
 # LibreTranslate's messages (its app.py).
 KEY_REQUIRED = "Please contact the server operator to get an API key"
 INVALID_KEY = "Invalid API key"
