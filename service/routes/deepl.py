@@ -21,13 +21,10 @@ DeepL's rules: ``source_lang`` is required with it, and it must be for the trans
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import logging
-import secrets
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -43,20 +40,17 @@ from engine.api import TranslationOptions
 from engine.documents import SUPPORTED_EXTENSIONS
 from engine.languages import LANGUAGE_NAMES, broader, primary_subtag
 from engine.repository import Router
+from service.document_jobs import Document, DocumentJobs
 from service.documents import DocumentProcess, FileJob, translate_document
 from service.errors import (
     InvalidRequest,
     NotFound,
-    Overloaded,
-    ServiceError,
     Unauthorized,
-    Unavailable,
     UnsupportedLanguage,
     UnsupportedMediaType,
     describe_validation,
     error_response,
 )
-from service.file_store import FileStore
 from service.glossaries import (
     MAX_NAME_CHARS,
     GlossaryInfo,
@@ -70,7 +64,6 @@ from service.routes.common import FORM_TYPES, authorized, get_runtime, parse_jso
 from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.runtime import JobGlossary, Runtime, TranslationJob
-from service.turns import Turns
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,14 +71,6 @@ T = TypeVar("T")
 UPLOAD_PATHS = ("/v2/document",)
 # /v2/usage's character_limit for a caller without a monthly quota (``service.keys``).
 CHARACTER_LIMIT = 1_000_000_000_000
-# Documents translated at once (the others wait, "queued"), and most documents not yet translated.
-DOCUMENT_WORKERS = 2
-MAX_PENDING_DOCUMENTS = 64
-# Of those, what one key may have waiting where the service has keys: one key's 64 held every other
-# key's uploads off (429) for as long as they took.
-KEY_SHARE_OF_PENDING = 4
-# A document's translation refused as overloaded (429) is tried again this many times.
-DOCUMENT_RETRIES = 5
 # DeepL's target codes for a language served under its bare code, and their names.
 REGIONAL_TARGETS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
 REGIONAL_NAMES = {
@@ -307,38 +292,10 @@ def _name(code: str) -> str:
     return REGIONAL_NAMES.get(code) or LANGUAGE_NAMES.get(primary_subtag(code), code)
 
 
-@dataclass
-class _Document:
-    document_id: str
-    key: str
-    owner: str
-    filename: str
-    status: Literal["queued", "translating", "done", "error"] = "queued"
-    characters: int = 0
-    error: str | None = None
-    result: str | None = None  # its name in the FileStore
-    expires: float | None = None  # on the monotonic clock, once finished
-
-
-@dataclass
-class _State:
-    documents: dict[str, _Document] = field(default_factory=dict)
-    workers: Turns = field(default_factory=lambda: Turns(DOCUMENT_WORKERS))  # keys in turn, not arrival order
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
-
-
 async def _glossaries(request: Request) -> tuple[str, GlossaryStore]:
     """The caller's key, checked, as the owner of glossaries, and the store."""
     runtime = await get_runtime(request)
     return owner(runtime, await _authorize(request, runtime)), glossary_store(request)
-
-
-def _state(request: Request) -> _State:
-    state: _State | None = getattr(request.app.state, "deepl", None)
-    if state is None:
-        state = _State()
-        request.app.state.deepl = state
-    return state
 
 
 # -- translating ----------------------------------------------------------------------------------
@@ -446,94 +403,38 @@ async def upload_document(request: Request) -> JSONResponse:
     target = _language(served, body.target_lang, "target")
     source = _language(served, body.source_lang, "source") if body.source_lang else None
     glossary = await _glossary(request, key, body.glossary_id, source, target)
-    state = _state(request)
-    _expire(state)
-    whose = owner(runtime, key)
-    _check_pending(state, whose, shared=bool(runtime.settings.keys_required))
-    runtime.enter()  # counted in flight until translated: a draining server finishes it first
-    document = _Document(secrets.token_hex(16).upper(), secrets.token_hex(32).upper(), whose, filename)
-    state.documents[document.document_id] = document
     job = FileJob(data, filename, target, source, api_key=key, glossary=glossary)
-    task = asyncio.create_task(
-        _translate_document(request.app.state.files, request.app.state.documents, runtime, state, document, job)
+    processes: DocumentProcess = request.app.state.documents
+    document = _jobs(request, runtime).submit(
+        job,
+        functools.partial(translate_document, runtime, processes),
+        owner=owner(runtime, key),
+        keys_required=bool(runtime.settings.keys_required),
+        finished=runtime.leave,
     )
-    state.tasks.add(task)
-    task.add_done_callback(state.tasks.discard)
+    runtime.enter()  # counted in flight until translated (its task runs once this returns): drained first
     return JSONResponse({"document_id": document.document_id, "document_key": document.key})
 
 
-def _check_pending(state: _State, whose: str, *, shared: bool) -> None:
-    """Overloaded (429) past the documents that may wait to be translated: ``MAX_PENDING_DOCUMENTS``
-    in all and, where the service has keys (``shared``), a ``KEY_SHARE_OF_PENDING``-th of them a key."""
-    pending = [d for d in state.documents.values() if d.status in ("queued", "translating")]
-    if len(pending) >= MAX_PENDING_DOCUMENTS:
-        message = f"{MAX_PENDING_DOCUMENTS} documents are waiting to be translated: try again later"
-        raise Overloaded(message, retry_after_s=5)
-    share = MAX_PENDING_DOCUMENTS // KEY_SHARE_OF_PENDING
-    if shared and sum(d.owner == whose for d in pending) >= share:
-        message = f"{share} of this key's documents are waiting to be translated, a key's share: try again later"
-        raise Overloaded(message, retry_after_s=5)
+def _jobs(request: Request, runtime: Runtime) -> DocumentJobs:
+    jobs: DocumentJobs | None = getattr(request.app.state, "deepl_documents", None)
+    if jobs is None:
+        jobs = DocumentJobs(request.app.state.files, runtime.settings.file_expiry_s)
+        request.app.state.deepl_documents = jobs
+    return jobs
 
 
-async def _translate_document(
-    files: FileStore,
-    documents: DocumentProcess,
-    runtime: Runtime,
-    state: _State,
-    document: _Document,
-    job: FileJob,
-) -> None:
-    try:
-        async with state.workers.turn(document.owner):
-            document.status = "translating"
-            for attempt in range(DOCUMENT_RETRIES + 1):
-                try:
-                    data, read = await translate_document(runtime, documents, job)
-                    break
-                except Overloaded as e:
-                    if attempt == DOCUMENT_RETRIES:
-                        raise
-                    await asyncio.sleep(e.retry_after_s)
-            owner = document.owner if runtime.settings.keys_required else None
-            document.result = await files.put(data, filename=document.filename, media_type=read.media_type, owner=owner)
-            document.characters = read.chars
-            document.status = "done"
-    except ServiceError as e:
-        document.status, document.error = "error", e.message
-    except Exception as e:
-        log.error("document translation failed", exc_info=e)
-        document.status, document.error = "error", "internal server error"
-    finally:
-        document.expires = time.monotonic() + runtime.settings.file_expiry_s
-        runtime.leave()
-
-
-def _expire(state: _State) -> None:
-    now = time.monotonic()
-    for document_id, document in list(state.documents.items()):
-        if document.expires is not None and document.expires <= now:
-            del state.documents[document_id]
-
-
-async def _document(request: Request, document_id: str) -> tuple[Runtime, _State, _Document]:
+async def _document(request: Request, document_id: str) -> tuple[DocumentJobs, Document]:
     runtime = await get_runtime(request)
     key = await _authorize(request, runtime)
     body = _validated(DocumentKeyBody, await _fields(request))
-    state = _state(request)
-    _expire(state)
-    document = state.documents.get(document_id)
-    if (
-        document is None
-        or document.owner != owner(runtime, key)
-        or not secrets.compare_digest(document.key.encode(), body.document_key.strip().upper().encode())
-    ):
-        raise NotFound("Document not found.")
-    return runtime, state, document
+    jobs = _jobs(request, runtime)
+    return jobs, jobs.find(document_id, owner=owner(runtime, key), document_key=body.document_key)
 
 
 @router.post("/v2/document/{document_id}")
 async def document_status(request: Request, document_id: str) -> JSONResponse:
-    _, _, document = await _document(request, document_id)
+    _, document = await _document(request, document_id)
     status: dict[str, Any] = {"document_id": document.document_id, "status": document.status}
     if document.status in ("queued", "translating"):
         status["seconds_remaining"] = 1
@@ -546,18 +447,10 @@ async def document_status(request: Request, document_id: str) -> JSONResponse:
 
 @router.post("/v2/document/{document_id}/result")
 async def document_result(request: Request, document_id: str) -> Response:
-    _, state, document = await _document(request, document_id)
-    if document.status == "error":
-        raise InvalidRequest(f"The document could not be translated: {document.error}")
-    if document.status != "done" or document.result is None:
-        raise Unavailable("Document not ready.")
-    files: FileStore = request.app.state.files
-    stored = files.get(document.result)
-    del state.documents[document.document_id]  # downloaded once, as from DeepL
-    if stored is None:
-        raise NotFound("Document not found.")
+    jobs, document = await _document(request, document_id)
+    name, stored = jobs.take_result(document)
     # Deleted once sent: it cannot be downloaded again, so it must not wait on the disk for its expiry.
-    return DownloadOnce(files, document.result, stored)
+    return DownloadOnce(jobs.files, name, stored)
 
 
 # -- glossaries -----------------------------------------------------------------------------------

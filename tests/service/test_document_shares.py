@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 from live_server import ServiceProcess, StartService
 
-from service.routes.deepl import KEY_SHARE_OF_PENDING, MAX_PENDING_DOCUMENTS
+from service.document_jobs import KEY_SHARE_OF_PENDING, MAX_PENDING_DOCUMENTS
 
 KEYS = ("share-a", "share-b")
 
