@@ -5,7 +5,8 @@ fed a shape an attacker would choose at a size n and at 4n.
 Work is this process's CPU time with the cyclic garbage collector paused (its full collections
 are proportional to the whole live heap, not to the work of the code under test), the best of
 three runs, at an n large enough for milliseconds to be measured: linear work grows about 4x from
-n to 4n, quadratic 16x; the bound, 6x, leaves room for noise and for n log n. A writer is given
+n to 4n, quadratic 16x; the bound, 8x, leaves room for n log n and for a loaded machine's noise
+(6.2x was seen for a linear reader in a full run of the suite on 2 vCPUs). A writer is given
 its reader's texts as their own translations (markup with a word-for-word alignment), so that
 its output can be held against its input: it grows as the input does, within twice it and 1 MiB
 (the bound on what Markdown's references write out)."""
@@ -25,7 +26,7 @@ from engine.documents import read_document
 from engine.markup.document import Document, Translation
 from engine.markup.projection import WordAlignment
 
-GROWTH_BOUND = 6.0
+GROWTH_BOUND = 8.0
 OUTPUT_BOUND = (2, 1 << 20)  # output bytes at most 2 x input + 1 MiB
 MEASURABLE_S = 0.02  # the run at n takes at least this much CPU time
 Run = Callable[[int], tuple[int, int]]  # n -> (output bytes, input bytes)
