@@ -171,8 +171,7 @@ def insets_run(make: Callable[[int], str]) -> Run:
 def work(run: Run, n: int, *, runs: int = 3) -> tuple[float, tuple[int, int]]:
     """The least CPU time of ``runs`` runs at ``n``, the collector paused, and the run's sizes."""
     best = float("inf")
-    gc.collect()
-    gc.disable()
+    gc.disable()  # not collected first: in the suite's process a full collection of its heap cost more than the runs
     try:
         for _ in range(runs):
             started = time.process_time()
