@@ -67,12 +67,12 @@ class _DrainingServer(uvicorn.Server):
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if sig != signal.SIGTERM or self.runtime.draining or self._loop is None:
+        if sig != signal.SIGTERM or self.runtime.in_flight.draining or self._loop is None:
             super().handle_exit(sig, frame)
             return
         # Refuse new requests from this moment. Not recorded as a captured signal: uvicorn would
         # re-raise it after shutdown, and the process would die by SIGTERM instead of exiting 0.
-        self.runtime.start_draining()
+        self.runtime.in_flight.start_draining()
         self._loop.call_soon_threadsafe(self._start_drain)
 
     def _start_drain(self) -> None:
@@ -80,7 +80,7 @@ class _DrainingServer(uvicorn.Server):
 
     async def _drain_then_exit(self) -> None:
         log.info("SIGTERM: draining (up to %g s)", self.drain_timeout_s)
-        await self.runtime.drain(self.drain_timeout_s)
+        await self.runtime.in_flight.drain(self.drain_timeout_s)
         self.config.timeout_graceful_shutdown = GRACE_AFTER_DRAIN_S
         self.should_exit = True
 

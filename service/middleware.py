@@ -62,7 +62,7 @@ class RequestAccounting:
 
         try:
             if translating:
-                self.runtime.enter()
+                self.runtime.in_flight.enter()
         except ServiceError as exc:  # refused: the server is draining
             status = await _send_error(exc, scope, receive, send, metrics)
         else:
@@ -73,7 +73,7 @@ class RequestAccounting:
                     metrics.errors.labels(ClientDisconnected.type).inc()
             finally:
                 if translating:
-                    self.runtime.leave()
+                    self.runtime.in_flight.leave()
         finally:
             route = _route_label(scope)
             metrics.requests.labels(route, str(status)).inc()

@@ -1,7 +1,8 @@
 """The service's live state and the translation path shared by all translation routes.
 
 ``Runtime`` owns the model pool (``service.models``), the router over the repository, language
-identification, the cache, readiness and draining. Routes describe what they want as a
+identification, the cache and readiness; the requests in flight and their draining are
+``service.in_flight``'s. Routes describe what they want as a
 ``TranslationJob`` and call ``Runtime.translate``, which checks the key and the limits, identifies
 the source language of each text when it is not given, routes each text to one model or two
 through a pivot language, answers what it can from the cache, and sends the rest through that
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -58,6 +59,7 @@ from service.errors import (
     Unavailable,
     UnsupportedLanguage,
 )
+from service.in_flight import InFlight
 from service.metrics import Metrics
 from service.models import EngineLoader, InProcessLoader, ModelPool, PoolConfig
 from service.settings import Settings
@@ -65,7 +67,6 @@ from service.settings import Settings
 log = logging.getLogger(__name__)
 
 UNDETERMINED_LABEL = "und"  # ISO 639-2's code for an undetermined language
-_STOPPED = "the service shut down before the translation finished: try again"
 # Batches in flight per engine stream with the row pool (MT_ROW_POOL): a pool of 128 rows holds 32
 # sentences at beam 4, which the batcher's batches of a few texts each keep topped up.
 POOL_BATCHES_PER_STREAM = 4
@@ -172,13 +173,7 @@ class Runtime:
         self._tokenizers: dict[str, Tokenizer] = {}  # the request checks' own, read on first use
         self._sources_into: dict[str, dict[str, str]] = {}  # target -> its sources (``_served_sources``)
         self.load_error: str | None = None
-        self.draining = False
-        # The deadlines of the translations running, which a drain that runs out ends (``_stopping``).
-        self._running: set[asyncio.Timeout] = set()
-        self._stopped = False  # the drain ran out: translations still running are answered 503
-        self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self.in_flight = InFlight(metrics)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -191,7 +186,7 @@ class Runtime:
         """Unavailable (503) while the preloaded models load, when none can serve, while every
         engine process is down (its restarts failing: requests would only get 500s), and while
         draining; else the models that failed to load (by name: why), which the others outlive."""
-        if self.draining:
+        if self.in_flight.draining:
             raise Unavailable("draining: the service is shutting down")
         pool, _ = self._loaded()
         if (down := await asyncio.to_thread(pool.loader.down)) is not None:
@@ -283,60 +278,6 @@ class Runtime:
             await self.pool.close()
         self.pool = None
 
-    def start_draining(self) -> None:
-        """Turn unready and refuse new translation requests from now on (``enter`` raises)."""
-        self.draining = True
-
-    async def drain(self, timeout_s: float) -> bool:
-        """Drain: wait up to ``timeout_s`` for accepted requests; True if all finished."""
-        self.start_draining()
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._idle.wait()
-        except TimeoutError:
-            log.warning("drain: %d requests still running after %g s; answering them 503", self._in_flight, timeout_s)
-            self._stop_running()
-            return False
-        return True
-
-    def _stop_running(self) -> None:
-        """End every translation still running with Unavailable: each is answered a 503 in its
-        route's shape, where the server cancelling it after the drain would answer a bare 500."""
-        self._stopped = True
-        now = asyncio.get_running_loop().time()
-        for deadline in self._running:
-            deadline.reschedule(now)
-
-    async def _stopping(self, work: Awaitable[T]) -> T:
-        """``work``, ended by ``_stop_running``: a deadline of its own (no timer until the drain
-        runs out), which cancels it as ``asyncio.timeout`` does, and so drops its queued texts.
-        Work that starts after that is ended at its first wait."""
-        deadline = asyncio.timeout(0 if self._stopped else None)
-        self._running.add(deadline)
-        try:
-            async with deadline:
-                return await work
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            raise Unavailable(_STOPPED) from None
-        finally:
-            self._running.discard(deadline)
-
-    def enter(self) -> None:
-        """Count an accepted translation request in flight; refuse it while draining."""
-        if self.draining:
-            raise Unavailable("the service is shutting down")
-        self._in_flight += 1
-        self._idle.clear()
-        self.metrics.in_flight.set(self._in_flight)
-
-    def leave(self) -> None:
-        self._in_flight -= 1
-        self.metrics.in_flight.set(self._in_flight)
-        if self._in_flight == 0:
-            self._idle.set()
-
     def serving(self) -> tuple[ModelPool, Router]:
         """The pool and router; Unavailable (503) until the repository is read."""
         return self._loaded()
@@ -416,7 +357,7 @@ class Runtime:
                 results[i] = _unchanged(texts[i])
             else:
                 groups.setdefault(route, []).append(i)
-        done = await self._stopping(
+        done = await self.in_flight.stopping(
             asyncio.gather(
                 *(
                     self._translate_route(
@@ -443,7 +384,7 @@ class Runtime:
         if route is None or is_passthrough(part):
             return _unchanged(part), None
         job = plan.job
-        [result], model = await self._stopping(
+        [result], model = await self.in_flight.stopping(
             self._translate_route(
                 route, [part], job.options, _terms(route, job.glossary), _Batching(plan.timeout_s, plan.source_tokens)
             )

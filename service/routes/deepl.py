@@ -316,12 +316,12 @@ async def translate(request: Request) -> JSONResponse:
     job = TranslationJob(body.text, target, source, options, api_key=key, glossary=glossary, keep_same_language=True)
     # Counted in flight, as the middleware counts the other translation routes (TRANSLATION_PATHS):
     # refused while draining, and waited for by the drain.
-    runtime.enter()
+    runtime.in_flight.enter()
     try:
         async with runtime.access.metered(await authorized(request, key), sum(map(len, body.text))):
             done = await unless_disconnected(request, runtime.translate(job))
     finally:
-        runtime.leave()
+        runtime.in_flight.leave()
     detections = done.detections or [None] * len(done.results)
     # DeepL names a language for every text, and its clients read one (some as an enumeration that
     # "" is not in): a text with nothing to identify ("42", "") takes the language identified for
@@ -410,9 +410,9 @@ async def upload_document(request: Request) -> JSONResponse:
         functools.partial(translate_document, runtime, processes),
         owner=owner(runtime, key),
         keys_required=bool(runtime.settings.keys_required),
-        finished=runtime.leave,
+        finished=runtime.in_flight.leave,
     )
-    runtime.enter()  # counted in flight until translated (its task runs once this returns): drained first
+    runtime.in_flight.enter()  # counted in flight until translated (its task runs once this returns): drained first
     return JSONResponse({"document_id": document.document_id, "document_key": document.key})
 
 

@@ -118,7 +118,7 @@ def test_the_middleware_sees_the_path_without_the_prefix(path: str, root_path: s
 def test_translation_requests_are_known_under_the_prefix(path: str) -> None:
     """A draining service refuses them before reading them, with or without the prefix."""
     web = client(root_path="/mt")
-    web.app.state.runtime.start_draining()  # type: ignore[attr-defined]
+    web.app.state.runtime.in_flight.start_draining()  # type: ignore[attr-defined]
     response = web.post(path, json={"text": "A dog.", "target_lang": "de"})
     assert response.status_code == 503
     assert response.json()["error"]["message"] == "the service is shutting down"

@@ -112,16 +112,16 @@ def test_omitted_options_are_the_models_defaults_and_share_the_cache(tiny_bundle
 def test_draining_turns_unready_and_refuses_new_requests(tiny_bundle: Path) -> None:
     async def test(runtime: Runtime) -> None:
         await runtime.check_ready()
-        runtime.enter()
-        runtime.start_draining()
+        runtime.in_flight.enter()
+        runtime.in_flight.start_draining()
         with pytest.raises(Unavailable, match="draining"):
             await runtime.check_ready()
         with pytest.raises(Unavailable, match="shutting down"):
-            runtime.enter()
-        drained = asyncio.ensure_future(runtime.drain(timeout_s=30))
+            runtime.in_flight.enter()
+        drained = asyncio.ensure_future(runtime.in_flight.drain(timeout_s=30))
         await asyncio.sleep(0)
         assert not drained.done(), "one accepted request is still in flight"
-        runtime.leave()
+        runtime.in_flight.leave()
         assert await drained
 
     with_runtime(tiny_bundle, test)

@@ -20,5 +20,5 @@ def test_after_the_drain_uvicorn_only_finishes_writing(tiny_bundle: Path) -> Non
     config = uvicorn.Config(app, timeout_graceful_shutdown=round(settings.drain_timeout_s))
     server = _DrainingServer(config, app.state.runtime, settings.drain_timeout_s)
     asyncio.run(server._drain_then_exit())  # nothing in flight: the drain ends at once
-    assert server.should_exit and app.state.runtime.draining
+    assert server.should_exit and app.state.runtime.in_flight.draining
     assert server.config.timeout_graceful_shutdown == GRACE_AFTER_DRAIN_S < settings.drain_timeout_s
