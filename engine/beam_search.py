@@ -163,13 +163,14 @@ class _SearchState:
         # beams are one decoder row (CTranslate2 computes it once too).
         self.full = True
         self.fresh = np.zeros(B, dtype=bool)
+        self.last_step = np.zeros(B, dtype=bool)  # (B,) the sentences at their last step
         # Called as each sentence finishes, with its original index and best hypotheses.
         self.on_done: Callable[[int, list[Hypothesis]], None] | None = None
 
     def request(self) -> StepRequest:
         """The next step's request, with the selection made since the last one."""
         K = self.options.beam_size
-        last_step = self.max_lengths - 1 == self.steps
+        self.last_step = last_step = self.max_lengths - 1 == self.steps
         reads_eos = self.forced_eos == "model_score" and bool(last_step.any())
         # All V log-probabilities: without the top path; at the first step, which tells whether
         # the decoder has enough candidates (not if V is that small); at a sentence's last step
@@ -177,15 +178,15 @@ class _SearchState:
         # constraints, whose pieces need not be among a row's best.
         self.full = not self.use_top or not self.started or reads_eos or self.constraints is not None
         self.fresh = self.steps == 0 if K > 1 else np.zeros(len(self.steps), dtype=bool)
-        rows = self.decoder_rows()
+        rows = self.computed_rows()
         tokens = self.tokens if rows is None else self.tokens[rows]
         row_sentences = None
         if self.fresh.any() and not self.fresh.all():  # sentences of 1 row and of K: say whose each is
-            row_sentences = np.repeat(np.arange(len(self.steps)), np.where(self.fresh, 1, K))
+            row_sentences = np.repeat(np.arange(len(self.steps)), self.rows_per_sentence())
         selection, self.selection = self.selection, None
         return StepRequest(tokens, self.width, self.full, selection, row_sentences)
 
-    def decoder_rows(self) -> np.ndarray | None:
+    def computed_rows(self) -> np.ndarray | None:
         """(N_decoder,) the search's rows that the decoder computes: a fresh sentence's first only;
         None when it computes them all."""
         if not self.fresh.any():
@@ -199,15 +200,15 @@ class _SearchState:
         """The decoder's outputs as the search's rows: a fresh sentence's one row as its K beams."""
         if not self.fresh.any():
             return out
-        K = self.options.beam_size
-        return out.repeat(np.repeat(np.where(self.fresh, K, 1), np.where(self.fresh, 1, K)))
+        counts = self.rows_per_sentence()
+        return out.repeat(np.repeat(self.options.beam_size // counts, counts))  # K for a fresh row, else 1
 
     def parents(self, rows: np.ndarray) -> np.ndarray | None:
         """The decoder rows that the search's rows ``rows`` continue; None where they are the same."""
         if not self.fresh.any():
             return None
         K = self.options.beam_size
-        counts = np.where(self.fresh, 1, K)
+        counts = self.rows_per_sentence()
         starts = np.cumsum(counts) - counts  # each sentence's first decoder row
         sentence, beam = np.divmod(rows, K)
         return starts[sentence] + np.where(self.fresh[sentence], 0, beam)
@@ -223,10 +224,6 @@ class _SearchState:
         self.finished[int(self.alive[sentence])].append(
             Hypothesis(tokens, score, normalized(score, n, self.options.length_penalty), attention, eos, missing)
         )
-
-    def last_step(self) -> np.ndarray:
-        """(B,) bool: the sentences at their last step."""
-        return self.max_lengths - 1 == self.steps
 
     def context(self, last_step: np.ndarray, log_probs: np.ndarray | None) -> StepContext:
         # Rules that read the step itself (MinLength, ForcedPrefix) keep a search from taking
@@ -254,7 +251,7 @@ class _SearchState:
         scores: np.ndarray,
     ) -> None:
         """Continue rows ``rows`` (N',) with ``tokens`` (N',) for the sentences ``keep`` (B,) bool."""
-        decoder_rows = self.parents(rows)
+        parents = self.parents(rows)
         sentences = None if keep.all() else np.flatnonzero(keep)
         if sentences is not None:
             self.alive, self.max_lengths = self.alive[sentences], self.max_lengths[sentences]
@@ -268,7 +265,25 @@ class _SearchState:
         self.started = True
         if self.trace is not None:
             self.trace.parents.append(rows)
-        self.selection = Selection(rows if decoder_rows is None else decoder_rows, sentences)
+        self.selection = Selection(rows if parents is None else parents, sentences)
+
+    def rows_per_sentence(self) -> np.ndarray:
+        """(B,) the decoder rows each live sentence has: 1 at its first step (beams > 1), else K."""
+        return np.where(self.fresh, 1, self.options.beam_size)
+
+    def drop(self, keep: np.ndarray) -> Selection | None:
+        """Keep only the live sentences ``keep`` (B,) bool, between steps: the decoder's selection
+        that takes the others' rows out; None if all are kept."""
+        if keep.all():
+            return None
+        rows = np.flatnonzero(np.repeat(keep, self.rows_per_sentence()))  # the decoder rows kept
+        search_rows = np.flatnonzero(np.repeat(keep, self.options.beam_size))
+        sentences = np.flatnonzero(keep)
+        self.alive, self.max_lengths = self.alive[sentences], self.max_lengths[sentences]
+        self.steps, self.n_finished = self.steps[sentences], self.n_finished[sentences]
+        self.scores, self.fresh = self.scores[sentences], self.fresh[sentences]
+        self.history, self.tokens = self.history[search_rows], self.tokens[search_rows]
+        return Selection(rows, sentences)
 
     def add(self, max_lengths: np.ndarray) -> list[int]:
         """Sentences that join before the next step, each capped at ``max_lengths`` generated
@@ -381,27 +396,18 @@ class JoinableSearch:
         """(B,) the live sentences' indices, in the order of their rows."""
         return self.state.alive
 
-    def decoder_rows(self) -> np.ndarray:
+    @property
+    def options(self) -> SearchOptions:
+        return self.state.options
+
+    def rows_per_sentence(self) -> np.ndarray:
         """(B,) the decoder rows each live sentence has now."""
-        K = self.state.options.beam_size
-        return np.where(self.state.fresh, 1, K)
+        return self.state.rows_per_sentence()
 
     def drop(self, indices: Sequence[int]) -> Selection | None:
         """Stop decoding the sentences ``indices`` (cancelled): the decoder's selection that takes
         their rows out, None if none of them is live."""
-        state, K = self.state, self.state.options.beam_size
-        keep = ~np.isin(state.alive, np.asarray(indices, dtype=np.int64))
-        if keep.all():
-            return None
-        counts = self.decoder_rows()
-        rows = np.flatnonzero(np.repeat(keep, counts))  # the decoder rows of the sentences kept
-        search_rows = np.flatnonzero(np.repeat(keep, K))
-        sentences = np.flatnonzero(keep)
-        state.alive, state.max_lengths = state.alive[sentences], state.max_lengths[sentences]
-        state.steps, state.n_finished = state.steps[sentences], state.n_finished[sentences]
-        state.scores, state.fresh = state.scores[sentences], state.fresh[sentences]
-        state.history, state.tokens = state.history[search_rows], state.tokens[search_rows]
-        return Selection(rows, sentences)
+        return self.state.drop(~np.isin(self.state.alive, np.asarray(indices, dtype=np.int64)))
 
 
 def finalize(finished: list[list[Hypothesis]], num_hypotheses: int) -> list[list[Hypothesis]]:
@@ -426,7 +432,7 @@ def _greedy_steps(state: _SearchState) -> Steps[None]:
         out = yield state.request()
         state.use_top = state.use_top and out.top_ids.shape[1] >= state.width
         B = len(state.alive)
-        last_step = state.last_step()
+        last_step = state.last_step
         state.record(out)
         all_log_probs = None if out.log_probs is None else out.log_probs[:, None]  # (B, 1, V)
         ctx = state.context(last_step, all_log_probs)
@@ -465,7 +471,7 @@ def _beam_steps(state: _SearchState) -> Steps[None]:
         out = state.expand((yield state.request()))
         state.use_top = use_top = state.use_top and out.top_ids.shape[1] >= state.width
         B = len(state.alive)
-        last_step = state.last_step()
+        last_step = state.last_step
         log_probs = out.log_probs.reshape(B, K, -1) if state.full else None  # (B, K, V)
         state.record(out)
         ctx = state.context(last_step, log_probs)

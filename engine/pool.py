@@ -319,19 +319,10 @@ class RowPool:
 
     def _free_rows(self, rows: np.ndarray) -> None:
         """Free ``rows``; the last live rows move into those below the new end."""
-        for r in rows:
-            self.row_owner[r] = None
-        end = self.n - len(rows)
-        holes = rows[rows < end]
-        movers = np.array([r for r in range(end, self.n) if self.row_owner[r] is not None], dtype=np.int64)
-        if len(holes):
-            self._copy_rows(holes, movers)
-            for hole, mover in zip(holes.tolist(), movers.tolist(), strict=True):
-                owner = self.row_owner[mover]
-                assert owner is not None
-                owner.rows[owner.rows == mover] = hole
-                self.row_owner[hole], self.row_owner[mover] = owner, None
-        self.n = end
+        holes, movers = _fill_holes(self.row_owner, rows.tolist(), self.n, "rows")
+        if holes:
+            self._copy_rows(np.array(holes), np.array(movers))
+        self.n -= len(rows)
 
     def _allocate_rows(self, rows: int, width: int) -> None:
         """Buffers of ``rows`` rows and ``width`` positions, the live rows' caches copied in."""
@@ -361,20 +352,11 @@ class RowPool:
 
     def _free_slots(self, slots: list[int]) -> None:
         """Free ``slots``; the last live slots move into those below the new end."""
-        for s in slots:
-            self.slot_owner[s] = None
-        end = self.n_slots - len(slots)
-        holes = [s for s in slots if s < end]
-        movers = [s for s in range(end, self.n_slots) if self.slot_owner[s] is not None]
+        holes, movers = _fill_holes(self.slot_owner, slots, self.n_slots, "slots")
         if holes:
             self.cross[:, holes] = self.cross[:, movers]
             self.src_mask[holes] = self.src_mask[movers]
-        for hole, mover in zip(holes, movers, strict=True):
-            owner = self.slot_owner[mover]
-            assert owner is not None
-            owner.slots[owner.slots == mover] = hole
-            self.slot_owner[hole], self.slot_owner[mover] = owner, None
-        self.n_slots = end
+        self.n_slots -= len(slots)
 
     def _allocate_slots(self, slots: int, width: int) -> None:
         """Slots of ``width`` source positions, the live slots copied in."""
@@ -402,6 +384,24 @@ class RowPool:
         source_needed = _round_up(self._longest_source(), self.config.source_bucket)
         if self.source_width > source_needed:
             self._allocate_slots(len(self.slot_owner), source_needed)
+
+
+def _fill_holes(owners: list[Member | None], freed: list[int], live: int, indices: str) -> tuple[list[int], list[int]]:
+    """Free the places ``freed`` among the first ``live`` of ``owners`` (rows or slots): the last
+    live places move into those below the new end, their owners' ``indices`` ("rows", "slots")
+    following; (holes, movers), the places whose contents the caller moves."""
+    for place in freed:
+        owners[place] = None
+    end = live - len(freed)
+    holes = [place for place in freed if place < end]
+    movers = [place for place in range(end, live) if owners[place] is not None]
+    for hole, mover in zip(holes, movers, strict=True):
+        owner = owners[mover]
+        assert owner is not None
+        held = getattr(owner, indices)
+        held[held == mover] = hole
+        owners[hole], owners[mover] = owner, None
+    return holes, movers
 
 
 def _round_up(n: int, bucket: int) -> int:

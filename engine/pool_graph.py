@@ -22,7 +22,7 @@ own length and position, reading the cache where it lies:
 Names and the graph's other inputs and outputs stay as exported (``engine.bundle``). The edit
 recognises the exporter's own pattern of nodes, which holds for every bundle this project writes
 (its own models and imported OPUS-MT and NLLB ones), fp32 and int8 alike: attention between
-activations is never quantised. ``tests/engine/test_pool_graph.py`` checks the edited step
+activations is never quantised. ``tests/engine/test_pool.py`` checks the edited step
 against the exported one.
 """
 

@@ -270,8 +270,8 @@ class PoolScheduler:
 
     def _search_left(self, shared: _Shared, result: object, error: BaseException | None) -> None:
         """The pool's search for some options ended: every sentence finished, or it failed."""
-        if self._shared.get(shared.search.state.options) is shared:
-            del self._shared[shared.search.state.options]
+        if self._shared.get(shared.search.options) is shared:
+            del self._shared[shared.search.options]
         for q in {q for q, _ in shared.owners.values()}:
             if not q.future.done():
                 q.future.set_exception(error or RuntimeError("the search ended before its sentences"))
@@ -307,7 +307,7 @@ class PoolScheduler:
         """One step of the pool; each call is charged its rows' share of its time."""
         charged = [(self._tasks[m], len(m.rows)) for m in self.pool.members if m in self._tasks]
         for shared in self._shared.values():
-            rows = zip(shared.search.sentences(), shared.search.decoder_rows(), strict=True)
+            rows = zip(shared.search.sentences(), shared.search.rows_per_sentence(), strict=True)
             charged += [(shared.owners[i][0].task, int(n)) for i, n in rows]
         if not charged:
             return

@@ -548,8 +548,7 @@ class Translator:
         pool = min(pools, key=lambda p: p.load)
         ids = [s.ids for s in job.sentences]
         if self._joinable(job, call):
-            max_lengths = [self._max_length(len(s.ids), call.max_length) for s in job.sentences]
-            return pool.submit_joinable(ids, max_lengths, job.search, task=call.task)
+            return pool.submit_joinable(ids, self._max_lengths(job, call), job.search, task=call.task)
         alignments, vocab_ids, steps = self._steps(job, call)
         rows = sum(len(s.forced) for s in job.sentences) if job.forced else len(job.sentences) * job.search.beam_size
         return pool.submit(ids, steps, rows=rows, task=call.task, alignments=alignments, vocab_ids=vocab_ids)
@@ -606,7 +605,7 @@ class Translator:
             )
         else:
             steps = beam_search.search_steps(
-                [self._max_length(len(s.ids), call.max_length) for s in batch],
+                self._max_lengths(job, call),
                 search,
                 bos_id=specials.bos,
                 eos_id=specials.eos,
@@ -637,6 +636,9 @@ class Translator:
             else:
                 batches.append([s])
         return batches
+
+    def _max_lengths(self, job: _Job, call: _Call) -> list[int]:
+        return [self._max_length(len(s.ids), call.max_length) for s in job.sentences]
 
     def _max_length(self, source_len: int, cap: int | None) -> int:
         """The request's cap as given, else a * source length + b (source length counting EOS)
