@@ -63,6 +63,32 @@ POOL_SIZE = 10
 # Any number, the same in every replica: the lock that migrations hold in PostgreSQL.
 _MIGRATION_LOCK = 50_050
 
+# Glossaries (``service.glossaries``); IF NOT EXISTS: PostgreSQL databases of earlier versions have
+# them. The SQLite backend keeps its glossaries in a file of their own (``glossaries.sqlite3``, made
+# with these statements), so these tables stay empty in its state database.
+GLOSSARY_TABLES = (
+    """CREATE TABLE IF NOT EXISTS glossaries (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        name TEXT NOT NULL,
+        source_lang TEXT NOT NULL,
+        target_lang TEXT NOT NULL,
+        creation_time TEXT NOT NULL,
+        entry_count INTEGER NOT NULL,
+        revision INTEGER NOT NULL DEFAULT 0,
+        text_bytes INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX IF NOT EXISTS glossaries_by_owner ON glossaries (owner, creation_time)",
+    """CREATE TABLE IF NOT EXISTS entries (
+        glossary_id TEXT NOT NULL REFERENCES glossaries (id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        target TEXT NOT NULL,
+        case_sensitive INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (glossary_id, position)
+    )""",
+)
+
 # Each migration's statements, in order; the version of a database is the number applied. Types
 # are written as both read them (SQLite takes BIGINT and DOUBLE PRECISION for its own).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -86,6 +112,45 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (owner, month)
         )""",
     ),
+    # Glossaries, as PostgreSQL databases of earlier versions made them outside these migrations.
+    GLOSSARY_TABLES,
+    (
+        # Files kept for download, and DeepL documents' uploads (``service.file_store``): their bytes
+        # in ``data`` on PostgreSQL, in files under MT_DATA_DIR with SQLite (``data`` NULL). Times
+        # are seconds since the epoch, which every replica's clock reads alike.
+        """CREATE TABLE stored_files (
+            name TEXT PRIMARY KEY,
+            filename TEXT NOT NULL,
+            media_type TEXT NOT NULL,
+            owner TEXT,
+            disk_bytes BIGINT NOT NULL,
+            expires DOUBLE PRECISION NOT NULL,
+            data BYTEA
+        )""",
+        "CREATE INDEX stored_files_by_expiry ON stored_files (expires)",
+        # DeepL's document jobs (``service.document_jobs``); ``upload`` names the file to translate
+        # (in stored_files) until the job ends, ``result`` the translated file.
+        """CREATE TABLE document_jobs (
+            id TEXT PRIMARY KEY,
+            key_digest TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            keyed INTEGER NOT NULL,
+            filename TEXT NOT NULL,
+            target_lang TEXT NOT NULL,
+            source_lang TEXT,
+            glossary_id TEXT,
+            upload TEXT,
+            status TEXT NOT NULL,
+            characters BIGINT NOT NULL DEFAULT 0,
+            error TEXT,
+            result TEXT,
+            expires DOUBLE PRECISION,
+            holder TEXT,
+            lease_expires DOUBLE PRECISION NOT NULL,
+            takeovers INTEGER NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX document_jobs_by_status ON document_jobs (status, lease_expires)",
+    ),
 )
 
 Row = tuple[Any, ...]
@@ -95,6 +160,11 @@ Params = Mapping[str, Any]
 class Transaction(Protocol):
     def execute(self, sql: str, params: Params | None = None) -> list[Row]:
         """Run ``sql`` with ``params``; the rows it returns (SELECT, RETURNING), else none."""
+        ...
+
+    def lock(self, name: int) -> None:
+        """Hold lock ``name`` (any number, the same in every replica) until the transaction ends:
+        a read-then-write of rows that many replicas write (a sum checked, a row added) is atomic."""
         ...
 
 
@@ -124,8 +194,7 @@ def open_database(url: str, data_dir: Path) -> Database:
 def migrate(db: Database) -> int:
     """Apply the migrations ``db`` has not had, in one transaction; returns its version."""
     with db.transaction() as tx:
-        if isinstance(db, PostgresDatabase):
-            tx.execute("SELECT pg_advisory_xact_lock(:lock)", {"lock": _MIGRATION_LOCK})
+        tx.lock(_MIGRATION_LOCK)
         tx.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         rows = tx.execute("SELECT version FROM schema_version")
         version = rows[0][0] if rows else 0
@@ -146,6 +215,9 @@ class _SqliteTransaction:
 
     def execute(self, sql: str, params: Params | None = None) -> list[Row]:
         return self.db.execute(sql, params or {}).fetchall()
+
+    def lock(self, name: int) -> None:
+        """Held already: the transaction took the database's write lock as it began."""
 
 
 class SqliteDatabase:
@@ -223,6 +295,9 @@ class _PostgresTransaction:
     def execute(self, sql: str, params: Params | None = None) -> list[Row]:
         cursor = self.connection.execute(_NAMED.sub(r"%(\1)s", sql), params or {}, prepare=True)
         return cursor.fetchall() if cursor.description is not None else []
+
+    def lock(self, name: int) -> None:
+        self.execute("SELECT pg_advisory_xact_lock(:name)", {"name": name})
 
 
 class PostgresDatabase:

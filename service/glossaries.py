@@ -11,9 +11,10 @@ after it, and a failed write leaves nothing. Writers wait for each other (SQLite
 readers do not wait for writers (write-ahead log). A database made before entries had their
 ``case_sensitive`` column gets it on first use (its entries are case-insensitive, as they matched).
 
-With MT_DATABASE_URL the same tables live in that PostgreSQL database (``service.database``), shared
-by every replica: the same SQL through a pooled connection, writers taking turns at an advisory lock
-(as SQLite's writers at its lock), a glossary and its entries read in one repeatable-read snapshot.
+With MT_DATABASE_URL the same tables live in that PostgreSQL database (``service.database``, made by
+its versioned migrations), shared by every replica: the same SQL through a pooled connection,
+writers taking turns at an advisory lock (as SQLite's writers at its lock), a glossary and its
+entries read in one repeatable-read snapshot.
 
 A translation naming a glossary gets it built for the engine (``glossary``): checked, indexed, and
 kept (``engine.glossary.BuiltGlossaries``) under the revision it was built from, which every write
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from engine.glossary import BuiltGlossaries, Glossary, Term
 from engine.languages import UnsupportedLanguage, primary_subtag
 from engine.picklable import Picklable
+from service.database import GLOSSARY_TABLES, migrate
 from service.disk_reserve import Reserve
 from service.errors import storage_full
 
@@ -89,29 +91,6 @@ ZERO_WIDTH = re.compile("[\u00ad\u200b\u2060\ufeff]")
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 EntriesFormat = Literal["tsv", "csv"]
 Side = Literal["source", "target"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS glossaries (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    name TEXT NOT NULL,
-    source_lang TEXT NOT NULL,
-    target_lang TEXT NOT NULL,
-    creation_time TEXT NOT NULL,
-    entry_count INTEGER NOT NULL,
-    revision INTEGER NOT NULL DEFAULT 0,
-    text_bytes INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS glossaries_by_owner ON glossaries (owner, creation_time);
-CREATE TABLE IF NOT EXISTS entries (
-    glossary_id TEXT NOT NULL REFERENCES glossaries (id) ON DELETE CASCADE,
-    position INTEGER NOT NULL,
-    source TEXT NOT NULL,
-    target TEXT NOT NULL,
-    case_sensitive INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (glossary_id, position)
-);
-"""
 
 
 class InvalidEntries(Picklable, ValueError):
@@ -498,12 +477,11 @@ class GlossaryStore:
         """A connection of its own (autocommit: transactions are begun explicitly), with the schema.
         A database deleted under the service is made again, empty, and said so."""
         if self.postgres is not None:
+            if not self._ready:  # the schema is the state database's (``service.database.MIGRATIONS``)
+                migrate(self.postgres)
+                self._ready = True
             with self.postgres.connection() as connection:
-                db = _Postgres(connection)
-                if not self._ready:
-                    _create_on_postgres(db)
-                    self._ready = True
-                yield db
+                yield _Postgres(connection)
             return
         if self._ready and not _has_data(self.path):
             log.error("the glossary store %s was deleted or emptied: made again, empty", self.path)
@@ -571,20 +549,11 @@ class _Postgres:
         return bool(self.connection.info.transaction_status != TransactionStatus.IDLE)
 
 
-def _create_on_postgres(db: _Postgres) -> None:
-    """Make the schema, once for all replicas: they take turns at the write lock."""
-    db.execute("BEGIN")
-    db.execute("SELECT pg_advisory_xact_lock(?)", (_WRITE_LOCK,))
-    for statement in filter(str.strip, _SCHEMA.split(";")):
-        db.execute(statement)
-    db.execute("COMMIT")
-
-
 def _create_or_migrate(db: sqlite3.Connection) -> None:
     """Make the schema, or bring a database made by an earlier version up to it, in one write
     transaction: connections that open the database at once do not both alter it."""
     db.execute("BEGIN IMMEDIATE")
-    for statement in filter(str.strip, _SCHEMA.split(";")):
+    for statement in GLOSSARY_TABLES:
         db.execute(statement)
     for table, column in (("entries", "case_sensitive"), ("glossaries", "revision"), ("glossaries", "text_bytes")):
         if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:

@@ -146,3 +146,26 @@ def test_migrations_run_once_however_many_replicas_start_at_once(location: tuple
     finally:
         for db in databases:
             db.close()
+
+
+def test_a_database_of_the_first_version_with_glossaries_made_outside_the_migrations_is_upgraded(
+    location: tuple[str, Path],
+) -> None:
+    """Before they were a migration, PostgreSQL's glossary tables were made on first use: such a
+    database, at version 1, keeps its glossaries and reaches the last version."""
+    db = open_database(*location)
+    try:
+        with db.transaction() as tx:
+            tx.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+            tx.execute("INSERT INTO schema_version VALUES (1)")
+            for statement in (*MIGRATIONS[0], *MIGRATIONS[1]):
+                tx.execute(statement)
+            tx.execute(
+                "INSERT INTO glossaries (id, owner, name, source_lang, target_lang, creation_time, entry_count)"
+                " VALUES ('g', '', 'pets', 'en', 'de', 'now', 0)"
+            )
+        assert migrate(db) == len(MIGRATIONS)
+        assert db.statement("SELECT name FROM glossaries") == [("pets",)]
+        assert db.statement("SELECT COUNT(*) FROM document_jobs") == [(0,)]
+    finally:
+        db.close()
