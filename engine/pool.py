@@ -17,11 +17,14 @@ search it belongs to and however far along it is:
   its mask) is written once, when its search joins, into a slot padded to the pool's source width
   with the mask; any number of rows read a slot (a beam, or forced decoding's several
   translations of one sentence).
-- **Widths.** The cache's W doubles when a row needs more and shrinks when the longest leaves;
-  a row reads only its own positions, so W costs memory, not compute. The source's S grows by
-  buckets and shrinks likewise; what a row reads past its sentence's length weighs exactly 0. A
-  sentence gets the same translation and scores alone as beside any others
-  (tests/engine/test_pool.py, tests/engine/test_translator.py).
+- **Widths.** The cache's W is the model's positions, the most any row can hold, from the
+  start: its memory is anonymous pages the kernel commits as the rows first write them (no huge
+  pages), so a row costs the positions it has reached, rounded to a page, and the buffer is never
+  copied to grow. A row reads only its own positions, so W costs no compute either. The pages go
+  back when the pool is empty. The source's S grows by buckets and shrinks when the widest
+  sentence leaves; what a row reads past its sentence's length weighs exactly 0. A sentence gets
+  the same translation and scores alone as beside any others (tests/engine/test_pool.py,
+  tests/engine/test_translator.py).
 
 The pool does no scheduling (``engine.pool_scheduler`` decides who joins and when) and no
 threading: it is driven by one thread.
@@ -33,6 +36,7 @@ best tokens per row.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,8 +52,8 @@ from engine.shortlist import VOCAB_IDS
 @dataclass(frozen=True)
 class PoolConfig:
     rows: int = 128  # rows decoded together at most; a member larger than that runs alone
-    width_bucket: int = 8  # cached positions are allocated by this many
-    source_bucket: int = 8  # and source positions
+    positions: int = 256  # W: the most positions a row can cache (the model's positions)
+    source_bucket: int = 8  # source positions are allocated by this many
 
 
 @dataclass(eq=False)
@@ -87,10 +91,9 @@ class RowPool:
         self.slot_owner: list[Member | None] = []
         self.lengths = np.zeros(0, dtype=np.int64)  # (R,) cached positions of each row
         # One buffer for every layer's keys and values, so that moving a row is one copy: (2L, R, H, W, Dh)
-        self.cache = np.zeros((len(self.cache_names), 0, shape.heads, 0, shape.d_head), dtype=np.float32)
+        self.cache = _untouched((len(self.cache_names), 0, shape.heads, config.positions, shape.d_head))
         self.cross = np.zeros((len(self.cross_names), 0, shape.heads, 0, shape.d_head), dtype=np.float32)
         self.src_mask = np.zeros((0, 0), dtype=bool)  # (Bs, S)
-        self._allocate_rows(0, self._width(1))
         self._allocate_slots(0, config.source_bucket)
 
     @property
@@ -176,9 +179,8 @@ class RowPool:
         if not members:
             return
         n = self.n
-        longest = int(self.lengths[:n].max(initial=0))
-        if longest + 1 > self.width:  # doubled: a row's growth copies the cache a few times, not every bucket
-            self._allocate_rows(len(self.lengths), max(self._width(longest + 1), 2 * self.width))
+        if int(self.lengths[:n].max(initial=0)) >= self.width:  # the searches' length caps keep within it
+            raise ValueError(f"a row is past the pool's {self.width} positions")
         tokens = np.empty(n, dtype=np.int64)
         requests = []
         for m in members:
@@ -276,7 +278,7 @@ class RowPool:
     def _take_rows(self, member: Member, count: int) -> np.ndarray:
         needed = self.n + count
         if needed > len(self.lengths):
-            self._allocate_rows(max(needed, 2 * len(self.lengths)), self.width)
+            self._allocate_rows(max(needed, 2 * len(self.lengths)))
         rows = np.arange(self.n, needed)
         self.lengths[rows] = 0  # what its buffer holds is never read: each step writes where it reads next
         self.row_owner[self.n : needed] = [member] * count
@@ -312,9 +314,10 @@ class RowPool:
         self._shrink()
 
     def _copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Rows ``src``'s caches into rows ``dst``, up to their lengths."""
-        longest = int(self.lengths[src].max())
-        self.cache[:, dst, :, :longest] = self.cache[:, src, :, :longest]  # the right side is read first
+        """Rows ``src``'s caches into rows ``dst`` (none of them among ``src``), each up to its
+        length: row by row, a slice each, with no gathered copy in between."""
+        for d, s, length in zip(dst.tolist(), src.tolist(), self.lengths[src].tolist(), strict=True):
+            self.cache[:, d, :, :length] = self.cache[:, s, :, :length]
         self.lengths[dst] = self.lengths[src]
 
     def _free_rows(self, rows: np.ndarray) -> None:
@@ -324,20 +327,17 @@ class RowPool:
             self._copy_rows(np.array(holes), np.array(movers))
         self.n -= len(rows)
 
-    def _allocate_rows(self, rows: int, width: int) -> None:
-        """Buffers of ``rows`` rows and ``width`` positions, the live rows' caches copied in."""
-        cache = np.empty((self.cache.shape[0], rows, self.shape.heads, width, self.shape.d_head), dtype=np.float32)
-        keep = min(width, self.width)
-        cache[:, : self.n, :, :keep] = self.cache[:, : self.n, :, :keep]  # a row reads nothing past its length
+    def _allocate_rows(self, rows: int) -> None:
+        """A buffer of ``rows`` rows, the live rows' caches copied in."""
+        layers, _, heads, width, d_head = self.cache.shape
+        cache = _untouched((layers, rows, heads, width, d_head))
+        longest = int(self.lengths[: self.n].max(initial=0))
+        cache[:, : self.n, :, :longest] = self.cache[:, : self.n, :, :longest]  # a row reads nothing past its length
         self.cache = cache
         lengths = np.zeros(rows, dtype=np.int64)
         lengths[: self.n] = self.lengths[: self.n]
         self.lengths = lengths
         self.row_owner = self.row_owner[: self.n] + [None] * (rows - self.n)
-
-    def _width(self, positions: int) -> int:
-        """The buffers' width for ``positions``: whole buckets (module docstring)."""
-        return _round_up(positions, self.config.width_bucket)
 
     # -- slots ------------------------------------------------------------------------------------
 
@@ -374,13 +374,13 @@ class RowPool:
     # -- shrinking ----------------------------------------------------------------------------
 
     def _shrink(self) -> None:
-        """Give back the positions and source width the live rows no longer need, and rows and
-        slots allocated past twice the configured rows."""
-        needed = self._width(int(self.lengths[: self.n].max(initial=0)) + 1)
+        """Give back what the live rows no longer need: the cache's pages once no row is left
+        (freed rows keep their lengths until then), rows allocated past twice the configured
+        rows, and source width."""
         rows = len(self.lengths)
         rows_wanted = max(self.config.rows, _round_up(self.n, self.config.rows))
-        if self.width > 2 * needed or rows > 2 * rows_wanted:
-            self._allocate_rows(min(rows, max(rows_wanted, self.n)), min(self.width, 2 * needed))
+        if (self.n == 0 and self.lengths.any()) or rows > 2 * rows_wanted:
+            self._allocate_rows(min(rows, rows_wanted))
         source_needed = _round_up(self._longest_source(), self.config.source_bucket)
         if self.source_width > source_needed:
             self._allocate_slots(len(self.slot_owner), source_needed)
@@ -402,6 +402,18 @@ def _fill_holes(owners: list[Member | None], freed: list[int], live: int, indice
         held[held == mover] = hole
         owners[hole], owners[mover] = owner, None
     return holes, movers
+
+
+def _untouched(shape: tuple[int, ...]) -> np.ndarray:
+    """Zeros (float32) in anonymous memory without huge pages: the kernel commits a page when it
+    is first written, so a buffer as wide as a row could ever need costs what the rows reach.
+    (numpy asks for huge pages for large arrays, which would commit 2 MiB at a first write.)"""
+    size = int(np.prod(shape)) * np.dtype(np.float32).itemsize
+    if size == 0:
+        return np.zeros(shape, dtype=np.float32)
+    memory = mmap.mmap(-1, size)
+    memory.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(memory, dtype=np.float32).reshape(shape)
 
 
 def _round_up(n: int, bucket: int) -> int:

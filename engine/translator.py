@@ -276,7 +276,7 @@ class Translator:
             shape = self.runner.shape
             self.pools = [
                 PoolScheduler(
-                    RowPool(self.runner.decoder, shape, PoolConfig(rows=config.pool_rows)),
+                    RowPool(self.runner.decoder, shape, PoolConfig(rows=config.pool_rows, positions=d.max_positions)),
                     self.runner.encode,
                     pad_id=manifest.special_tokens.pad,
                     searches=functools.partial(

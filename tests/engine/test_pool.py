@@ -219,7 +219,7 @@ def test_padding_does_not_change_a_sentence_by_a_single_bit(pooled: Runner) -> N
         sentence = [*rng.integers(4, 150, length - 1).tolist(), EOS]
         outputs = []
         for extra in (1, 2, 5, 64 - length):
-            pool, results = RowPool(pooled.decoder, pooled.shape, PoolConfig(width_bucket=8 * (1 + extra % 3))), []
+            pool, results = RowPool(pooled.decoder, pooled.shape, PoolConfig(positions=64 * (1 + extra % 3))), []
             ids = [sentence, [5, 3]]
             steps = searched(ids, 2, alignments=True)
             run(pool, {0: [member(pooled, ids, steps, results, alignments=True, width=length + extra)]})
