@@ -97,7 +97,7 @@ class Limits:
         return self.settings.max_chars // self.settings.max_texts
 
     def admitted(self, texts: Sequence[str], *, alignments: bool) -> bool:
-        """Whether the service's cost estimate (``Runtime._check_cost``) admits ``texts``."""
+        """Whether the service's cost estimate (``service.planning.Planner``) admits ``texts``."""
         tokens = [len(self.tokenizer.encode(text)) for text in texts]  # EOS included, as the service counts
         cells = sum((n - 1) ** 2 for n in tokens)
         within_cells = not alignments or cells <= self.settings.max_alignment_cells

@@ -4,7 +4,7 @@
 
 For a service whose models translate between the ``--served`` languages (default en de: the shipped
 en→de and de→en), with the source language omitted, into each served language in turn, each text
-goes through what ``service.runtime`` does with it: ``engine.language_id.LanguageIdentifier`` built
+goes through what ``service.identification`` does with it: ``engine.language_id.LanguageIdentifier`` built
 as the service builds it (``default_languages`` of the served ones, short texts ranked among the
 served ones), then ``engine.language_choice.choose``. Counted per text language, per target:
 

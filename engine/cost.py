@@ -1,5 +1,5 @@
 """What translating a text costs, in source tokens times beams: the one rule that the service admits
-requests by (``service.runtime``, against ``MT_MAX_BEAM_TOKENS``) and the engine spends by
+requests by (``service.planning``, against ``MT_MAX_BEAM_TOKENS``) and the engine spends by
 (``engine.translator``, when it puts glossary terms in).
 
 A search's work grows with its source's pieces (the decoder's length follows the source's) times

@@ -19,8 +19,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Literal
 
 from engine.insets import ADDRESS, is_visible_symbol
+from engine.markup import Document, MarkupFormat
 
 MAX_TERM_WORDS = 16  # a term of more words is more likely a sentence than a term
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -135,6 +137,22 @@ class Glossary:
             unit = min(int(place), count - 1)  # the pivot text may have lost a unit: its last one
             here[unit].append((term, place - unit))
         return here
+
+    def said(self, text: str, kind: Literal["text"] | MarkupFormat = "text") -> list[tuple[Match, float]]:
+        """The terms ``text`` says, each with its place: a fraction of the text's length; in markup,
+        what its units say (not its tags), each at its unit's number plus a fraction of the unit's
+        length, as a pivot text of it has the same units (``in_units``)."""
+        if kind == "text":
+            return [(m, m.start / len(text)) for m in self.find(text)]
+        units = Document(text, kind).units
+        return [(m, number + m.start / len(unit)) for number, unit in enumerate(units) for m in self.find(unit)]
+
+    def placed_as_said(self, said: list[tuple[Match, float]]) -> Glossary | None:
+        """The terms a text says (``said``), each at each place it says it: the glossary of the
+        second model of a pivot, for that text's pivot text; None when it says none."""
+        if not said:
+            return None
+        return Glossary(tuple(self.terms[m.term] for m, _ in said), placed=tuple(place for _, place in said))
 
     def find(self, text: str) -> list[Match]:
         """The terms ``text`` says, in order, none overlapping: at each word the longest term that

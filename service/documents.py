@@ -52,7 +52,9 @@ from service.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from service.runtime import JobGlossary, Runtime, TranslationJob, prefer_served
+from service.identification import prefer_served
+from service.runtime import Runtime
+from service.translation import JobGlossary, TranslationJob
 from service.turns import Turns
 
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from engine.glossary import Term
 from engine.language_id import Detection
 from service.errors import ERROR_TYPES, InvalidRequest, describe_validation
 from service.glossaries import MAX_ENTRIES, MAX_TERM_CHARS
-from service.runtime import Refused
+from service.identification import Refused
 
 MAX_BEAM_SIZE = 16  # beyond this, cost grows with no quality gain for models of this size
 MAX_OUTPUT_TOKENS = 1024

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from engine.api import TranslationResult
 from engine.segmenter import SegmentedText
 from service.errors import DeadlineExceeded
-from service.runtime import Plan, Runtime
+from service.planning import Plan
+from service.runtime import Runtime
 
 # Sentences submitted first, alone: a batch this small ends soon, so that the first event does not
 # wait for a batch of the whole window. The rest follow once the batcher has had time to start that

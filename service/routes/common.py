@@ -17,8 +17,9 @@ from starlette.exceptions import HTTPException
 
 from service.access import Caller
 from service.errors import ClientDisconnected, InvalidRequest, PayloadTooLarge, RequestTimeout, ServiceError
-from service.runtime import Runtime, TranslationJob
+from service.runtime import Runtime
 from service.schemas import ErrorResponse, TranslateRequest, embedded_schema
+from service.translation import TranslationJob
 
 T = TypeVar("T")
 

@@ -63,7 +63,8 @@ from service.glossaries import (
 from service.routes.common import FORM_TYPES, authorized, get_runtime, parse_json, read_form, unless_disconnected
 from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
-from service.runtime import JobGlossary, Runtime, TranslationJob
+from service.runtime import Runtime
+from service.translation import JobGlossary, TranslationJob
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

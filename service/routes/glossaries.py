@@ -52,8 +52,9 @@ from service.glossary_schemas import (
 )
 from service.keys import digest
 from service.routes.common import authorized, bearer_key, error_responses, get_runtime
-from service.runtime import JobGlossary, Runtime
+from service.runtime import Runtime
 from service.schemas import BEARER_AUTH, GlossaryEntry, InlineGlossary, json_body, validated
+from service.translation import JobGlossary
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -51,7 +51,7 @@ from service.routes.common import (
     read_form,
     unless_disconnected,
 )
-from service.runtime import Runtime, TranslationJob
+from service.runtime import Runtime
 from service.schemas import (
     BEARER_AUTH,
     INTEGRAL,
@@ -65,6 +65,7 @@ from service.schemas import (
     json_body,
 )
 from service.settings import Settings
+from service.translation import TranslationJob
 
 M = TypeVar("M", bound=BaseModel)
 TAG = "LibreTranslate compatibility"

@@ -99,3 +99,24 @@ def test_a_placed_glossary_gives_each_markup_unit_the_terms_placed_in_it() -> No
     # Past the last unit: in the last, after its end.
     assert glossary.in_units(3) == [[(0, 0.25), (1, 0.5)], [], [(2, 0.0), (3, 5.5)]]
     assert glossary.in_units(0) == []
+
+
+def test_markup_says_the_terms_of_its_units_each_at_its_unit_and_place_in_it() -> None:
+    glossary = Glossary.of({"dog": "Köter", "red": "rot"})
+    markup = '<p>A <b>red</b> dog.</p><p title="the red house">The dog sleeps.</p>'  # units: text, title, text
+    found = [(glossary.terms[m.term].target, place) for m, place in glossary.said(markup, "html")]
+    assert found == [("rot", 2 / 10), ("Köter", 6 / 10), ("rot", 1 + 4 / 13), ("Köter", 2 + 4 / 15)]
+    # Its tags say nothing: "b" and "title" are no words of it.
+    assert Glossary.of({"b": "B", "title": "Titel"}).said(markup, "html") == []
+    plain = [(glossary.terms[m.term].target, place) for m, place in glossary.said("A red dog.")]
+    assert plain == [("rot", 2 / 10), ("Köter", 6 / 10)]
+
+
+def test_the_terms_a_text_says_make_the_glossary_of_its_pivot_text_placed_where_it_says_them() -> None:
+    glossary = Glossary.of({"dog": "Köter", "cat": "Mieze", "park": "Grünanlage"})
+    said = glossary.said("A dog, a cat and a dog.")
+    placed = glossary.placed_as_said(said)
+    assert placed is not None
+    assert [t.target for t in placed.terms] == ["Köter", "Mieze", "Köter"]  # a term said twice is placed twice
+    assert placed.placed == (2 / 23, 9 / 23, 19 / 23)
+    assert glossary.placed_as_said(glossary.said("A bird sings.")) is None

@@ -15,7 +15,8 @@ from engine.cost import GLOSSARY_MIN_BEAM, GLOSSARY_SEARCHES
 from engine.glossary import Glossary
 from engine.tokenizer import Tokenizer
 from service.errors import PayloadTooLarge
-from service.runtime import JobGlossary, Runtime, TranslationJob
+from service.runtime import Runtime
+from service.translation import JobGlossary, TranslationJob
 
 TEXT = "A man rides a bike down the street."
 GLOSSARY = JobGlossary(Glossary.of({"man": "Herr"}))

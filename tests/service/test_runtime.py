@@ -13,9 +13,11 @@ from engine import TranslationOptions, Translator
 from engine.bundle import load_bundle
 from engine.tokenizer import Tokenizer
 from service.errors import PayloadTooLarge, Unauthorized, Unavailable, UnsupportedLanguage
+from service.identification import Refused
 from service.metrics import Metrics
-from service.runtime import Refused, Runtime, TranslationJob
+from service.runtime import Runtime
 from service.settings import Settings
+from service.translation import TranslationJob
 
 
 def with_runtime(bundle: Path, test: Callable[[Runtime], Coroutine[Any, Any, None]], **settings: Any) -> None:

@@ -7,8 +7,9 @@ import asyncio
 
 from engine.api import Hypothesis, TranslationResult
 from engine.segmenter import split_sentences
-from service.runtime import Plan, TranslationJob
+from service.planning import Plan
 from service.sentence_stream import FIRST_WINDOW, SentenceStream
+from service.translation import TranslationJob
 
 TEXT = " ".join(f"Sentence {i}." for i in range(20))
 WINDOW = 16
