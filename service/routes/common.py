@@ -1,12 +1,14 @@
-"""What every route module shares: the runtime dependency, the API key, the translation job, disconnect
-handling, the documented errors."""
+"""What every route module shares: the runtime dependency, the API key, the request's parameters
+(one reader of forms and JSON bodies for the LibreTranslate and DeepL routes), the translation job,
+disconnect handling, the documented errors."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -106,6 +108,57 @@ async def read_form(request: Request, content_type: str) -> FormData:
         raise InvalidRequest(
             f"malformed form body: Too many fields. Maximum number of fields is {MAX_URLENCODED_FIELDS}."
         ) from None
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """A request's parameters as its client sent them: its query's fields, and its body's, a form's
+    (its text fields, in order: files are the upload routes' to read) or a JSON object. The APIs
+    merge them their own ways (``grouped``)."""
+
+    query: list[tuple[str, str]]
+    form: list[tuple[str, str]] = field(default_factory=list)
+    json: dict[str, Any] | None = None
+
+    @staticmethod
+    def grouped(fields: list[tuple[str, str]]) -> dict[str, list[str]]:
+        """Each name's values, in order: a repeated field (``q=a&q=b``) has several."""
+        values: dict[str, list[str]] = {}
+        for name, value in fields:
+            values.setdefault(name, []).append(value)
+        return values
+
+
+async def read_parameters(
+    request: Request, *, malformed_json: Callable[[str], ServiceError], blank_json: bool
+) -> Parameters:
+    """The request's parameters (``Parameters``): a form body (``read_form``), a JSON body, or none.
+    A JSON body that is not a JSON object is refused with ``malformed_json`` of what is wrong with
+    it. A blank body is no body, but one sent as JSON where ``blank_json`` is false (LibreTranslate,
+    whose Flask refuses it); another body than a form or JSON is refused."""
+    query = list(request.query_params.multi_items())
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in FORM_TYPES:
+        form = await read_form(request, content_type)
+        try:
+            return Parameters(query, form=[(name, v) for name, v in form.multi_items() if isinstance(v, str)])
+        finally:
+            await form.close()
+    body = await request.body()
+    sent_json = content_type == "application/json" or content_type.endswith("+json")
+    if not body.strip() and (blank_json or not sent_json):
+        return Parameters(query)
+    if not sent_json:
+        raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
+    try:
+        parsed = parse_json(body)
+    except ValueError as e:
+        raise malformed_json(f"malformed JSON: {e}") from None
+    except RecursionError:
+        raise malformed_json("malformed JSON: nested too deeply") from None
+    if not isinstance(parsed, dict):
+        raise malformed_json("the JSON body must be an object")
+    return Parameters(query, json=parsed)
 
 
 def parse_json(body: bytes) -> Any:

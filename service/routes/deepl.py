@@ -60,7 +60,7 @@ from service.glossaries import (
     to_tsv,
     variant_language,
 )
-from service.routes.common import FORM_TYPES, authorized, get_runtime, parse_json, read_form, unless_disconnected
+from service.routes.common import Parameters, authorized, get_runtime, read_parameters, unless_disconnected
 from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.runtime import Runtime
@@ -213,32 +213,13 @@ def _validated(model: type[T], fields: dict[str, Any]) -> T:
 
 
 async def _fields(request: Request) -> dict[str, Any]:
-    """The request's parameters: its query, then its body's (JSON or a form) over them. A repeated
-    form field is a list where DeepL takes a list (``text``)."""
-    fields: dict[str, Any] = dict(request.query_params)
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type in FORM_TYPES:
-        form = await read_form(request, content_type)
-        for key in form:
-            values = [v for v in form.getlist(key) if isinstance(v, str)]
-            if values:
-                fields[key] = values if key in _LIST_FIELDS else values[-1]
-        await form.close()
-        return fields
-    body = await request.body()
-    if not body.strip():
-        return fields
-    if content_type != "application/json" and not content_type.endswith("+json"):
-        raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
-    try:
-        parsed = parse_json(body)
-    except ValueError as e:
-        raise InvalidRequest(f"malformed JSON: {e}") from None
-    except RecursionError:
-        raise InvalidRequest("malformed JSON: nested too deeply") from None
-    if not isinstance(parsed, dict):
-        raise InvalidRequest("the JSON body must be an object")
-    return {**fields, **parsed}
+    """The request's parameters: its query's, then its body's (JSON or a form) over them. A repeated
+    field is a list where DeepL takes a list (``text``), else its last value."""
+    sent = await read_parameters(request, malformed_json=InvalidRequest, blank_json=True)
+    fields: dict[str, Any] = {}
+    for part in (sent.query, sent.form):
+        fields |= {key: v if key in _LIST_FIELDS else v[-1] for key, v in Parameters.grouped(part).items()}
+    return fields if sent.json is None else {**fields, **sent.json}
 
 
 # -- keys, languages, state -----------------------------------------------------------------------

@@ -43,12 +43,12 @@ from service.errors import (
 )
 from service.routes.common import (
     FORM_TYPES,
+    Parameters,
     RuntimeDep,
     authorized,
     bearer_key,
     error_responses,
-    parse_json,
-    read_form,
+    read_parameters,
     unless_disconnected,
 )
 from service.runtime import Runtime
@@ -269,29 +269,16 @@ async def _fields(request: Request) -> dict[str, Any]:
     """The body's fields: a JSON object, or (as LibreTranslate's ``request.values``) the query's
     fields and a form's, a repeated ``q`` being a list of texts. No body at all has only the
     query's: LibreTranslate then says what is missing."""
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type == "application/json" or content_type.endswith("+json"):
-        try:
-            fields = parse_json(await request.body())
-        except (ValueError, RecursionError):
-            raise LibreTranslateInvalid(INVALID_JSON) from None
-        if not isinstance(fields, dict):
-            raise LibreTranslateInvalid(INVALID_JSON)
-        return _JsonFields(fields)
-    items = list(request.query_params.multi_items())
-    if content_type in FORM_TYPES:
-        form = await read_form(request, content_type)
-        items += form.multi_items()
-    elif await request.body():
-        raise InvalidRequest(f"unsupported content type {content_type or 'none'!r}: send JSON or a form")
-    values: dict[str, list[Any]] = {}
-    for key, value in items:
-        values.setdefault(key, []).append(value)
-    return {key: _form_value(key, v) for key, v in values.items()}
+    sent = await read_parameters(request, malformed_json=_invalid_json, blank_json=False)
+    if sent.json is not None:
+        return _JsonFields(sent.json)
+    values = Parameters.grouped([*sent.query, *sent.form])
+    return {key: v if key == "q" and len(v) > 1 else v[0] for key, v in values.items()}
 
 
-def _form_value(key: str, values: list[Any]) -> Any:
-    return values if key == "q" and len(values) > 1 else values[0]
+def _invalid_json(_problem: str) -> LibreTranslateInvalid:
+    """LibreTranslate's words for any JSON body but an object's: it says no more."""
+    return LibreTranslateInvalid(INVALID_JSON)
 
 
 async def _authorize(fields: dict[str, Any], request: Request) -> tuple[str | None, Caller]:
