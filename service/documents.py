@@ -138,8 +138,13 @@ class DocumentProcess:
         self._heavy.stop()
 
     def _lane(self, data: bytes, filename: str) -> _Lane:
-        light = len(data) <= LIGHT_FILE_BYTES and not filename.lower().endswith(".docx")
-        return self._light if light else self._heavy
+        return self._light if is_light(data, filename) else self._heavy
+
+
+def is_light(data: bytes, filename: str) -> bool:
+    """Whether a file is light: at most ``LIGHT_FILE_BYTES``, and not a .docx (whose parts may expand
+    to MT_MAX_DOCUMENT_BYTES). Light files are read, written and translated in lanes of their own."""
+    return len(data) <= LIGHT_FILE_BYTES and not filename.lower().endswith(".docx")
 
 
 class _Lane:
