@@ -26,7 +26,7 @@ from service.glossaries import GlossaryStore
 from service.keys import KeyStore
 from service.metrics import Metrics
 from service.middleware import BodyLimit, CloseUnreadBody, HeadAsGet, RequestAccounting, RootPath, SlowBody
-from service.routes import deepl, files, glossaries, libretranslate, operations, stream, v1, web
+from service.routes import deepl, files, glossaries, libretranslate, libretranslate_errors, operations, stream, v1, web
 from service.runtime import EngineFactory, Runtime, StartupError
 from service.settings import Settings
 
@@ -96,7 +96,7 @@ def create_app(
     install_error_handlers(
         app,
         lambda error_type: metrics.errors.labels(error_type).inc(),
-        libretranslate=libretranslate.answers_as_libretranslate,
+        dialects=[(libretranslate_errors.answers_as_libretranslate, libretranslate_errors.libretranslate_response)],
     )
     # Added later = further out: accounting sees every request, including those the body's limit
     # and timeout refuse, with the path prefix known; every answer given before the body was read,

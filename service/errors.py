@@ -1,4 +1,4 @@
-"""The service's error taxonomy and the one place where errors become HTTP responses.
+"""The service's error taxonomy, and the one place that decides what an error is as an HTTP answer.
 
 Every error response has the body ``{"error": {"type": ..., "message": ...}}``, plus machine-readable
 fields where an error has them (``supported_pairs``, ``detected_language``, ``text_index``,
@@ -6,10 +6,9 @@ fields where an error has them (``supported_pairs``, ``detected_language``, ``te
 short stable identifier that clients can branch on and that doubles as the ``type`` label of the
 ``mt_errors_total`` metric, so it must come from the bounded set in ``ERROR_TYPES``.
 
-The routes that stand in for LibreTranslate's (those the app's ``libretranslate`` predicate picks)
-answer the same errors in LibreTranslate's shape instead: ``{"error": "<message>"}``, with its
-statuses (400 for every invalid request, limits included; 403 for a wrong API key; see
-``libretranslate_response``).
+The APIs this service stands in for answer the same errors in their own shapes and with their own
+statuses: each one's route modules render them from what ``describe`` makes of an error; this
+module knows none of those APIs.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -38,10 +37,6 @@ class ServiceError(Picklable, Exception):
 
     status: int = 500
     type: str = "internal_error"
-    # The status of LibreTranslate's answer where it differs from what the class of ``status`` maps to.
-    libretranslate_status: int | None = None
-    # The status of DeepL's answer where it differs from what ``status`` maps to (routes.deepl).
-    deepl_status: int | None = None
 
     def __init__(
         self, message: str, *, headers: dict[str, str] | None = None, details: dict[str, Any] | None = None
@@ -104,14 +99,8 @@ class Unauthorized(ServiceError):
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
 
 
-class InvalidApiKey(Unauthorized):
-    """A key that is not one of MT_API_KEYS, as the LibreTranslate routes say it: its 403."""
-
-    libretranslate_status = 403
-
-
 class Forbidden(ServiceError):
-    """Refused whoever asks: a LibreTranslate feature this service does not offer (suggestions)."""
+    """Refused whoever asks: a feature of an API the service stands in for that it does not offer."""
 
     status, type = 403, "forbidden"
 
@@ -120,7 +109,6 @@ class GlossaryLimit(ServiceError):
     """A key already keeps the most glossaries it may (``service.glossaries.MAX_GLOSSARIES``)."""
 
     status, type = 403, "glossary_limit"
-    deepl_status = 456  # DeepL's quota exceeded
 
 
 class Overloaded(ServiceError):
@@ -139,10 +127,9 @@ class RateLimited(Overloaded):
 
 class QuotaExceeded(ServiceError):
     """A request that would take a managed key past its characters for the month: refused whole,
-    nothing counted. DeepL's clients know its 456 (``QuotaExceededException``)."""
+    nothing counted."""
 
     status, type = 403, "quota_exceeded"
-    deepl_status = 456
 
 
 class DeadlineExceeded(ServiceError):
@@ -235,7 +222,7 @@ def error_body(error_type: str, message: str, details: dict[str, Any] | None = N
 
 
 @dataclass(frozen=True)
-class _Described:
+class Described:
     """What an exception means as an HTTP error, whatever shape its body takes."""
 
     status: int
@@ -243,10 +230,9 @@ class _Described:
     message: str
     headers: dict[str, str]
     details: dict[str, Any] | None
-    libretranslate_status: int | None = None
 
 
-def _describe(exc: Exception) -> _Described:
+def describe(exc: Exception) -> Described:
     """Map any exception to its status, type and message. Unknown exceptions become a 500 and are logged."""
     if _gone_while_sending(exc):
         exc = ClientDisconnected("client disconnected while sending the request body")
@@ -257,50 +243,21 @@ def _describe(exc: Exception) -> _Described:
             "directory): try again later"
         )
     if isinstance(exc, ServiceError):
-        return _Described(exc.status, exc.type, exc.message, exc.headers, exc.details, exc.libretranslate_status)
+        return Described(exc.status, exc.type, exc.message, exc.headers, exc.details)
     if isinstance(exc, RequestValidationError):
-        return _Described(422, InvalidRequest.type, describe_validation(exc.errors()), {}, None)
+        return Described(422, InvalidRequest.type, describe_validation(exc.errors()), {}, None)
     if isinstance(exc, StarletteHTTPException):
         status = exc.status_code
         message = str(exc.detail) if exc.detail else HTTPStatus(status).phrase
-        return _Described(status, _HTTP_STATUS_TYPES.get(status, "http_error"), message, dict(exc.headers or {}), None)
+        return Described(status, _HTTP_STATUS_TYPES.get(status, "http_error"), message, dict(exc.headers or {}), None)
     log.error("unhandled error", exc_info=exc)
-    return _Described(500, InternalError.type, "internal server error", {}, None)
+    return Described(500, InternalError.type, "internal server error", {}, None)
 
 
 def error_response(exc: Exception) -> tuple[JSONResponse, str]:
     """Map any exception to (response, error type). Unknown exceptions become a 500 and are logged."""
-    e = _describe(exc)
+    e = describe(exc)
     return JSONResponse(error_body(e.type, e.message, e.details), status_code=e.status, headers=e.headers), e.type
-
-
-# LibreTranslate's statuses for ours: every invalid request is a 400 there, of a file type it cannot
-# translate too (its text limits are 400 as well: the LibreTranslate routes say so; a body over the
-# byte limit stays 413, as Flask's).
-LIBRETRANSLATE_STATUSES = {415: 400, 422: 400}
-_LIBRETRANSLATE_INVALID = "Invalid request: "
-
-
-def libretranslate_response(exc: Exception) -> tuple[JSONResponse, str]:
-    """``error_response`` as LibreTranslate answers: ``{"error": "<message>"}`` with its status. The
-    type (for the metric) is the same. Its messages say "Invalid request: ..." of a request it
-    refuses as invalid (but an error with a ``libretranslate_status`` is in its words already), and
-    "Slowdown: ..." of a 429; the LibreTranslate routes raise their own messages where LibreTranslate
-    has one (``service.routes.libretranslate``)."""
-    e = _describe(exc)
-    status = e.libretranslate_status or LIBRETRANSLATE_STATUSES.get(e.status, e.status)
-    message = e.message
-    if (
-        e.status in (413, 415, 422)
-        and e.libretranslate_status is None
-        and not message.startswith(_LIBRETRANSLATE_INVALID)
-    ):
-        message = _LIBRETRANSLATE_INVALID + message
-    elif status == 429:
-        message = f"Slowdown: {message}"
-    # No Bearer challenge: LibreTranslate's key is a field.
-    headers = {name: value for name, value in e.headers.items() if name.lower() != "www-authenticate"}
-    return JSONResponse({"error": message}, status_code=status, headers=headers), e.type
 
 
 def _gone_while_sending(exc: Exception) -> bool:
@@ -331,17 +288,21 @@ def describe_validation(errors: Any) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+Render = Callable[[Exception], tuple[JSONResponse, str]]  # an error as an API answers it, and its type
+
+
 def install_error_handlers(
     app: FastAPI,
     on_error: Callable[[str], None],
     *,
-    libretranslate: Callable[[Request], bool] = lambda _request: False,
+    dialects: Sequence[tuple[Callable[[Request], bool], Render]] = (),
 ) -> None:
-    """Route every exception FastAPI can surface through ``error_response``, or ``libretranslate_response``
-    for the requests that ``libretranslate`` picks (by their route); ``on_error`` gets the type."""
+    """Route every exception FastAPI can surface through ``error_response``, or through the ``Render``
+    of the first of ``dialects`` whose predicate picks the request (by its route: an API's own
+    shape); ``on_error`` gets the type."""
 
     async def handle(request: Request, exc: Exception) -> JSONResponse:
-        render = libretranslate_response if libretranslate(request) else error_response
+        render = next((render for picks, render in dialects if picks(request)), error_response)
         response, error_type = render(exc)
         on_error(error_type)
         return response

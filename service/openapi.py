@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from engine.repository import Router
-from service.routes.libretranslate import libretranslate_document
+from service.routes.libretranslate_errors import libretranslate_document
 from service.runtime import Runtime
 from service.schemas import BEARER_SCHEME, LANGUAGE_PAIR, SAME_LANGUAGE, SERVED_LANGUAGES, SETTING_LIMITS
 from service.settings import Settings

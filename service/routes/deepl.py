@@ -8,8 +8,8 @@ A thin layer over the same runtime as the other APIs: texts go through ``Runtime
 (``EN-GB``, ``EN-US``, ``PT-BR``) is translated by the model of its language, and is listed as
 DeepL lists it. The key is DeepL's ``Authorization: DeepL-Auth-Key <key>`` (or ``Bearer``),
 checked against MT_API_KEYS. Errors are DeepL's: ``{"message": ...}`` with its statuses (403 for a
-key, 400 for every invalid request, 404 for an unknown resource), rendered here from the service's
-own error types.
+key, 400 for every invalid request, 404 for an unknown resource, 456 for a key's quota), rendered
+from the service's own error types by ``routes.deepl_errors``.
 
 Accepted as DeepL documents them and not honoured: ``formality``, ``context``, ``model_type``,
 ``split_sentences`` (sentences are always split at punctuation and line breaks),
@@ -22,9 +22,7 @@ DeepL's rules: ``source_lang`` is required with it, and it must be for the trans
 from __future__ import annotations
 
 import functools
-import json
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -49,7 +47,6 @@ from service.errors import (
     UnsupportedLanguage,
     UnsupportedMediaType,
     describe_validation,
-    error_response,
 )
 from service.glossaries import (
     MAX_NAME_CHARS,
@@ -61,6 +58,7 @@ from service.glossaries import (
     variant_language,
 )
 from service.routes.common import Parameters, authorized, get_runtime, read_parameters, unless_disconnected
+from service.routes.deepl_errors import DeepLRoute
 from service.routes.files import DownloadOnce, _form
 from service.routes.glossaries import entries_checked, glossary_store, owner, stored, stored_glossary
 from service.runtime import Runtime
@@ -80,40 +78,8 @@ REGIONAL_NAMES = {
     "PT-BR": "Portuguese (Brazilian)",
     "PT-PT": "Portuguese (European)",
 }
-# Our errors' statuses that DeepL answers otherwise: a key refused is a 403, every invalid request a 400.
-_DEEPL_STATUSES = {401: 403, 415: 400, 422: 400}
 _LIST_FIELDS = frozenset({"text", "non_splitting_tags", "splitting_tags", "ignore_tags", "glossary_ids"})
 _ENDS_SENTENCE = ".!?。！？"
-# Of our error's headers, those DeepL's answer keeps: when to try again, and a 405's methods.
-_KEPT_HEADERS = frozenset({"retry-after", "allow"})
-
-
-def deepl_error(request: Request, exc: Exception) -> JSONResponse:
-    """Any exception as DeepL answers it: ``{"message": ...}`` with DeepL's status for ours (an
-    error's own ``deepl_status`` where it has one)."""
-    response, error_type = error_response(exc)
-    request.app.state.runtime.metrics.errors.labels(error_type).inc()
-    body = json.loads(bytes(response.body))
-    error = body.get("error")
-    message = error.get("message", "") if isinstance(error, dict) else str(error)
-    headers = {name: value for name, value in response.headers.items() if name.lower() in _KEPT_HEADERS}
-    status = getattr(exc, "deepl_status", None) or _DEEPL_STATUSES.get(response.status_code, response.status_code)
-    return JSONResponse({"message": message}, status_code=status, headers=headers)
-
-
-class DeepLRoute(APIRoute):
-    """A route whose errors are answered in DeepL's shape (the app's handlers answer in ours)."""
-
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:  # every error, as DeepL words it
-                return deepl_error(request, exc)
-
-        return handle
 
 
 # Not in the OpenAPI document: these are DeepL's routes, described by DeepL's own documentation.

@@ -9,11 +9,10 @@ and ``POST /suggest`` (refused: no suggestions here, 403) answer as LibreTransla
 (``POST /translate_file`` and ``GET /download_file``: ``routes/files.py``).
 
 Errors take LibreTranslate's shape on every route tagged ``TAG``, these and files.py's:
-``{"error": "<message>"}`` (``errors.libretranslate_response``, chosen by ``answers_as_libretranslate``),
-400 for an invalid request (its "Invalid request: missing q parameter", "zz is not supported",
-"Invalid request: request (N) exceeds text limit (M)") and 403 for a wrong API key. The checks are
-the service's own (``Runtime``); this module only says what they found in LibreTranslate's words.
-``libretranslate_document`` says the same in the OpenAPI document.
+``{"error": "<message>"}`` with its statuses (``routes.libretranslate_errors``), 400 for an invalid
+request (its "Invalid request: missing q parameter", "zz is not supported", "Invalid request:
+request (N) exceeds text limit (M)") and 403 for a wrong API key. The checks are the service's own
+(``Runtime``); this module only says what they found in LibreTranslate's words.
 """
 
 from __future__ import annotations
@@ -32,9 +31,7 @@ from engine.languages import LANGUAGE_NAMES
 from engine.repository import Router
 from service.access import Caller
 from service.errors import (
-    LIBRETRANSLATE_STATUSES,
     Forbidden,
-    InvalidApiKey,
     InvalidRequest,
     PayloadTooLarge,
     Unauthorized,
@@ -51,6 +48,7 @@ from service.routes.common import (
     read_parameters,
     unless_disconnected,
 )
+from service.routes.libretranslate_errors import TAG, InvalidApiKey, LibreTranslateInvalid, TextLimit
 from service.runtime import Runtime
 from service.schemas import (
     BEARER_AUTH,
@@ -68,7 +66,6 @@ from service.settings import Settings
 from service.translation import TranslationJob
 
 M = TypeVar("M", bound=BaseModel)
-TAG = "LibreTranslate compatibility"
 router = APIRouter(tags=[TAG])
 
 # LibreTranslate's messages (its app.py).
@@ -76,18 +73,6 @@ KEY_REQUIRED = "Please contact the server operator to get an API key"
 INVALID_KEY = "Invalid API key"
 INVALID_JSON = "Invalid JSON format"
 SUGGESTIONS_DISABLED = "Suggestions are disabled on this server."
-
-
-class LibreTranslateInvalid(InvalidRequest):
-    """An invalid request in LibreTranslate's words: its 400 and its message, as it is."""
-
-    libretranslate_status = 400
-
-
-def answers_as_libretranslate(request: Request) -> bool:
-    """Whether the request's route is one of LibreTranslate's (tagged ``TAG``, files.py's too),
-    whose errors LibreTranslate's clients read as ``{"error": "<message>"}``."""
-    return TAG in getattr(request.scope.get("route"), "tags", ())
 
 
 class LibreTranslateRequest(BaseModel):
@@ -332,13 +317,7 @@ def _over_limit(exc: PayloadTooLarge, texts: list[str], settings: Settings) -> P
         size, limit = chars, settings.max_chars
     else:  # another limit (the search's cost): the runtime's message says which
         return exc
-    return _TextLimit(f"Invalid request: request ({size}) exceeds text limit ({limit})")
-
-
-class _TextLimit(PayloadTooLarge):
-    """Over LibreTranslate's text limit: its 400."""
-
-    libretranslate_status = 400
+    return TextLimit(f"Invalid request: request ({size}) exceeds text limit ({limit})")
 
 
 def _unsupported(exc: UnsupportedLanguage, runtime: Runtime, source: str, target: str) -> UnsupportedLanguage:
@@ -367,54 +346,3 @@ def _code(router: Router, name: str, side: str) -> str | None:
 
 def _name(code: str | None) -> str:
     return LANGUAGE_NAMES.get(code or "", code or "")
-
-
-# -- the OpenAPI document -----------------------------------------------------------------------
-
-ERROR_SCHEMA = "LibreTranslateError"
-_ERROR_CONTENT = {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}}}
-
-
-def libretranslate_document(document: dict[str, Any]) -> None:
-    """The errors of the operations tagged ``TAG`` as they answer them: ``{"error": "<message>"}``,
-    every invalid request 400, and 403 for a wrong key where a key is asked for (401: none sent).
-    Only a body over the byte limit (413) is refused, before any route, in the service's own shape."""
-    schemas = document.setdefault("components", {}).setdefault("schemas", {})
-    schemas[ERROR_SCHEMA] = {
-        "type": "object",
-        "properties": {"error": {"type": "string", "description": "What was wrong, in words"}},
-        "required": ["error"],
-        "title": ERROR_SCHEMA,
-    }
-    for operations in document["paths"].values():
-        for operation in operations.values():
-            if TAG in operation.get("tags", ()):
-                operation["responses"] = _libretranslate_responses(operation["responses"])
-
-
-def _libretranslate_responses(responses: dict[str, Any]) -> dict[str, Any]:
-    answered: dict[str, Any] = {}
-    for status, response in responses.items():
-        if not status.startswith(("4", "5")):
-            answered[status] = response
-            continue
-        if (
-            status == "413"
-        ):  # the body's byte limit: answered before any route (by Content-Length) in the service's shape
-            own = response["content"]["application/json"]["schema"]
-            description = (
-                "A body over the byte limit (refused by its Content-Length before it is read: the service's shape)"
-            )
-            either = {"application/json": {"schema": {"anyOf": [_ERROR_CONTENT["application/json"]["schema"], own]}}}
-            answered[status] = {"description": description, "content": either}
-            status = "400"  # the text limits
-        status = str(LIBRETRANSLATE_STATUSES.get(int(status), status))
-        headers = {name: h for name, h in response.get("headers", {}).items() if name != "WWW-Authenticate"}
-        merged = answered.setdefault(status, {"description": "", "content": _ERROR_CONTENT})
-        merged["description"] = "; ".join(filter(None, (merged["description"], response["description"])))
-        if headers:
-            merged["headers"] = headers
-    if "401" in answered:
-        answered["401"]["description"] = "No API key"
-        answered["403"] = {"description": "An API key that is not one of MT_API_KEYS", "content": _ERROR_CONTENT}
-    return dict(sorted(answered.items()))
