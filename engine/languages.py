@@ -55,22 +55,33 @@ class UnsupportedLanguage(ValueError):
 
 
 def find(languages: list[Language], name: str) -> Language | None:
-    """The language ``name`` means: by code or model code, else as the only language a bare subtag
-    starts (``zh``: ``zh-Hant`` alone), else as the broader code of a regional tag (``broader``)."""
-    wanted = name.strip().lower()
-    if (lang := _named(languages, wanted)) is not None:
-        return lang
-    # By code: the languages of several models name one language several times.
-    by_subtag = {lang.code: lang for lang in languages if primary_subtag(lang.code) == wanted}
-    if len(by_subtag) == 1:
-        return next(iter(by_subtag.values()))
-    return next((lang for code in broader(wanted) if (lang := _named(languages, code)) is not None), None)
+    """The language ``name`` means among ``languages`` (``LanguageNames.find``)."""
+    return LanguageNames(languages).find(name)
 
 
-def _named(languages: list[Language], wanted: str) -> Language | None:
-    # A language without a model code has no second name: "" (a blank name) must not match it.
-    names = ((lang, {lang.code.lower(), (lang.model_code or lang.code).lower()}) for lang in languages)
-    return next((lang for lang, known in names if wanted in known), None)
+class LanguageNames:
+    """Languages looked up by the names requests give them, each exact name (code or model code, in
+    lower case) in a dict, so that the common lookup costs one probe however many are served."""
+
+    def __init__(self, languages: list[Language]) -> None:
+        self.languages = languages
+        self.exact: dict[str, Language] = {}
+        for lang in reversed(languages):  # the first language of a name wins
+            # A language without a model code has no second name: "" (a blank name) must not match it.
+            self.exact |= dict.fromkeys({lang.code.lower(), (lang.model_code or lang.code).lower()}, lang)
+
+    def find(self, name: str) -> Language | None:
+        """The language ``name`` means: by code or model code, else as the only language a bare
+        subtag starts (``zh``: ``zh-Hant`` alone), else as the broader code of a regional tag
+        (``broader``)."""
+        wanted = name.strip().lower()
+        if (lang := self.exact.get(wanted)) is not None:
+            return lang
+        # By code: the languages of several models name one language several times.
+        by_subtag = {lang.code: lang for lang in self.languages if primary_subtag(lang.code) == wanted}
+        if len(by_subtag) == 1:
+            return next(iter(by_subtag.values()))
+        return next((lang for code in broader(wanted) if (lang := self.exact.get(code)) is not None), None)
 
 
 def broader(name: str) -> list[str]:

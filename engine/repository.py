@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.bundle import MANIFEST, BundleError, Languages, Manifest, read_manifest
-from engine.languages import UnsupportedLanguage, find, pairs
+from engine.languages import LanguageNames, UnsupportedLanguage, pairs
 
 # Tried first as the pivot language: most open models translate into and out of English.
 PREFERRED_PIVOTS = ("en",)
@@ -130,7 +130,7 @@ class Router:
         # Every model's languages on each side, looked up at once (``code``): a code one model has
         # exactly wins over a subtag another model's code starts with ("zh" over "zh-Hant").
         self._languages = {
-            side: [lang for entry in self.entries for lang in getattr(entry.languages, side)]
+            side: LanguageNames([lang for entry in self.entries for lang in getattr(entry.languages, side)])
             for side in ("source", "target")
         }
 
@@ -156,7 +156,7 @@ class Router:
 
     def code(self, name: str, side: str) -> str:
         """The language code a request's ``name`` means on ``side`` ("source" or "target")."""
-        if (lang := find(self._languages[side], name)) is not None:
+        if (lang := self._languages[side].find(name)) is not None:
             return lang.code
         served = sorted({s if side == "source" else t for s, t in self.pairs()})
         raise UnsupportedLanguage(f"unsupported {side} language {name!r}; served: {', '.join(served) or 'none'}")

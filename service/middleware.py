@@ -118,32 +118,34 @@ class SlowBody:
         out; each window that ends with its bytes starts the next. Raised into the route reading
         the body as an HTTPException, as the body limit's 413 is."""
         loop = asyncio.get_running_loop()
-        arriving = asyncio.ensure_future(receive())
         idle_until = loop.time() + self.timeout_s
-        try:
-            while True:
-                started = loop.time()
-                done, _ = await asyncio.wait({arriving}, timeout=min(idle_until - started, window.left_s))
-                window.waited(loop.time() - started)
-                message = arriving.result() if done else None
-                if message is not None:
-                    window.received(len(message.get("body", b"")))
-                    if not message.get("more_body", False):
-                        return message  # the body's end: no rate to keep any more
-                elif loop.time() >= idle_until:
-                    raise HTTPException(
-                        408, f"the request body stopped: nothing came for {self.timeout_s:g} s (MT_IDLE_TIMEOUT_S)"
-                    )
-                if window.left_s <= 0 and not window.next():
-                    raise HTTPException(
-                        408,
-                        f"the request body came at less than {self.min_rate} bytes a second over "
-                        f"{self.window_s:g} s (MT_MIN_BODY_RATE, MT_BODY_RATE_WINDOW_S)",
-                    )
-                if message is not None:
-                    return message
-        finally:
-            arriving.cancel()
+        while True:
+            started = loop.time()
+            try:
+                # A wait that times out cancels the receive, which loses nothing: uvicorn keeps what
+                # it has read for the next one. (A task per receive cost a tenth of the HTTP
+                # process's CPU at 64 clients.)
+                async with asyncio.timeout(min(idle_until - started, window.left_s)):
+                    message: Message | None = await receive()
+            except TimeoutError:
+                message = None
+            window.waited(loop.time() - started)
+            if message is not None:
+                window.received(len(message.get("body", b"")))
+                if not message.get("more_body", False):
+                    return message  # the body's end: no rate to keep any more
+            elif loop.time() >= idle_until:
+                raise HTTPException(
+                    408, f"the request body stopped: nothing came for {self.timeout_s:g} s (MT_IDLE_TIMEOUT_S)"
+                )
+            if window.left_s <= 0 and not window.next():
+                raise HTTPException(
+                    408,
+                    f"the request body came at less than {self.min_rate} bytes a second over "
+                    f"{self.window_s:g} s (MT_MIN_BODY_RATE, MT_BODY_RATE_WINDOW_S)",
+                )
+            if message is not None:
+                return message
 
 
 class _RateWindow:
