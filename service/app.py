@@ -8,6 +8,7 @@ in ``errors.py`` only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,7 +20,8 @@ from starlette.middleware.cors import CORSMiddleware
 from service import openapi
 from service.access import Access
 from service.database import PostgresDatabase, open_database
-from service.documents import DocumentProcess
+from service.document_jobs import DocumentJobs
+from service.documents import DocumentProcess, translate_document
 from service.errors import install_error_handlers
 from service.file_store import FileStore
 from service.glossaries import GlossaryStore
@@ -33,6 +35,7 @@ from service.settings import Settings
 log = logging.getLogger(__name__)
 
 CORS_MAX_AGE_S = 24 * 3600  # how long a browser may reuse a preflight's answer
+FILES_DIRECTORY = "files"  # under MT_DATA_DIR: files waiting for download, without MT_DATABASE_URL
 
 
 def create_app(
@@ -49,24 +52,40 @@ def create_app(
     runtime = Runtime(settings, metrics, factory=engine_factory)
     database = open_database(settings.database_url, settings.data_dir)
     runtime.access = Access(settings, KeyStore(database))
-    file_store = FileStore(settings.file_expiry_s)
+    # With MT_DATABASE_URL, in the database every replica shares; else SQLite (and files) in MT_DATA_DIR.
+    shared = database if isinstance(database, PostgresDatabase) else None
+    glossary_store = GlossaryStore(settings.data_dir, postgres=shared)
+    file_store = FileStore(
+        database, settings.file_expiry_s, directory=None if shared else settings.data_dir / FILES_DIRECTORY
+    )
     documents = DocumentProcess(
         settings.max_document_bytes,
         max_texts=settings.max_document_texts,
         memory_mb=settings.document_memory_mb,
         timeout_s=settings.document_timeout_s,
     )
+    document_jobs = DocumentJobs(
+        database,
+        file_store,
+        translate=functools.partial(translate_document, runtime, documents),
+        expiry_s=settings.file_expiry_s,
+        find_glossary=functools.partial(glossaries.job_glossary, glossary_store),
+        lease_s=settings.document_lease_s,
+        started=runtime.in_flight.enter,  # counted in flight until translated: drained first
+        finished=runtime.in_flight.leave,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         loading = asyncio.create_task(_load(runtime, on_load_failure))
         expiring = asyncio.create_task(file_store.expire_periodically())
+        sweeping = asyncio.create_task(document_jobs.sweep_periodically())
         # The database reached (its schema made) at start, or one line saying why not; readiness
         # stays 503 until it is reached.
         reaching = asyncio.create_task(runtime.access.unready())
         yield
         expiring.cancel()
-        file_store.close()
+        sweeping.cancel()
         documents.close()
         # Models still loading are given up (``Runtime.load``), not waited for: a large one could
         # outlast the orchestrator's grace period, and the process would be killed mid-shutdown.
@@ -88,11 +107,10 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.files = file_store
+    app.state.document_jobs = document_jobs
     app.state.documents = documents
     app.state.uploads = files.UploadSlots(settings.max_uploads)
-    # With MT_DATABASE_URL, in the database every replica shares; else SQLite in MT_DATA_DIR.
-    shared = database if isinstance(database, PostgresDatabase) else None
-    app.state.glossaries = GlossaryStore(settings.data_dir, postgres=shared)
+    app.state.glossaries = glossary_store
     install_error_handlers(
         app,
         lambda error_type: metrics.errors.labels(error_type).inc(),

@@ -24,6 +24,7 @@ import logging
 import re
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -206,7 +207,20 @@ def migrate(db: Database) -> int:
         if version != len(MIGRATIONS):
             tx.execute("UPDATE schema_version SET version = :v", {"v": len(MIGRATIONS)})
             log.info("state database %s: schema version %d -> %d", db.description, version, len(MIGRATIONS))
+    _MIGRATED.add(db)
     return len(MIGRATIONS)
+
+
+_MIGRATED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def migrated(db: Database) -> Database:
+    """``db``, migrated the first time this process asks for it: a store that may be used before
+    start-up has reached the database (``service.access`` migrates it then) makes the schema itself."""
+    if db not in _MIGRATED:
+        migrate(db)
+        _MIGRATED.add(db)
+    return db
 
 
 class _SqliteTransaction:
@@ -285,7 +299,7 @@ class SqliteDatabase:
             self._connections.clear()
 
 
-_NAMED = re.compile(r"(?<![:\w]):([a-z_]+)")
+_NAMED = re.compile(r"(?<![:\w]):([a-z_][a-z_0-9]*)")
 
 
 class _PostgresTransaction:

@@ -162,14 +162,22 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         Path("data"),
-        description="Directory the service keeps its data in (glossaries, in SQLite; with MT_SHARED_WEIGHTS, the "
-        "models' optimized graphs); relative to the working directory; made on first use.",
+        description="Directory the service keeps its data in (without MT_DATABASE_URL, glossaries, keys and DeepL "
+        "documents in SQLite and files waiting for download; with MT_SHARED_WEIGHTS, the models' optimized graphs); "
+        "relative to the working directory; made on first use.",
     )
     file_expiry_s: float = Field(
         1800,
         gt=0,
         allow_inf_nan=False,
         description="How long a file translated by /translate_file can be downloaded before it is deleted.",
+    )
+    document_lease_s: float = Field(
+        30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="How long a DeepL document a replica is translating stays its own without being renewed (every "
+        "third of it): a stopped replica's documents are taken over by another this long after it stopped.",
     )
     api_keys: str = Field(
         "",
@@ -184,8 +192,8 @@ class Settings(BaseSettings):
     )
     database_url: str = Field(
         "",
-        description="postgresql://user:password@host:5432/db: the database every replica keeps its keys and "
-        "usage in; empty = SQLite in MT_DATA_DIR (one replica).",
+        description="postgresql://user:password@host:5432/db: the database every replica keeps its keys, usage, "
+        "glossaries, DeepL documents and files waiting for download in; empty = SQLite in MT_DATA_DIR (one replica).",
     )
     key_trust_s: float = Field(
         60.0,

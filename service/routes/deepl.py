@@ -21,7 +21,6 @@ DeepL's rules: ``source_lang`` is required with it, and it must be for the trans
 
 from __future__ import annotations
 
-import functools
 import logging
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, TypeVar
@@ -39,7 +38,7 @@ from engine.documents import SUPPORTED_EXTENSIONS
 from engine.languages import LANGUAGE_NAMES, broader, primary_subtag
 from engine.repository import Router
 from service.document_jobs import Document, DocumentJobs
-from service.documents import DocumentProcess, FileJob, translate_document
+from service.documents import FileJob
 from service.errors import (
     InvalidRequest,
     NotFound,
@@ -352,23 +351,17 @@ async def upload_document(request: Request) -> JSONResponse:
     source = _language(served, body.source_lang, "source") if body.source_lang else None
     glossary = await _glossary(request, key, body.glossary_id, source, target)
     job = FileJob(data, filename, target, source, api_key=key, glossary=glossary)
-    processes: DocumentProcess = request.app.state.documents
-    document = _jobs(request, runtime).submit(
+    document = await _jobs(request).submit(
         job,
-        functools.partial(translate_document, runtime, processes),
         owner=owner(runtime, key),
         keys_required=bool(runtime.settings.keys_required),
-        finished=runtime.in_flight.leave,
+        glossary_id=body.glossary_id,
     )
-    runtime.in_flight.enter()  # counted in flight until translated (its task runs once this returns): drained first
     return JSONResponse({"document_id": document.document_id, "document_key": document.key})
 
 
-def _jobs(request: Request, runtime: Runtime) -> DocumentJobs:
-    jobs: DocumentJobs | None = getattr(request.app.state, "deepl_documents", None)
-    if jobs is None:
-        jobs = DocumentJobs(request.app.state.files, runtime.settings.file_expiry_s)
-        request.app.state.deepl_documents = jobs
+def _jobs(request: Request) -> DocumentJobs:
+    jobs: DocumentJobs = request.app.state.document_jobs
     return jobs
 
 
@@ -376,8 +369,8 @@ async def _document(request: Request, document_id: str) -> tuple[DocumentJobs, D
     runtime = await get_runtime(request)
     key = await _authorize(request, runtime)
     body = _validated(DocumentKeyBody, await _fields(request))
-    jobs = _jobs(request, runtime)
-    return jobs, jobs.find(document_id, owner=owner(runtime, key), document_key=body.document_key)
+    jobs = _jobs(request)
+    return jobs, await jobs.find(document_id, owner=owner(runtime, key), document_key=body.document_key)
 
 
 @router.post("/v2/document/{document_id}")
@@ -396,9 +389,9 @@ async def document_status(request: Request, document_id: str) -> JSONResponse:
 @router.post("/v2/document/{document_id}/result")
 async def document_result(request: Request, document_id: str) -> Response:
     jobs, document = await _document(request, document_id)
-    name, stored = jobs.take_result(document)
+    stored = await jobs.take_result(document)
     # Deleted once sent: it cannot be downloaded again, so it must not wait on the disk for its expiry.
-    return DownloadOnce(jobs.files, name, stored)
+    return DownloadOnce(jobs.files, stored)
 
 
 # -- glossaries -----------------------------------------------------------------------------------

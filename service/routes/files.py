@@ -25,7 +25,6 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
@@ -163,38 +162,38 @@ async def libretranslate_file(request: Request) -> LibreFileResponse:
 
 @router.get(
     "/download_file/{name}",
-    response_class=FileResponse,
+    response_class=Response,
     responses={**FILE_RESPONSE, **error_responses(404)},
     tags=["LibreTranslate compatibility"],
 )
-async def download_file(request: Request, name: str) -> FileResponse:
+async def download_file(request: Request, name: str) -> Response:
     """A file translated by /translate_file. Its unguessable name is the only key it needs."""
-    stored = _store(request).get(name)
+    stored = await _store(request).get(name)
     if stored is None:
         raise NotFound("no such file: translated files are deleted MT_FILE_EXPIRY_S after they are made")
-    return FileResponse(
-        stored.path, media_type=stored.media_type, headers={"Content-Disposition": attachment(stored.filename)}
-    )
+    return Response(stored.data, media_type=stored.media_type, headers=_download_headers(stored))
 
 
-class DownloadOnce(FileResponse):
+class DownloadOnce(Response):
     """A stored file sent once, then deleted from the store however its response ends: sent, its
     client gone or its send failed (a response's background task runs only after a send that did
     not raise, which left a file nobody could download again holding disk and its key's share
     until it expired). Deleting needs no disk space: it frees the file's even on a full disk."""
 
-    def __init__(self, store: FileStore, name: str, stored: StoredFile) -> None:
-        super().__init__(
-            stored.path, media_type=stored.media_type, headers={"Content-Disposition": attachment(stored.filename)}
-        )
+    def __init__(self, store: FileStore, stored: StoredFile) -> None:
+        super().__init__(stored.data, media_type=stored.media_type, headers=_download_headers(stored))
         self.store = store
-        self.name = name
+        self.name = stored.name
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await self.store.delete(self.name)
+            await asyncio.shield(self.store.delete(self.name))
+
+
+def _download_headers(stored: StoredFile) -> dict[str, str]:
+    return {"Content-Disposition": attachment(stored.filename)}
 
 
 FieldsCheck = Callable[[dict[str, str]], str | None]  # the text fields before the file -> the upload's key

@@ -162,16 +162,17 @@ async def stored_glossary(request: Request, key: str | None, glossary_id: str) -
     """The key's glossary ``glossary_id``, to translate with; None if it has none of that id."""
     runtime = await get_runtime(request)
     store, whose = glossary_store(request), owner(runtime, key)
+    return await stored(lambda: job_glossary(store, whose, glossary_id))
 
-    def load() -> JobGlossary | None:
-        # Checked again by the store: one stored before duplicates were judged as they match may have two.
-        found = store.glossary(whose, glossary_id)
-        if found is None:
-            return None
-        info, glossary = found
-        return JobGlossary(glossary, info.source_lang, info.target_lang)
 
-    return await stored(load)
+def job_glossary(store: GlossaryStore, whose: str, glossary_id: str) -> JobGlossary | None:
+    """``whose`` glossary ``glossary_id``, to translate with; None if it has none of that id."""
+    # Checked again by the store: one stored before duplicates were judged as they match may have two.
+    found = store.glossary(whose, glossary_id)
+    if found is None:
+        return None
+    info, glossary = found
+    return JobGlossary(glossary, info.source_lang, info.target_lang)
 
 
 async def request_glossary(request: Request, asked: str | InlineGlossary | None) -> JobGlossary | None:

@@ -29,6 +29,7 @@ from live_server import (
     wait_for_metric,
 )
 
+from service.app import FILES_DIRECTORY
 from service.documents import chunks
 from tests.conftest import EN
 
@@ -200,27 +201,26 @@ def test_unknown_files_are_not_found(client: httpx.Client) -> None:
 def test_files_expire_and_temporary_files_are_removed(
     start_service: StartService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the server spools uploads and keeps files
-    server = start_service(file_expiry_s=1)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the server spools uploads
+    server = start_service(file_expiry_s=1, data_dir=str(tmp_path / "data"))
+    store = tmp_path / "data" / FILES_DIRECTORY  # where the file store keeps files, without MT_DATABASE_URL
 
-    def ours() -> list[Path]:  # Python's temporary files ("tmp...") and the file store's directory
-        return sorted(p for p in tmp_path.iterdir() if p.name.startswith(("tmp", "mt-files-")))
+    def spooled() -> list[Path]:  # Python's temporary files ("tmp...")
+        return sorted(p for p in tmp_path.iterdir() if p.name.startswith("tmp"))
 
     # Over a MiB: spooled to a temporary file, and over MT_MAX_REQUEST_BYTES, which uploads are not held to.
     big = ("A dog runs." + "\n" * (1536 << 10)).encode()
     with httpx.Client(base_url=server.url, timeout=60) as c:
         assert upload(c, "big.txt", big, source_lang="en").status_code == 200
-        assert ours() == []
+        assert spooled() == []
         url = c.post("/translate_file", files={"file": ("big.txt", big)}, data={"target": "de"}).json()
         assert c.get(url["translatedFileUrl"]).content.endswith(b"\n" * 1000)
-        [store] = ours()  # the upload's spooled file is gone; the translated file is kept
-        assert store.name.startswith("mt-files-") and len(list(store.iterdir())) == 1
+        assert spooled() == [] and len(list(store.iterdir())) == 1  # the translated file is kept
         time.sleep(2.5)  # expired after 1 s, and looked for every second: deleted with no request
         assert list(store.iterdir()) == []
         assert_libretranslate_error(c.get(url["translatedFileUrl"]), 404)
-        c.post("/translate_file", files={"file": ("big.txt", big)}, data={"target": "de"}).raise_for_status()
-    assert server.stop() == 0  # a file not yet expired is deleted with the store at shutdown
-    assert ours() == []
+    assert server.stop() == 0
+    assert spooled() == []
 
 
 # -- limits and errors --------------------------------------------------------------------------
@@ -426,8 +426,12 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
 def test_a_full_disk_is_a_507_and_leaves_nothing_behind(
     tiny_bundle: Path, tmp_path: Path, small_tmpfs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TMPDIR", str(small_tmpfs))  # where the server spools uploads and keeps files
-    server = ServiceProcess(tiny_bundle, tmp_path / "service.log")
+    monkeypatch.setenv("TMPDIR", str(small_tmpfs))  # where the server spools uploads
+    store = small_tmpfs / "files"  # and keeps files: its MT_DATA_DIR's files/ on the small disk too
+    store.mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / FILES_DIRECTORY).symlink_to(store)
+    server = ServiceProcess(tiny_bundle, tmp_path / "service.log", data_dir=str(tmp_path / "data"))
     used_at_start = shutil.disk_usage(small_tmpfs).used
     try:
         with httpx.Client(base_url=server.url, timeout=60) as c:
@@ -440,8 +444,7 @@ def test_a_full_disk_is_a_507_and_leaves_nothing_behind(
             form = {"source": "en", "target": "de"}
             libre = c.post("/translate_file", files={"file": ("big.txt", kept)}, data=form)
             assert_libretranslate_error(libre, 507)
-            [store] = small_tmpfs.glob("mt-files-*")
-            assert list(store.iterdir()) == []  # no partial file waits for the shutdown
+            assert list(store.iterdir()) == []  # no partial file is left
             # nor an open spooled upload, deleted but holding its space
             assert shutil.disk_usage(small_tmpfs).used == used_at_start
             # The space is free again: a file that fits is kept and served.

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from live_server import API_KEYS, ServiceProcess, StartService
 
+from service.app import FILES_DIRECTORY
 from service.routes.deepl import CHARACTER_LIMIT, _preserve_formatting
 from tests.conftest import both_ways
 
@@ -193,8 +194,8 @@ def test_a_document_is_downloaded_once_and_with_its_key(
 def test_a_document_bills_its_text_and_is_deleted_from_disk_once_downloaded(
     start_service: StartService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the server keeps translated files
-    server = start_service(file_expiry_s=600)
+    server = start_service(file_expiry_s=600, data_dir=str(tmp_path / "data"))
+    store = tmp_path / "data" / FILES_DIRECTORY  # where the server keeps files, without MT_DATABASE_URL
     word = docx.Document()
     paragraph = word.add_paragraph("A man with a ")
     paragraph.add_run("red").bold = True
@@ -206,8 +207,7 @@ def test_a_document_bills_its_text_and_is_deleted_from_disk_once_downloaded(
     status = client.translate_document_wait_until_done(handle)
     # The runs' text, not the <span>s each group of runs was translated in.
     assert status.billed_characters == len("A man with a red hat walks.")
-    [store] = tmp_path.glob("mt-files-*")
-    assert len(list(store.iterdir())) == 1
+    assert len(list(store.iterdir())) == 1  # the translation; the upload is gone
     assert client.translate_document_download(handle).content  # type: ignore[union-attr]
     client.close()
     assert list(store.iterdir()) == []  # not kept for MT_FILE_EXPIRY_S: it cannot be downloaded again

@@ -8,7 +8,6 @@ import asyncio
 import errno
 import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from service.app import FILES_DIRECTORY
+from service.database import open_database
 from service.errors import InsufficientStorage, error_response
 from service.file_store import BLOCK_BYTES, FileStore
 from service.launcher import LiveService
@@ -48,9 +49,14 @@ def fill(disk: Path, leave: int) -> None:
     (disk / "filler").write_bytes(b"\0" * max(0, free - leave))
 
 
-def test_a_full_disk_is_a_507_and_a_delete_frees_room(small_disk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(small_disk))
-    store = FileStore(expiry_s=60, max_bytes=4 * DISK_BYTES)  # the disk fills before the store's own limit
+def sqlite_store(state_dir: Path, files_dir: Path, **options: int) -> FileStore:
+    """The embedded backend's store: its rows in SQLite in ``state_dir``, its files in ``files_dir``."""
+    return FileStore(open_database("", state_dir), 60, directory=files_dir, **options)
+
+
+def test_a_full_disk_is_a_507_and_a_delete_frees_room(small_disk: Path, tmp_path: Path) -> None:
+    # The disk fills before the store's own limit.
+    store = sqlite_store(tmp_path, small_disk / "files", max_bytes=4 * DISK_BYTES)
 
     async def scenario() -> None:
         names = []
@@ -59,22 +65,20 @@ def test_a_full_disk_is_a_507_and_a_delete_frees_room(small_disk: Path, monkeypa
                 names.append(await store.put(PIECE, filename=f"{i}.txt", media_type="text/plain"))
         assert isinstance(full.value.__cause__, OSError) and full.value.__cause__.errno == errno.ENOSPC
         assert error_response(full.value)[0].status_code == 507
-        directory = store.get(names[0]).path.parent  # type: ignore[union-attr]
-        assert len(list(directory.iterdir())) == len(names), "nothing of the refused file is left"
+        assert len(list((small_disk / "files").iterdir())) == len(names), "nothing of the refused file is left"
         await store.delete(names[0])
         await store.put(PIECE, filename="again.txt", media_type="text/plain")
-        assert store.bytes == len(names) * len(PIECE)
+        assert await store.owned() == len(names) * len(PIECE)
 
     asyncio.run(scenario())
-    store.close()
 
 
 @pytest.mark.parametrize("failure", [None, OSError(errno.EPIPE, "Broken pipe"), asyncio.CancelledError()])
 def test_a_download_once_deletes_its_file_however_it_ends(tmp_path: Path, failure: BaseException | None) -> None:
     """Sent whole, its send failing, or its task cancelled (the client gone): the file is gone."""
-    store = FileStore(expiry_s=60)
+    store = sqlite_store(tmp_path, tmp_path / "files")
     name = asyncio.run(store.put(b"Ein Hund.", filename="a.txt", media_type="text/plain"))
-    stored = store.get(name)
+    stored = asyncio.run(store.get(name))
     assert stored is not None
     sent: list[dict[str, object]] = []
 
@@ -88,15 +92,15 @@ def test_a_download_once_deletes_its_file_however_it_ends(tmp_path: Path, failur
         return {"type": "http.disconnect"}
 
     scope = {"type": "http", "method": "POST", "headers": [], "asgi": {"spec_version": "2.4"}}
-    response = DownloadOnce(store, name, stored)
+    response = DownloadOnce(store, stored)
     if failure is None:
         asyncio.run(response(scope, receive, send))  # type: ignore[arg-type]
         assert sent[-1]["body"] == b"Ein Hund."
     else:
         with pytest.raises(type(failure)):
             asyncio.run(response(scope, receive, send))  # type: ignore[arg-type]
-    assert store.get(name) is None and not stored.path.exists() and store.bytes == 0
-    store.close()
+    assert asyncio.run(store.get(name)) is None and asyncio.run(store.owned()) == 0
+    assert list((tmp_path / "files").iterdir()) == []
 
 
 def document(client: httpx.Client, text: bytes) -> dict[str, str]:
@@ -113,26 +117,31 @@ def document(client: httpx.Client, text: bytes) -> dict[str, str]:
 
 
 def test_deepl_documents_on_a_full_disk(small_disk: Path, tiny_bundle: Path, tmp_path: Path) -> None:
-    """The service's temporary directory on the small disk, nearly full: a document the disk has no
-    room for ends in error, and downloading one (which deletes it) makes room for the next."""
+    """The service's files (``files/`` under MT_DATA_DIR) on the small disk, nearly full: a document
+    whose translation the disk has no room for beside its upload ends in error, one whose upload
+    it has no room for is refused (507), and downloading one (which deletes it) makes room."""
     settings = {"MT_MODEL_DIR": str(tiny_bundle), "MT_THREADS": "1", "MT_LOG_LEVEL": "warning"}
-    settings |= {"MT_API_KEYS": KEY, "MT_DATA_DIR": str(tmp_path / "data"), "TMPDIR": str(small_disk)}
-    text = b"A dog runs in the park.\n" * 2000  # translated: about 18 KB, five blocks
+    settings |= {"MT_API_KEYS": KEY, "MT_DATA_DIR": str(tmp_path / "data")}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / FILES_DIRECTORY).symlink_to(small_disk)
+    text = b"A dog runs in the park.\n" * 2000  # 12 blocks; translated: about 18 KB, five blocks
     with (
         LiveService(settings, tmp_path / "service.log") as server,
         httpx.Client(base_url=server.url, headers={"Authorization": f"DeepL-Auth-Key {KEY}"}, timeout=60) as client,
     ):
-        fill(small_disk, leave=8 * BLOCK_BYTES)
+        fill(small_disk, leave=20 * BLOCK_BYTES)
         first = document(client, text)
         assert first["status"] == "done", first
         second = document(client, text)
         assert second["status"] == "error" and "disk" in second["error_message"].lower(), second
+        refused = client.post("/v2/document", files={"file": ("b.txt", text * 2)}, data={"target_lang": "DE"})
+        assert refused.status_code == 507 and "disk" in refused.json()["message"], refused.text
         with client.stream(
             "POST", f"/v2/document/{first['document_id']}/result", data={"document_key": first["document_key"]}
         ) as download:
             assert download.status_code == 200
         # The client left after the headers; the file is deleted all the same, and the disk has room.
-        wait_for_room(small_disk, 8 * BLOCK_BYTES)
+        wait_for_room(small_disk, 20 * BLOCK_BYTES)
         third = document(client, text)
         assert third["status"] == "done", third
         result = client.post(
