@@ -52,6 +52,14 @@ class Plan:
     def source_tokens(self) -> int:
         return sum(n for n in self.text_tokens if n is not None)
 
+    def by_route(self) -> dict[Route, list[int]]:
+        """The texts each route translates, by index, in order; the others are not translated."""
+        groups: dict[Route, list[int]] = {}
+        for i, route in enumerate(self.routes):
+            if route is not None:
+                groups.setdefault(route, []).append(i)
+        return groups
+
 
 def check_size(texts: Sequence[str], settings: Settings) -> None:
     """PayloadTooLarge (413) past MT_MAX_TEXTS texts or MT_MAX_CHARS characters."""

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from engine.api import Engine, Hypothesis, TranslationResult
 from engine.language_id import Detection, is_passthrough
-from engine.repository import Route, Router, discover, single
+from engine.repository import Router, discover, single
 from engine.translator import TranslatorConfig, auto_streams
 from service.access import Access
 from service.batcher import BatcherConfig
@@ -200,34 +200,29 @@ class Runtime:
         """Results for ``job.texts`` in order, after every check: text with nothing to translate
         as it is, cached ones at once, the rest through their model's batcher."""
         plan = self.plan(job)
+        routed = await self.in_flight.stopping(self._route(plan))
+        return _gather(plan, routed)
+
+    async def _route(self, plan: Plan) -> list[tuple[list[int], list[TranslationResult], str]]:
+        """The planned texts along their routes, all routes at once: for each route, its texts (by
+        index), their results and the models that translated them."""
         _, routing = self._parts()
-        texts = list(job.texts)
-        groups: dict[Route, list[int]] = {}
-        for i, route in enumerate(plan.routes):
-            if route is not None:
-                groups.setdefault(route, []).append(i)
-        batching = Batching(plan.timeout_s)
-        done = await self.in_flight.stopping(
-            asyncio.gather(
-                *(
-                    routing.translate(
-                        route,
-                        [texts[i] for i in idx],
-                        job.options,
-                        route_terms(route, job.glossary),
-                        batching,
-                        tokens=[plan.text_tokens[i] or 0 for i in idx],
-                    )
-                    for route, idx in groups.items()
+        job, batching = plan.job, Batching(plan.timeout_s)
+        groups = plan.by_route()
+        done = await asyncio.gather(
+            *(
+                routing.translate(
+                    route,
+                    [job.texts[i] for i in idx],
+                    job.options,
+                    route_terms(route, job.glossary),
+                    batching,
+                    tokens=[plan.text_tokens[i] or 0 for i in idx],
                 )
+                for route, idx in groups.items()
             )
         )
-        results = [_unchanged(text) for text in texts]
-        models: list[str | None] = [None] * len(texts)
-        for idx, (translated, model) in zip(groups.values(), done, strict=True):
-            for i, result in zip(idx, translated, strict=True):
-                results[i], models[i] = result, model
-        return Translated(results, models, plan.detections)
+        return [(idx, results, model) for idx, (results, model) in zip(groups.values(), done, strict=True)]
 
     async def translate_part(self, plan: Plan, part: str) -> tuple[TranslationResult, str | None]:
         """``part`` of the plan's one text (a sentence of it) along that text's route, as a text of
@@ -255,6 +250,18 @@ async def _give_up_loading(pool: ModelPool) -> None:
     way (``service.engine_process``) instead of waiting for it and every one after it."""
     await asyncio.to_thread(pool.loader.close)
     await pool.close()
+
+
+def _gather(plan: Plan, routed: list[tuple[list[int], list[TranslationResult], str]]) -> Translated:
+    """The routes' results (``Runtime._route``) in the job's order, the texts they did not
+    translate as they are."""
+    texts = plan.job.texts
+    results = [_unchanged(text) for text in texts]
+    models: list[str | None] = [None] * len(texts)
+    for idx, translated, model in routed:
+        for i, result in zip(idx, translated, strict=True):
+            results[i], models[i] = result, model
+    return Translated(results, models, plan.detections)
 
 
 def _unchanged(text: str) -> TranslationResult:
