@@ -32,7 +32,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
-from service.database import migrate
+from service.database import RETRY_S, migrate
 from service.errors import DatabaseUnavailable, QuotaExceeded, RateLimited, Unauthorized
 from service.keys import ApiKey, Charge, KeyStore, OverQuota, could_be_managed, digest, seconds_to_next_month
 from service.settings import Settings
@@ -44,9 +44,6 @@ DB_THREADS = 4
 # How long a managed key read from the database is used before it is read again: how long a
 # revocation or a change of limits takes to reach every replica.
 KEY_RECHECK_S = 10.0
-# How long a database found unusable is not tried again: requests in an outage are answered (or
-# served, trusted) at once, rather than each waiting out the pool's wait for a connection.
-RETRY_S = 2.0
 # How often the characters of callers without a quota, added up in the process, are written.
 COUNT_EVERY_S = 1.0
 KEY_REQUIRED = "an API key is required (Authorization: Bearer <key>)"

@@ -24,6 +24,7 @@ import logging
 import re
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -61,6 +62,8 @@ POOL_WAIT_S = 3.0
 # Connections per replica, made as they are needed: one for each thread that may hold one at once
 # (``service.access.DB_THREADS``, the glossary store's reads and its writer), and one to spare.
 POOL_SIZE = 10
+# How long a PostgreSQL database found unusable is not tried again (``PostgresDatabase._unavailable``).
+RETRY_S = 2.0
 # Any number, the same in every replica: the lock that migrations hold in PostgreSQL.
 _MIGRATION_LOCK = 50_050
 
@@ -340,6 +343,7 @@ class PostgresDatabase:
             open=False,
         )
         self.pool.open(wait=False)
+        self._failed: tuple[float, str] | None = None  # when a call last failed (monotonic), and why
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -358,22 +362,32 @@ class PostgresDatabase:
 
     @contextmanager
     def _unavailable(self) -> Iterator[None]:
+        """DatabaseUnavailable for a server that cannot be reached or failed; at once, without
+        trying, for ``RETRY_S`` after a call found it so: in an outage, each request that needs the
+        database is answered 503 at once rather than after the pool's wait for a connection."""
         import psycopg
         import psycopg_pool
 
+        failed = self._failed
+        if failed is not None and time.monotonic() - failed[0] < RETRY_S:
+            raise DatabaseUnavailable(failed[1])
         try:
             yield
         except psycopg_pool.PoolTimeout:
             why = _POOL_ATTEMPTS.message.partition(": ")[2].strip().splitlines()[0:1]
-            raise DatabaseUnavailable(
-                f"the state database ({self.description}) cannot be reached{': ' + why[0] if why else ''}"
-            ) from None
+            self._failed = (
+                time.monotonic(),
+                f"the state database ({self.description}) cannot be reached{': ' + why[0] if why else ''}",
+            )
+            raise DatabaseUnavailable(self._failed[1]) from None
         except psycopg.OperationalError as e:  # the server went away, or a statement ran out of time
             # The pool's other connections are likely broken too (a restart): checked now, the
             # broken ones replaced, rather than each failing a request of its own later.
             with suppress(psycopg.Error, psycopg_pool.PoolTimeout):
                 self.pool.check()
-            raise DatabaseUnavailable(f"the state database ({self.description}) failed: {_first_line(e)}") from None
+            self._failed = (time.monotonic(), f"the state database ({self.description}) failed: {_first_line(e)}")
+            raise DatabaseUnavailable(self._failed[1]) from None
+        self._failed = None
 
     def close(self) -> None:
         self.pool.close()

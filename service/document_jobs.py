@@ -179,14 +179,22 @@ class DocumentJobs:
             await self._resume(taken)
 
     async def sweep_periodically(self) -> None:
-        """``sweep`` every third of the lease, until cancelled; a database away is tried again."""
+        """``sweep`` every third of the lease, until cancelled; a database away is tried again at
+        the next (said once as it goes away, and once as it comes back)."""
+        unswept = False
         while True:
             try:
                 await self.sweep()
-            except ServiceError as e:  # the database unreachable: the next sweep tries again
-                log.warning("document jobs: %s", e.message)
+            except ServiceError as e:
+                if not unswept:
+                    log.warning("document jobs cannot be swept (leases renewed, jobs taken over): %s", e.message)
+                unswept = True
             except Exception as e:  # a bug: logged, and the leases still renewed at the next sweep
                 log.error("document jobs' sweep failed", exc_info=e)
+            else:
+                if unswept:
+                    log.warning("document jobs are swept again")
+                unswept = False
             await asyncio.sleep(self.lease_s / 3)
 
     async def _statement(self, sql: str, params: Params) -> list[Row]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from live_server import ServiceProcess, StartService
 from postgres_server import PostgresServer, fresh_database, throwaway_postgres
@@ -98,6 +99,50 @@ def test_a_database_outage_spares_trusted_keys_and_is_a_quick_503_for_others(
     log = service.log(100_000)
     assert log.count("the state database cannot be used") == 1
     assert "the state database can be used again" in log
+
+
+def test_documents_and_download_links_in_an_outage_are_quick_503s_and_whole_once_it_is_back(
+    service: ServiceProcess, own_postgres: PostgresServer, keys: Keys, database: str
+) -> None:
+    """DeepL's documents and /translate_file's links live in the database: while it is away their
+    routes answer 503 in their API's shape (an upload leaves nothing behind), /v1/translate_file,
+    which keeps nothing, goes on; once it is back, a document finished before the outage is polled
+    and downloaded, whole."""
+    secret = keys.create()
+    auth = {"Authorization": f"DeepL-Auth-Key {secret}"}
+    text = b"A dog runs in the park.\n"
+    with httpx.Client(base_url=service.url, timeout=30, headers=auth) as client:
+        ids = client.post("/v2/document", files={"file": ("a.txt", text)}, data={"target_lang": "DE"}).json()
+        poll = {"document_key": ids["document_key"]}
+        for _ in range(200):  # a state, polled a bounded number of times
+            if client.post(f"/v2/document/{ids['document_id']}", data=poll).json()["status"] == "done":
+                break
+            time.sleep(0.05)
+        own_postgres.stop()
+        try:
+            for call in (
+                lambda: client.post(f"/v2/document/{ids['document_id']}", data=poll),
+                lambda: client.post("/v2/document", files={"file": ("b.txt", text)}, data={"target_lang": "DE"}),
+            ):
+                response, took = timed(call)
+                assert response.status_code == 503 and set(response.json()) == {"message"}, response.text
+                assert took < QUICK_S
+            form = {"source": "en", "target": "de", "api_key": secret}
+            libre, took = timed(lambda: client.post("/translate_file", files={"file": ("c.txt", text)}, data=form))
+            assert libre.status_code == 503 and set(libre.json()) == {"error"} and took < QUICK_S, libre.text
+            files = {"file": ("d.txt", text)}
+            bearer = {"Authorization": f"Bearer {secret}"}
+            v1_file = client.post("/v1/translate_file", files=files, data={"target_lang": "de"}, headers=bearer)
+            assert v1_file.status_code == 200 and v1_file.content.startswith(b"Ein")
+        finally:
+            own_postgres.start()
+        status = _once_reachable(lambda: client.post(f"/v2/document/{ids['document_id']}", data=poll))
+        assert status["status"] == "done"
+        result = client.post(f"/v2/document/{ids['document_id']}/result", data=poll)
+        assert result.status_code == 200 and result.content.startswith(b"Ein")
+    with psycopg.connect(database) as db:
+        left = db.execute("SELECT (SELECT COUNT(*) FROM document_jobs), (SELECT COUNT(*) FROM stored_files)")
+        assert left.fetchone() == (0, 0), "the upload refused in the outage left nothing; the download took its file"
 
 
 def test_a_service_started_without_its_database_is_unready_until_it_is_reached(
