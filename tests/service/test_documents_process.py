@@ -23,6 +23,8 @@ import pytest
 from live_server import ServiceProcess, StartService, assert_error, metric, scrape, wait_for_metric
 from test_app_engine_crash import document_pids, engine_pid
 
+from service.documents import HEAVY_LANE_NICENESS
+
 ROUTE = "/v1/translate_file"
 MODEL = "mt-en-de"  # the tiny bundle's name: the model label of its metrics
 # Paragraphs of a document that takes the document process seconds to read (2.3 s on a 2-core Xeon).
@@ -125,6 +127,25 @@ def document_pid(server: ServiceProcess) -> int:
 def test_the_document_process_is_told_from_the_engine_process(lone: ServiceProcess, client: httpx.Client) -> None:
     assert upload(client, word_file()).status_code == 200
     assert document_pid(lone) != engine_pid(lone.process.pid)
+
+
+def niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_the_heavy_lanes_process_yields_the_cpu_to_the_rest_of_the_service(start_service: StartService) -> None:
+    """On a full machine, reading one key's large files must not take the CPU that the HTTP process
+    and the light lane (another key's one-line file) need."""
+    server = start_service(streams=1, cache_size=0)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        assert upload(client, word_file()).status_code == 200
+        heavy = document_pid(server)
+        light = client.post(ROUTE, files={"file": ("notes.txt", b"A dog runs.\n")}, data={"target_lang": "de"})
+        assert light.status_code == 200, light.text
+    [light_pid] = set(document_pids(server.process.pid)) - {heavy}
+    service = niceness(server.process.pid)
+    assert niceness(heavy) == service + HEAVY_LANE_NICENESS
+    assert niceness(light_pid) == service
 
 
 def test_a_client_that_hangs_up_while_its_document_is_read_stops_the_reading(
