@@ -59,8 +59,9 @@ def keys(database: str, tmp_path_factory: pytest.TempPathFactory) -> Keys:
 
 @pytest.fixture(scope="module")
 def replicas(start_service: StartService, database: str) -> tuple[ServiceProcess, ServiceProcess]:
-    """Two services on one database, as two replicas behind a load balancer."""
-    settings = {"database_url": database, "require_keys": "true", "max_wait_ms": 2}
+    """Two services on one database, as two replicas behind a load balancer (each renewing its DeepL
+    documents' leases, and looking for other replicas' run out, every third of a second)."""
+    settings = {"database_url": database, "require_keys": "true", "max_wait_ms": 2, "document_lease_s": 1}
     return start_service(**settings), start_service(**settings)
 
 
