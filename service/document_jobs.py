@@ -16,11 +16,13 @@ downloads any replica's documents; with the embedded SQLite database they outliv
   translated again from its upload; where the service has keys it is failed instead (``error``,
   "upload it again"), since no replica keeps the key it was sent with; and after
   ``MAX_TAKEOVERS`` takeovers it is failed: a document that stops every replica that reads it
-  stops no more of them. No job stays ``translating`` for ever.
+  stops no more of them. No job stays ``translating`` for ever. A replica that cannot record the
+  end of a job (the database away, or its lease lost to another) leaves the job, and its upload,
+  to whichever replica holds it next.
 - At most ``MAX_PENDING_DOCUMENTS`` wait or translate at once, and, where the service has keys, a
   key at most a ``KEY_SHARE_OF_PENDING``-th of them (429 past either), counted in the database
   under one lock: the bounds hold across replicas. The upload is in the file store from the start,
-  within its owner's share of it.
+  within its owner's share of it, and kept as long as its job waits (``sweep``).
 - A translation refused as overloaded is tried again, ``DOCUMENT_RETRIES`` times at most, after
   the wait it was told; any other error ends the job in ``error`` with the error's message.
 - The translated file goes into the file store (its owner's share of it where the service has
@@ -240,6 +242,7 @@ class DocumentJobs:
 
     async def _translate(self, document: Document, job: FileJob, keys_required: bool, upload: str) -> None:
         result: str | None = None
+        ended = False
         try:
             workers = self.light_workers if is_light(job.data, job.filename) else self.workers
             async with workers.turn(document.owner):
@@ -247,17 +250,16 @@ class DocumentJobs:
                 data, read = await _retried(self.translate, job)
                 owner = document.owner if keys_required else None
                 result = await self.files.put(data, filename=job.filename, media_type=read.media_type, owner=owner)
-                if await self._end(document, result=result, characters=read.chars):
-                    result = None
+                ended = await self._end(document, result=result, characters=read.chars)
         except ServiceError as e:
-            await self._end(document, error=e.message)
+            ended = await self._end(document, error=e.message)
         except Exception as e:
             log.error("document translation failed", exc_info=e)
-            await self._end(document, error="internal server error")
+            ended = await self._end(document, error="internal server error")
         finally:
-            if result is not None:  # another replica took the job over: its translation is the one kept
-                await self.files.delete(result)
-            await self._forget_upload(upload)
+            # Not ended here, the job is another replica's (or will be, once its lease runs out): its
+            # upload is kept for it, and its translation is the one kept.
+            await self._delete(upload if ended else result)
             self.finished()
 
     async def _update(self, document: Document, assignments: str, **params: Any) -> bool:
@@ -287,11 +289,13 @@ class DocumentJobs:
             log.warning("document %s could not be ended: %s", document.document_id, e.message)
             return False
 
-    async def _forget_upload(self, upload: str) -> None:
+    async def _delete(self, name: str | None) -> None:
+        """Delete a file this job is done with; one the database cannot delete now is left to expire."""
         try:
-            await self.files.delete(upload)
-        except ServiceError as e:  # left to expire with the file store's others
-            log.warning("a document's upload could not be deleted: %s", e.message)
+            if name is not None:
+                await self.files.delete(name)
+        except ServiceError as e:
+            log.warning("a document's file could not be deleted: %s", e.message)
 
     # -- jobs of stopped replicas -----------------------------------------------------------------
 
@@ -334,7 +338,7 @@ class DocumentJobs:
             job = await self._job_again(document, target, source, glossary_id, upload)
         if job is None:
             await self._end(document, error=why)
-            await self._forget_upload(upload)
+            await self._delete(upload)
             self.finished()
         else:
             self._start(document, job, keys_required=False, upload=upload)
