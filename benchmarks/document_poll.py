@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import RESULTS as RESULTS_DIR
 from benchmarks.common import markdown_table, start_run, write_report
-from benchmarks.key_metering import _postgres, _summary
+from benchmarks.key_metering import on_both_backends, summary
 from service.database import open_database
 from service.document_jobs import Document, DocumentJobs
 from service.documents import FileJob, ReadDocument
@@ -74,8 +73,8 @@ async def _downloads(jobs: DocumentJobs, requests: int) -> list[float]:
 async def _measure(jobs: DocumentJobs, requests: int) -> dict[str, Any]:
     document = await _done(jobs)
     await _polls(jobs, document, 200, 16)  # the pool grown to its connections, the statements prepared
-    found = {f"poll, {n} at once": _summary(await _polls(jobs, document, requests, n)) for n in (1, 16)}
-    found["download, one at a time"] = _summary(await _downloads(jobs, max(10, requests // 20)))
+    found = {f"poll, {n} at once": summary(await _polls(jobs, document, requests, n)) for n in (1, 16)}
+    found["download, one at a time"] = summary(await _downloads(jobs, max(10, requests // 20)))
     return found
 
 
@@ -107,10 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--database-url", help="a PostgreSQL database to use (default: a throwaway server)")
     args = parser.parse_args(start.argv)
-    with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as unused:
-        results = {"sqlite": measure("", Path(sqlite_dir), args.requests)}
-        with _postgres(args.database_url) as url:
-            results["postgresql"] = measure(url, Path(unused), args.requests)
+    results = on_both_backends(measure, args.requests, args.database_url)
     report = {
         "requests": args.requests,
         "result_bytes": RESULT_BYTES,

@@ -21,7 +21,7 @@ import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ from service.settings import Settings
 
 RESULTS = RESULTS_DIR / "key_metering.json"
 CHARACTERS = 60  # a short sentence's
+# A benchmark's measurement on one backend: (MT_DATABASE_URL, "" for SQLite; its directory; requests) -> results.
+Measure = Callable[[str, Path, int], dict[str, Any]]
 
 
 async def _timed_requests(access: Access, key: str | None, requests: int, concurrency: int) -> list[float]:
@@ -54,7 +56,7 @@ async def _timed_requests(access: Access, key: str | None, requests: int, concur
     return times
 
 
-def _summary(times: list[float]) -> dict[str, float]:
+def summary(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     return {
         "median_ms": round(statistics.median(ordered) * 1000, 3),
@@ -78,11 +80,21 @@ def measure(url: str, data_dir: Path, requests: int) -> dict[str, Any]:
         # The key read, the pool grown to its connections, the statements prepared on each.
         asyncio.run(_timed_requests(access, key, 200, 16))
         found[name] = {
-            f"{concurrency} at once": _summary(asyncio.run(_timed_requests(access, key, requests, concurrency)))
+            f"{concurrency} at once": summary(asyncio.run(_timed_requests(access, key, requests, concurrency)))
             for concurrency in (1, 16)
         }
         access.close()
     return found
+
+
+def on_both_backends(measure: Measure, requests: int, database_url: str | None) -> dict[str, Any]:
+    """``measure``'s results on SQLite in a temporary directory and on PostgreSQL: the database at
+    ``database_url``, else a throwaway server's."""
+    with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as unused:
+        results = {"sqlite": measure("", Path(sqlite_dir), requests)}
+        with _postgres(database_url) as url:
+            results["postgresql"] = measure(url, Path(unused), requests)
+    return results
 
 
 @contextmanager
@@ -115,10 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--database-url", help="a PostgreSQL database to use (default: a throwaway server)")
     args = parser.parse_args(start.argv)
-    with tempfile.TemporaryDirectory() as sqlite_dir, tempfile.TemporaryDirectory() as unused:
-        results = {"sqlite": measure("", Path(sqlite_dir), args.requests)}
-        with _postgres(args.database_url) as url:
-            results["postgresql"] = measure(url, Path(unused), args.requests)
+    results = on_both_backends(measure, args.requests, args.database_url)
     report = {"requests": args.requests, "characters": CHARACTERS, "results": results, "markdown": markdown(results)}
     write_report(start, RESULTS, report)
 
