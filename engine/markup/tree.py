@@ -58,6 +58,13 @@ IMPLIED_END_BY: dict[str, frozenset[str]] = {
 # Also closed by the end of their parent or of the input.
 OPTIONAL_END = frozenset({*IMPLIED_END_BY, "html", "body", "colgroup", "caption"})
 SYNTHETIC_ROOT = "mt-fragment-root"
+# A "<" that may open something: before a letter (html.parser's tags begin with an ASCII one, what is
+# refused as a tag left open with any), "/", "!" or "?". Any other html.parser reads as text, a "<" at
+# a time.
+OPENER = re.compile(r"<(?=[^\W\d_]|[/!?])")
+# What such a "<" is in the copy that html.parser reads: like "<", not a letter, a digit or a space to
+# any of its patterns (a space would end a comment at "-- >", or an entity's name), nor a "/".
+MASK = "\x01"
 MAX_DEPTH = 256  # elements open at once: the tree is walked recursively
 NEWLINE = re.compile("\n")
 
@@ -203,9 +210,10 @@ class _HTMLTokens(HTMLParser):
     """Feeds ``_TreeBuilder``. Each handler runs while ``getpos()`` is at the token's start, so a
     token's source runs from there to the next token's start (``_flush``)."""
 
-    def __init__(self, markup: str, max_nodes: int | None) -> None:
+    def __init__(self, markup: str, max_nodes: int | None, *, copy: bool) -> None:
         super().__init__(convert_charrefs=False)
         self.markup = markup
+        self.copy = copy  # whether it reads ``_openers_only(markup)``, not ``markup``
         # An array: a list takes 36 bytes a line, 360 MB for a file of 10 M line breaks.
         self.line_starts = array("q", [0])
         self.line_starts.extend(match.end() for match in NEWLINE.finditer(markup))
@@ -228,6 +236,7 @@ class _HTMLTokens(HTMLParser):
         start, kind, args = self.pending
         self.pending = None
         source = self.markup[start:end]
+        self._check_read_as_written(kind, start, end)
         line, column = self._where(start)
         tree = self.tree
         self._check_terminated(kind, source, start)
@@ -245,6 +254,12 @@ class _HTMLTokens(HTMLParser):
             tree.other(source)
         if self.max_nodes is not None and tree.nodes > self.max_nodes:
             raise TooManyNodes(self.max_nodes, line)
+
+    def _check_read_as_written(self, kind: str, start: int, end: int) -> None:
+        """_MisreadCopy if the copy masked a "<" inside a tag or declaration: part of a tag's
+        name or attributes, or of a doctype's subset, it changes what they are."""
+        if self.copy and kind in ("start", "end", "declaration") and self.markup.find("<", start + 1, end) >= 0:
+            raise _MisreadCopy
 
     def _where(self, position: int) -> tuple[int, int]:
         """(line, column) of ``position``, both from 1."""
@@ -295,7 +310,7 @@ class _HTMLTokens(HTMLParser):
         self._token("other")
 
     def handle_decl(self, decl: str) -> None:
-        self._token("other")
+        self._token("declaration")
 
     def unknown_decl(self, data: str) -> None:
         self._token("other")
@@ -325,25 +340,57 @@ def _unterminated(kind: str, source: str, written: str) -> str | None:
     return "declaration or processing instruction" if after in ("!", "?") else None
 
 
-def _construct_at(markup: str, line: int, offset: int) -> tuple[int, int]:
-    """Line and column (1-based) of the ``<`` that opens the construct html.parser stopped in, at
-    ``line``, ``offset`` (its position, 1-based line, 0-based offset)."""
+def _construct_at(markup: str, line: int, offset: int) -> int:
+    """Where the ``<`` is that opens the construct html.parser stopped in, at ``line``, ``offset``
+    (its position, 1-based line, 0-based offset)."""
     line_start = 0
     for _ in range(line - 1):
         line_start = markup.index("\n", line_start) + 1
-    opening = markup.rfind("<", 0, line_start + offset + 1)
-    return markup.count("\n", 0, opening) + 1, opening - (markup.rfind("\n", 0, opening) + 1) + 1
+    return markup.rfind("<", 0, line_start + offset + 1)
+
+
+def _openers_only(markup: str) -> str:
+    """``markup`` with each "<" that opens nothing (``OPENER``) made a ``MASK``, for the parser to read:
+    tokens take their source from ``markup`` by position, and text around such "<"s is then one token,
+    not one a "<" (a file of "< " read at 3 µs a byte, in Python calls for each "<"). Work for each
+    "<" that may open something, which the parser does far more for."""
+    masked = markup.replace("<", MASK)
+    pieces: list[str] = []
+    last = 0
+    for match in OPENER.finditer(markup):
+        pieces += (masked[last : match.start()], "<")
+        last = match.end()
+    pieces.append(masked[last:])
+    return "".join(pieces)
+
+
+class _MisreadCopy(Exception):
+    """The copy of the input html.parser read (``_openers_only``) misread it."""
 
 
 def _parse_html(markup: str, max_nodes: int | None) -> list[Node]:
-    tokens = _HTMLTokens(markup, max_nodes)
     try:
-        tokens.feed(markup)
+        return _parse_html_read(markup, _openers_only(markup), max_nodes)
+    except _MisreadCopy:  # a "<" inside a tag: only the input as written says what the tag is
+        return _parse_html_read(markup, markup, max_nodes)
+
+
+def _parse_html_read(markup: str, read: str, max_nodes: int | None) -> list[Node]:
+    """``markup``'s nodes, html.parser reading ``read``: ``markup`` or a copy of it."""
+    tokens = _HTMLTokens(markup, max_nodes, copy=read is not markup)
+    try:
+        tokens.feed(read)
         tokens.check_tail()
         tokens.close()
-    except AssertionError as e:  # html.parser's own check of a construct it cannot read ("<![ ")
-        line, column = _construct_at(markup, *tokens.getpos())
-        raise MarkupError(f"unreadable markup at line {line}, column {column}: {e}", line, column) from None
+    except AssertionError:  # html.parser's own check of a construct it cannot read ("<![ ")
+        opening = _construct_at(markup, *tokens.getpos())
+        if tokens.pending is not None:  # the token before it, which ends there
+            tokens._check_read_as_written(tokens.pending[1], tokens.pending[0], opening)
+        line = markup.count("\n", 0, opening) + 1
+        column = opening - (markup.rfind("\n", 0, opening) + 1) + 1
+        # Quoted from the input: html.parser's message would quote the copy it read.
+        message = f"unreadable markup at line {line}, column {column}: {markup[opening : opening + 20]!r}"
+        raise MarkupError(message, line, column) from None
     tokens._flush(len(markup))
     return tokens.tree.finish()
 

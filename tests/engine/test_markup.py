@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 import pytest
 from markup_checks import assert_same_elements, given, reverse, translate
 
-from engine.markup import Document, MarkupError
-from engine.markup.tree import parse
+from engine.markup import Document, MarkupError, plain_text
+from engine.markup.tree import Element, Text, parse
 
 SNIPPETS = [
     "<p>Hello <b>big</b> world &amp; you&nbsp;me!</p>",
@@ -315,3 +315,27 @@ def test_a_text_of_many_tokens_is_one_node_holding_all_of_them() -> None:
     nodes = parse(markup, "html")
     assert len(nodes) == 2 and nodes[1].source == "< " * 400_000
     assert "".join(node.source for node in nodes) == markup
+
+
+@pytest.mark.parametrize("lone", ["< ", "<<", "<1", "<=", "<>", "<\t", "<\x01"])
+def test_text_of_lone_less_than_signs_is_one_node_and_reads_as_written(lone: str) -> None:
+    """html.parser reads a "<" that opens nothing as text, a call for each: they are read in a copy
+    where they are no "<" (10 MiB of "< " took 26 s); what is written is the input's."""
+    markup = "<p>A dog runs.</p>" + lone * 1000 + "<p>x</p>"
+    nodes = parse(markup, "html")
+    assert [node.source for node in nodes] == ["<p>A dog runs.</p>", lone * 1000, "<p>x</p>"]
+    assert isinstance(nodes[1], Text) and nodes[1].text == lone * 1000
+
+
+def test_a_less_than_sign_inside_a_tag_is_read_as_written() -> None:
+    markup = '<p title="1 < 2" data-x=a<b>one < two</p>'
+    [p] = parse(markup, "html")
+    assert isinstance(p, Element) and p.attributes == {"title": "1 < 2", "data-x": "a<b"}
+    assert plain_text(markup, "html") == "1 < 2\none < two"
+
+
+def test_a_less_than_sign_inside_a_comment_is_read_as_written() -> None:
+    """Where a comment ends depends on what is around each "<" in it."""
+    markup = '<p>one < two<!--<<!--<> "<!----></p>'
+    [p] = parse(markup, "html")
+    assert isinstance(p, Element) and [child.source for child in p.children] == ["one < two", '<!--<<!--<> "<!---->']
