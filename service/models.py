@@ -221,8 +221,10 @@ class ModelPool:
             await self._unload(min(idle, key=lambda s: s.loaded.last_used if s.loaded else 0.0))
 
     def _over_budget(self) -> bool:
-        loaded = [s.loaded for s in self.slots.values() if s.loaded is not None]
         c = self.config
+        if not (c.max_loaded_models or c.max_loaded_bytes):  # asked after every request: no budget, no walk
+            return False
+        loaded = [s.loaded for s in self.slots.values() if s.loaded is not None]
         too_many = c.max_loaded_models and len(loaded) > c.max_loaded_models
         too_big = c.max_loaded_bytes and len(loaded) > 1 and sum(x.memory_bytes for x in loaded) > c.max_loaded_bytes
         return bool(too_many or too_big)
