@@ -92,7 +92,7 @@ class RowPool:
         self.lengths = np.zeros(0, dtype=np.int64)  # (R,) cached positions of each row
         # One buffer for every layer's keys and values, so that moving a row is one copy: (2L, R, H, W, Dh)
         self.cache = _untouched((len(self.cache_names), 0, shape.heads, config.positions, shape.d_head))
-        self.cross = np.zeros((len(self.cross_names), 0, shape.heads, 0, shape.d_head), dtype=np.float32)
+        self.cross = _untouched((len(self.cross_names), 0, shape.heads, 0, shape.d_head))
         self.src_mask = np.zeros((0, 0), dtype=bool)  # (Bs, S)
         self._allocate_slots(0, config.source_bucket)
 
@@ -360,7 +360,7 @@ class RowPool:
 
     def _allocate_slots(self, slots: int, width: int) -> None:
         """Slots of ``width`` source positions, the live slots copied in."""
-        cross = np.zeros((self.cross.shape[0], slots, self.shape.heads, width, self.shape.d_head), dtype=np.float32)
+        cross = _untouched((self.cross.shape[0], slots, self.shape.heads, width, self.shape.d_head))
         src_mask = np.zeros((slots, width), dtype=bool)
         keep = min(width, self.source_width)
         cross[:, : self.n_slots, :, :keep] = self.cross[:, : self.n_slots, :, :keep]
