@@ -135,7 +135,7 @@ def _share_cpu_arena() -> None:
     """One CPU arena for every session of the process (encoder and decoder, every stream's, every
     model's) instead of one each: a session's arena keeps its high-water mark, so separate arenas
     each hold memory the others could reuse. At OPUS-MT size one arena peaked 50 MB lower than two
-    (benchmarks/RESULTS.md, section 25). The arena grows by powers of two, onnxruntime's default:
+    (benchmarks/RESULTS.md, section 26). The arena grows by powers of two, onnxruntime's default:
     growing by what each request asks fragmented it and peaked higher."""
     cpu = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
     ort.create_and_register_allocator(cpu, ort.OrtArenaCfg(0, 0, -1, -1))  # no cap, kNextPowerOfTwo, defaults
