@@ -249,6 +249,28 @@ def test_step_log_probabilities_match_transformers(family: tuple[Path, Path, str
     assert np.abs(ours[finite] - expected[finite]).max() <= 1e-4
 
 
+def test_a_ban_before_log_softmax_is_folded_into_the_projection_s_bias(marian_bundle: Path) -> None:
+    """Marian's renormalised ban on its padding token costs the step no vocabulary-sized addition of
+    its own: the logits that LogSoftmax reads come from the projection, whose bias is the step's only
+    vocabulary-sized constant, with -inf at the banned token."""
+    import onnx
+    from onnx import numpy_helper
+
+    bundle = load_bundle(marian_bundle)
+    graph = onnx.load(str(marian_bundle / "decoder.onnx")).graph
+    vocab = bundle.manifest.dimensions.vocab_size
+    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    constants |= {n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node if n.op_type == "Constant"}
+    sized = {name: value for name, value in constants.items() if value.shape == (vocab,)}
+    (log_softmax,) = [n for n in graph.node if n.op_type == "LogSoftmax"]
+    (projection,) = [n for n in graph.node if log_softmax.input[0] in n.output]
+    assert projection.op_type in ("Gemm", "MatMul", "Add"), projection.op_type
+    (bias,) = [sized[name] for name in projection.input if name in sized]
+    assert len(sized) == 1, sorted(sized)
+    banned = bundle.manifest.decoding.banned_ids
+    assert np.isneginf(bias[banned]).all() and np.isfinite(np.delete(bias, banned)).all()
+
+
 def test_beam_search_gives_transformers_generate_output(family: tuple[Path, Path, str, str], hf_corpus: Path) -> None:
     """Beam 4, early_stopping=True, max_new_tokens = our max_length: the same translations and scores."""
     hf_dir, bundle_dir, source, target = family
