@@ -7,6 +7,7 @@ the victim's (MT_API_KEYS), and its default limits otherwise (``--setting MT_NAM
 another). For ``--duration`` seconds the attacker's key does one kind of issue 49's attack run, as
 hard as the limits admit:
 
+- ``none``: nothing, the victim's latencies on the same machine without an attack, to compare with;
 - ``drip`` (finding 2): MT_MAX_UPLOADS uploads to /v1/translate_file at once, each declaring
   MT_MAX_FILE_BYTES and sending its body at ``DRIP_OVER_RATE`` x MT_MIN_BODY_RATE, so that it is
   never too slow and holds its slot until MT_UPLOAD_TIMEOUT_S; one refused (429, its key's share)
@@ -17,7 +18,19 @@ hard as the limits admit:
   of the attacker's, in a loop;
 - ``hostile`` (findings 1, 3): ``CLIENTS`` clients sending back to back the files whose reading was
   amplifying or quadratic, at the limits: the 112 KB Markdown file whose references wrote 200 MB,
-  and an HTML file of MT_MAX_FILE_BYTES of ``"< "``.
+  and an HTML file of MT_MAX_FILE_BYTES of ``"< "``;
+- ``malformed`` (findings 7, 8): ``CLIENTS`` clients sending back to back the 21 bytes of HTML that
+  html.parser failed on (as a text of /v1/translate and as a file) and the 1 KB of Markdown whose
+  error killed the document process;
+- ``invalid`` (finding 10): ``CLIENTS`` clients sending back to back glossaries that validation
+  refuses: names with NUL, line breaks, ESC or U+202E, a 500 KB glossary_id, a source term ``-``;
+- ``store`` (finding 9): ``CLIENTS`` clients replacing the entries of a small glossary of the
+  attacker's while, every ``STORE_FAULT_S`` seconds, the glossary database is deleted or
+  overwritten with garbage, in turn (a fault of the disk's, not of a key's);
+- ``stopped`` (finding 11): every document process SIGSTOPped once as the victim starts (an
+  operator's or the kernel's doing), the attacker's clients sending one-line files meanwhile; run
+  with MT_DOCUMENT_TIMEOUT_S 10 s (``KIND_SETTINGS``) so that the run sees a stopped process
+  replaced.
 
 Meanwhile the victim's key, from a process of its own (so that the attacker's clients never delay
 it): one test sentence on /v1/translate every ``--probe-interval`` seconds, and every
@@ -36,6 +49,7 @@ import contextlib
 import itertools
 import multiprocessing
 import random
+import shutil
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -43,6 +57,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import httpx
+import psutil
 
 from benchmarks.common import (
     RESULTS,
@@ -56,16 +71,24 @@ from benchmarks.common import (
 )
 from benchmarks.heavy_requests import PAIR, Limits, glossary_entries
 from benchmarks.noisy_neighbour import Outcomes, counted
+from service.documents import DOCUMENT_PROCESS_NAME, LIGHT_FILE_BYTES
 from service.launcher import LiveService
 from service.settings import Settings
 
-KINDS = ("drip", "documents", "glossary", "hostile")
+KINDS = ("none", "drip", "documents", "glossary", "hostile", "malformed", "invalid", "store", "stopped")
 KEYS = {"attacker": "attacker-key", "victim": "victim-key"}
 CLIENTS = 8  # the attacker's concurrent clients, where it has several
 DRIP_OVER_RATE = 1.25
 CLIENT_TIMEOUT_S = 600.0
 GRACE_S = 30.0
 BOUNDARY = "key-shares-boundary"
+STORE_FAULT_S = 2.0
+DOCUMENT_LANES = 2  # document processes: one for light files, one for the others
+# Settings of a kind's own over the run's.
+KIND_SETTINGS = {"stopped": {"MT_DOCUMENT_TIMEOUT_S": "10"}}
+# Finding 7: html.parser's AssertionError; finding 8: a MarkupError that did not unpickle.
+MALFORMED_HTML = "<p>A dog.</p><![<![x"
+MALFORMED_MD = "*" * 514 + "a" + "*" * 514
 # The 112 KB reproduction of finding 1: one destination of 100,000 characters, referenced 2,000 times.
 REFERENCES_MD = ("[r]: http://e.com/" + "a" * 100_000 + "\n\n" + ("Dog " + "![][r]" * 200 + "\n\n") * 10).encode()
 
@@ -242,7 +265,97 @@ async def hostile(service: LiveService, settings: Settings, _: list[str], ended:
     await loop(service, ended, send)
 
 
-ATTACKS: dict[str, Attack] = {"drip": drip, "documents": documents, "glossary": glossary, "hostile": hostile}
+async def malformed(service: LiveService, settings: Settings, _: list[str], ended: Counter[str]) -> None:
+    requests = itertools.cycle(
+        [
+            ("/v1/translate", {"json": {**PAIR, "text": MALFORMED_HTML, "format": "html"}}),
+            ("/v1/translate_file", {"files": {"file": ("a.html", MALFORMED_HTML.encode())}, "data": PAIR}),
+            ("/v1/translate_file", {"files": {"file": ("a.md", MALFORMED_MD.encode())}, "data": PAIR}),
+        ]
+    )
+
+    def send(client: httpx.AsyncClient) -> Awaitable[httpx.Response]:
+        path, body = next(requests)
+        return client.post(path, headers=bearer(KEYS["attacker"]), **body)
+
+    await loop(service, ended, send)
+
+
+async def invalid(service: LiveService, settings: Settings, _: list[str], ended: Counter[str]) -> None:
+    entries = [{"source": "dog", "target": "Hund"}]
+    bodies = [{"name": f"a{bad}b", **PAIR, "entries": entries} for bad in ("\x00", "\r\n", "\x1b[2J", "\u202e")]
+    bodies.append({"name": "dash", **PAIR, "entries": [{"source": "-", "target": "Hund"}]})
+    # A 500 KB glossary_id, once echoed in a 500 KB answer.
+    long_id = {**PAIR, "text": "A dog runs.", "glossary_id": "a" * 500_000}
+    requests = itertools.cycle([("/v1/glossaries", body) for body in bodies] + [("/v1/translate", long_id)])
+
+    def send(client: httpx.AsyncClient) -> Awaitable[httpx.Response]:
+        path, body = next(requests)
+        return client.post(path, json=body, headers=bearer(KEYS["attacker"]))
+
+    await loop(service, ended, send)
+
+
+async def store(service: LiveService, settings: Settings, sentences: list[str], ended: Counter[str]) -> None:
+    database = settings.data_dir / "glossaries.sqlite3"
+
+    async def faults() -> None:
+        for n in itertools.count():
+            await asyncio.sleep(STORE_FAULT_S)
+            if n % 2:
+                database.write_bytes(b"not a database" * 1000)
+            else:
+                database.unlink(missing_ok=True)
+            ended["store " + ("overwritten" if n % 2 else "deleted")] += 1
+
+    entries = glossary_entries(sentences, size=100)
+    async with httpx.AsyncClient(base_url=service.url, timeout=CLIENT_TIMEOUT_S) as client:
+        body = {"name": "attack", **PAIR, "entries": entries}
+        created = await client.post("/v1/glossaries", json=body, headers=bearer(KEYS["attacker"]))
+        glossary_id = created.raise_for_status().json()["glossary_id"]
+    path = f"/v1/glossaries/{glossary_id}/entries"
+    put = loop(service, ended, lambda c: c.put(path, json={"entries": entries}, headers=bearer(KEYS["attacker"])))
+    await asyncio.gather(faults(), put)
+
+
+async def stopped(service: LiveService, settings: Settings, sentences: list[str], ended: Counter[str]) -> None:
+    async def stop_once() -> None:
+        """Each document process, once it has started (the attacker's files start them)."""
+        seen: set[int] = set()
+        while True:
+            for process in psutil.Process(service.process.pid).children():
+                if process.pid not in seen and process.name() == DOCUMENT_PROCESS_NAME:
+                    seen.add(process.pid)
+                    if len(seen) <= DOCUMENT_LANES:  # the first of each lane's, not their replacements
+                        process.suspend()
+                        ended["SIGSTOP"] += 1
+            await asyncio.sleep(0.1)
+
+    # A light file and one past LIGHT_FILE_BYTES in turn: both lanes' processes start at once.
+    texts = itertools.cycle([random.choice(sentences), "\n\n".join(sentences)[: LIGHT_FILE_BYTES + 1]])
+
+    def send(client: httpx.AsyncClient) -> Awaitable[httpx.Response]:
+        files = {"file": ("a.txt", next(texts).encode())}
+        return client.post("/v1/translate_file", files=files, data=PAIR, headers=bearer(KEYS["attacker"]))
+
+    await asyncio.gather(stop_once(), loop(service, ended, send))
+
+
+async def none(service: LiveService, settings: Settings, sentences: list[str], ended: Counter[str]) -> None:
+    await asyncio.Event().wait()
+
+
+ATTACKS: dict[str, Attack] = {
+    "none": none,
+    "drip": drip,
+    "documents": documents,
+    "glossary": glossary,
+    "hostile": hostile,
+    "malformed": malformed,
+    "invalid": invalid,
+    "store": store,
+    "stopped": stopped,
+}
 
 
 # -- a run -------------------------------------------------------------------------------------
@@ -310,14 +423,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     start = start_run("benchmarks.key_shares", argv)
     args = parse_args(start.argv)
-    env = {"MT_API_KEYS": ",".join(KEYS.values()), "MT_DATA_DIR": str(args.workdir / "data")}
-    env |= dict(setting.split("=", 1) for setting in args.setting)
-    settings = Limits.of(env).settings
+    given = dict(setting.split("=", 1) for setting in args.setting)
     levels = []
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         for kind in args.attack:
+            # Data of each kind's own, made afresh: the store kind leaves its database damaged.
+            data = args.workdir / "data" / kind
+            shutil.rmtree(data, ignore_errors=True)
+            base = {"MT_API_KEYS": ",".join(KEYS.values()), "MT_DATA_DIR": str(data)}
+            env = base | KIND_SETTINGS.get(kind, {}) | given
+            settings = Limits.of(env).settings
             with LiveService(env, args.workdir / f"service-{kind}.log") as service:
                 levels.append(asyncio.run(measure(service, kind, settings, pool, args)))
+            levels[-1]["settings"] = KIND_SETTINGS.get(kind, {})
             print(markdown_table(HEADER, rows(levels[-1])), flush=True)
     table = markdown_table(HEADER, [row for level in levels for row in rows(level)])
     write_report(start, args.out, {"settings": settings_record(args), "levels": levels, "markdown": table})
