@@ -37,8 +37,10 @@ it): one test sentence on /v1/translate every ``--probe-interval`` seconds, and 
 ``--upload-interval`` seconds a one-line .txt on /v1/translate_file and another through
 /v2/document (uploaded, polled until done and downloaded: timed to the download), and /readyz;
 what is not answered ``GRACE_S`` after the end, the attack still running, is counted unfinished.
-Reported per kind: each of the victim's latencies (p50, p99, max) and failures, and the attacker's
-requests by how they ended. The result file is ``--out``; the services' logs go to ``--workdir``.
+Reported per kind: each of the victim's latencies (p50, p99, max) and failures, the attacker's
+requests by how they ended, and the peak of the resident memory of the service's processes (the
+HTTP, engine and document processes together, read every ``RSS_EVERY_S``) from the attack's start.
+The result file is ``--out``; the services' logs go to ``--workdir``.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from benchmarks.common import (
 )
 from benchmarks.heavy_requests import PAIR, Limits, glossary_entries
 from benchmarks.noisy_neighbour import Outcomes, counted
+from benchmarks.rss import ProcessTree
 from service.documents import DOCUMENT_PROCESS_NAME, LIGHT_FILE_BYTES
 from service.launcher import LiveService
 from service.settings import Settings
@@ -83,6 +86,7 @@ CLIENT_TIMEOUT_S = 600.0
 GRACE_S = 30.0
 BOUNDARY = "key-shares-boundary"
 STORE_FAULT_S = 2.0
+RSS_EVERY_S = 0.5
 DOCUMENT_LANES = 2  # document processes: one for light files, one for the others
 # Settings of a kind's own over the run's.
 KIND_SETTINGS = {"stopped": {"MT_DOCUMENT_TIMEOUT_S": "10"}}
@@ -366,6 +370,8 @@ async def measure(
 ) -> dict:
     ended: Counter[str] = Counter()
     sentences = read_lines(args.src)
+    tree = ProcessTree(service.process.pid)
+    sampling = asyncio.create_task(sampled(tree))
     attack = asyncio.create_task(ATTACKS[kind](service, settings, sentences, ended))
     await asyncio.sleep(args.warmup)  # the attack at full strength before the victim starts
     until = time.monotonic() + args.duration
@@ -375,10 +381,21 @@ async def measure(
     try:
         probes = await victim_run
     finally:
-        attack.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await attack
-    return {"kind": kind, "seconds": args.duration, "victim": probes, "attacker": dict(ended)}
+        for task in (attack, sampling):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    peak = max((mb for _, mb in tree.total().samples), default=None)
+    return {"kind": kind, "seconds": args.duration, "victim": probes, "attacker": dict(ended), "peak_rss_mb": peak}
+
+
+async def sampled(tree: ProcessTree) -> None:
+    """The service's processes' resident memory every ``RSS_EVERY_S``, from the attack's start."""
+    started = time.monotonic()
+    while True:
+        with contextlib.suppress(psutil.Error):
+            await asyncio.to_thread(tree.sample, time.monotonic() - started)
+        await asyncio.sleep(RSS_EVERY_S)
 
 
 HEADER = [
@@ -391,6 +408,7 @@ HEADER = [
     "p99 s",
     "max s",
     "attacker's requests",
+    "service's peak RSS MB",
 ]
 
 
@@ -398,7 +416,7 @@ def rows(level: dict) -> list[list[object]]:
     attacker = ", ".join(f"{status}: {n}" for status, n in sorted(level["attacker"].items())) or "none ended"
     return [
         [level["kind"], name, o["answered"], counted(o), o["unfinished"], o["p50_s"], o["p99_s"], o["max_s"]]
-        + [attacker if i == 0 else ""]
+        + ([attacker, level["peak_rss_mb"]] if i == 0 else ["", ""])
         for i, (name, o) in enumerate(level["victim"].items())
     ]
 

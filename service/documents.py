@@ -64,12 +64,12 @@ DOCUMENT_PROCESS_NAME = "mt-documents"
 # Characters of a document that language identification reads: more tell it nothing new.
 IDENTIFICATION_SAMPLE_CHARS = 2000
 MEMORY_SETTING = "MT_DOCUMENT_MEMORY_MB"
-# A file this small, not a .docx, is read and written in the light lane's process: 0.25 s at most (of
-# HTML that is all "< ", the slowest text to read per byte).
+# A file this small, not a .docx, is read and written in the light lane's process: 0.3 s at most (of
+# markup with a tag or emphasis every few bytes, the slowest to read per byte: RESULTS 27).
 LIGHT_FILE_BYTES = 64 << 10
 # The heavy lane's process runs at this niceness, as the engines do by default (MT_ENGINE_NICE): on a
 # full machine, reading one key's large files takes CPU time after the HTTP process and the light lane
-# (another key's one-line file), not before (benchmarks.key_shares, RESULTS 25).
+# (another key's one-line file), not before (benchmarks.key_shares, RESULTS 27).
 HEAVY_LANE_NICENESS = 10
 
 
@@ -115,8 +115,9 @@ class DocumentProcess:
     """Reads and writes documents in child processes, in two lanes as the batcher has them: a light
     file (at most ``LIGHT_FILE_BYTES``, and not a .docx, whose parts may expand to
     MT_MAX_DOCUMENT_BYTES) goes to a process of its own, so that it never waits behind a large one.
-    Reading is linear but not cheap: 10 MB of HTML takes the process ~40 s, and with one process
-    another key's one-line .txt waited for every such file ahead of it (``benchmarks.key_shares``).
+    Reading is linear but not cheap: 10 MB of HTML dense with tags takes the process ~35 s, and with
+    one process another key's one-line .txt waited for every such file ahead of it
+    (``benchmarks.key_shares``).
     Each lane is a ``_Lane``, started on first use."""
 
     def __init__(self, max_document_bytes: int, *, max_texts: int, memory_mb: int, timeout_s: float = 60.0) -> None:

@@ -28,6 +28,7 @@ def test_a_short_run_of_every_attack_reports_the_victim_and_the_attacker(
         assert set(victim) == {"sentence", "translate_file", "document", "readyz"}
         assert victim["sentence"]["answered"] > 0 and not victim["sentence"]["failed"], level
         assert victim["readyz"]["answered"] > 0, level
+        assert level["peak_rss_mb"] > 0, level
         if level["kind"] != "none":
             assert sum(level["attacker"].values()) > 0, level  # the attack's requests ended somehow
     assert levels["none"]["attacker"] == {}
