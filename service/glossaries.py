@@ -102,6 +102,10 @@ class InvalidEntries(Picklable, ValueError):
         self.entry = entry
 
 
+class StoreReplaced(Exception):
+    """The database file was deleted or replaced during a call: the next call makes it again."""
+
+
 class TooManyGlossaries(Exception):
     """The owner already keeps ``MAX_GLOSSARIES``."""
 
@@ -495,7 +499,16 @@ class GlossaryStore:
                 _create_or_migrate(db)
                 self._reserve.keep()
                 self._ready = True
-            yield db
+            try:
+                yield db
+            except sqlite3.OperationalError as e:
+                if "no such table" not in str(e):
+                    raise
+                # Deleted after the check above, or replaced by another database: made again at the
+                # next use. Left "ready", every call answered "no such table" until a restart.
+                log.error("the glossary store %s was replaced while in use: made again at its next use", self.path)
+                self._ready = False
+                raise StoreReplaced(f"the glossary store (MT_DATA_DIR) was replaced while in use: {e}") from None
 
 
 def damaged(error: sqlite3.Error) -> bool:

@@ -36,6 +36,7 @@ from service.errors import (
 from service.glossaries import (
     GlossaryStore,
     InvalidEntries,
+    StoreReplaced,
     TooManyGlossaries,
     checked,
     damaged,
@@ -139,12 +140,15 @@ async def stored(call: Callable[[], T], *, write: bool = False) -> T:
     """A glossary store call, on the store's threads (``_StoreThreads``; ``write``: one that
     changes the store): entries it refuses are InvalidGlossary (422); one glossary too many for the
     key GlossaryLimit (403); a full disk InsufficientStorage (507: the write's transaction left
-    nothing); a damaged store Unavailable (503); its other failures are the server's (500), logged."""
+    nothing); a damaged store, or one replaced during the call, Unavailable (503); its other failures
+    are the server's (500), logged."""
     try:
         with entries_checked():
             return await _THREADS.run(call, write=write)
     except TooManyGlossaries as e:
         raise GlossaryLimit(str(e)) from None
+    except StoreReplaced as e:
+        raise Unavailable(f"{e}: try again") from None
     except (sqlite3.Error, OSError) as e:
         if storage_full(e):
             log.warning("glossary store full: %s", e)

@@ -9,7 +9,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from engine.glossary import Term
 from engine.repository import ModelEntry, Router
 from service import glossaries
 from service.database import PostgresDatabase
-from service.errors import InsufficientStorage, InternalError
+from service.errors import InsufficientStorage, InternalError, Unavailable
 from service.glossaries import (
     DATABASE_NAME,
     MAX_ENTRIES,
@@ -478,6 +478,22 @@ def test_a_deleted_store_is_made_again_and_used(tmp_path: Path) -> None:
     store.create("me", "b", "en", "de", [Term("cat", "Katze")])
     (tmp_path / DATABASE_NAME).write_bytes(b"")
     assert store.list("me") == []
+
+
+def test_a_store_replaced_during_use_fails_that_call_and_is_made_again_at_the_next(tmp_path: Path) -> None:
+    """Deleted between a call's check and its statement, or replaced by another database, the store
+    answered "no such table" (a 500) to every call until a restart."""
+    store = GlossaryStore(tmp_path)
+    store.create("me", "a", "en", "de", [Term("dog", "Hund")])
+    for path in tmp_path.glob(f"{DATABASE_NAME}*"):
+        path.unlink()
+    with closing(sqlite3.connect(tmp_path / DATABASE_NAME)) as other, other:
+        other.execute("CREATE TABLE other (x)")
+    with pytest.raises(Unavailable, match="replaced while in use"):  # a 503, not a 500
+        asyncio.run(stored(lambda: store.list("me")))
+    assert store.list("me") == []
+    store.create("me", "b", "en", "de", [Term("cat", "Katze")])
+    assert [g.name for g in store.list("me")] == ["b"]
 
 
 def test_a_damaged_store_says_so_and_is_used_again_once_replaced(tmp_path: Path) -> None:
