@@ -27,10 +27,9 @@ hard as the limits admit:
 - ``store`` (finding 9): ``CLIENTS`` clients replacing the entries of a small glossary of the
   attacker's while, every ``STORE_FAULT_S`` seconds, the glossary database is deleted or
   overwritten with garbage, in turn (a fault of the disk's, not of a key's);
-- ``stopped`` (finding 11): every document process SIGSTOPped once as the victim starts (an
-  operator's or the kernel's doing), the attacker's clients sending one-line files meanwhile; run
-  with MT_DOCUMENT_TIMEOUT_S 10 s (``KIND_SETTINGS``) so that the run sees a stopped process
-  replaced.
+- ``stopped`` (finding 11): every ``STOP_EVERY_S`` seconds each document process SIGSTOPped (an
+  operator's or the kernel's doing), the attacker's clients sending a one-line file and one just
+  past LIGHT_FILE_BYTES in turn meanwhile (both lanes' processes busy).
 
 Meanwhile the victim's key, from a process of its own (so that the attacker's clients never delay
 it): one test sentence on /v1/translate every ``--probe-interval`` seconds, and every
@@ -87,9 +86,7 @@ GRACE_S = 30.0
 BOUNDARY = "key-shares-boundary"
 STORE_FAULT_S = 2.0
 RSS_EVERY_S = 0.5
-DOCUMENT_LANES = 2  # document processes: one for light files, one for the others
-# Settings of a kind's own over the run's.
-KIND_SETTINGS = {"stopped": {"MT_DOCUMENT_TIMEOUT_S": "10"}}
+STOP_EVERY_S = 2.0
 # Finding 7: html.parser's AssertionError; finding 8: a MarkupError that did not unpickle.
 MALFORMED_HTML = "<p>A dog.</p><![<![x"
 MALFORMED_MD = "*" * 514 + "a" + "*" * 514
@@ -323,17 +320,15 @@ async def store(service: LiveService, settings: Settings, sentences: list[str], 
 
 
 async def stopped(service: LiveService, settings: Settings, sentences: list[str], ended: Counter[str]) -> None:
-    async def stop_once() -> None:
-        """Each document process, once it has started (the attacker's files start them)."""
-        seen: set[int] = set()
+    async def stop_every() -> None:
+        """Each document process running, every ``STOP_EVERY_S`` (the attacker's files start them)."""
         while True:
+            await asyncio.sleep(STOP_EVERY_S)
             for process in psutil.Process(service.process.pid).children():
-                if process.pid not in seen and process.name() == DOCUMENT_PROCESS_NAME:
-                    seen.add(process.pid)
-                    if len(seen) <= DOCUMENT_LANES:  # the first of each lane's, not their replacements
+                with contextlib.suppress(psutil.Error):
+                    if process.name() == DOCUMENT_PROCESS_NAME and process.status() != psutil.STATUS_STOPPED:
                         process.suspend()
                         ended["SIGSTOP"] += 1
-            await asyncio.sleep(0.1)
 
     # A light file and one past LIGHT_FILE_BYTES in turn: both lanes' processes start at once.
     texts = itertools.cycle([random.choice(sentences), "\n\n".join(sentences)[: LIGHT_FILE_BYTES + 1]])
@@ -342,7 +337,7 @@ async def stopped(service: LiveService, settings: Settings, sentences: list[str]
         files = {"file": ("a.txt", next(texts).encode())}
         return client.post("/v1/translate_file", files=files, data=PAIR, headers=bearer(KEYS["attacker"]))
 
-    await asyncio.gather(stop_once(), loop(service, ended, send))
+    await asyncio.gather(stop_every(), loop(service, ended, send))
 
 
 async def none(service: LiveService, settings: Settings, sentences: list[str], ended: Counter[str]) -> None:
@@ -449,11 +444,10 @@ def main(argv: list[str] | None = None) -> None:
             data = args.workdir / "data" / kind
             shutil.rmtree(data, ignore_errors=True)
             base = {"MT_API_KEYS": ",".join(KEYS.values()), "MT_DATA_DIR": str(data)}
-            env = base | KIND_SETTINGS.get(kind, {}) | given
+            env = base | given
             settings = Limits.of(env).settings
             with LiveService(env, args.workdir / f"service-{kind}.log") as service:
                 levels.append(asyncio.run(measure(service, kind, settings, pool, args)))
-            levels[-1]["settings"] = KIND_SETTINGS.get(kind, {})
             print(markdown_table(HEADER, rows(levels[-1])), flush=True)
     table = markdown_table(HEADER, [row for level in levels for row in rows(level)])
     write_report(start, args.out, {"settings": settings_record(args), "levels": levels, "markdown": table})

@@ -71,6 +71,8 @@ LIGHT_FILE_BYTES = 64 << 10
 # full machine, reading one key's large files takes CPU time after the HTTP process and the light lane
 # (another key's one-line file), not before (benchmarks.key_shares, RESULTS 27).
 HEAVY_LANE_NICENESS = 10
+STOPPED_POLL_S = 0.5  # how often a document process that has not answered yet is checked for a stop
+STOPPED_RETRIES = 1  # times a call whose process was found stopped is run again in its replacement
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,9 @@ class _Lane:
     A child that dies (killed, out of memory) fails its call with a 500; the next call starts another.
     One that reaches its memory limit (``memory_mb``) fails its call with a 413 and is replaced: an
     allocation that failed may have left any object half-built. One that has not answered a call
-    within ``timeout_s`` (stopped, stuck) is killed and replaced, the call failed with a 504.
+    within ``timeout_s`` (stuck) is killed and replaced, the call failed with a 504. One found stopped
+    by a signal while it has not (within a second) is too, and the call run again in the replacement
+    (``STOPPED_RETRIES`` times: a 504 past them).
     """
 
     def __init__(self, *, memory_mb: int, timeout_s: float, niceness: int = 0) -> None:
@@ -175,27 +179,37 @@ class _Lane:
 
     async def run(self, owner: str | None, function: Callable[..., T], *args: object) -> T:
         async with self._turns.turn(owner):
-            future = await self._submit(_within_memory, function, *args)
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    result = await asyncio.wrap_future(future)
-            except asyncio.CancelledError:
-                self.stop(kill=True)
-                raise
-            except TimeoutError:
-                self.stop(kill=True)
-                log.error("the document process did not answer within %g s: replaced", self.timeout_s)
-                raise DeadlineExceeded(
-                    f"the document process did not answer within {self.timeout_s:g} s (MT_DOCUMENT_TIMEOUT_S); "
-                    "it was replaced: try again"
-                ) from None
-            except BrokenProcessPool:
-                self.stop(kill=False)
-                log.error("the document process died (killed, or out of memory) while it read or wrote a file")
-                raise InternalError(
-                    "the document process stopped while it read or wrote the file (killed, or out of memory): "
-                    "try again, or send a smaller file"
-                ) from None
+            for tries_left in reversed(range(STOPPED_RETRIES + 1)):
+                future = await self._submit(_within_memory, function, *args)
+                try:
+                    result = await self._answer(future)
+                    break
+                except _Stopped:
+                    # Reading and writing a file depend on nothing but it: its replacement does the same.
+                    self.stop(kill=True)
+                    log.error("the document process was stopped (SIGSTOP): replaced")
+                    if not tries_left:
+                        raise DeadlineExceeded(
+                            "the document process was stopped (SIGSTOP) while it read or wrote the file, "
+                            "and its replacement too; it was replaced: try again"
+                        ) from None
+                except asyncio.CancelledError:
+                    self.stop(kill=True)
+                    raise
+                except TimeoutError:
+                    self.stop(kill=True)
+                    log.error("the document process did not answer within %g s: replaced", self.timeout_s)
+                    raise DeadlineExceeded(
+                        f"the document process did not answer within {self.timeout_s:g} s (MT_DOCUMENT_TIMEOUT_S); "
+                        "it was replaced: try again"
+                    ) from None
+                except BrokenProcessPool:
+                    self.stop(kill=False)
+                    log.error("the document process died (killed, or out of memory) while it read or wrote a file")
+                    raise InternalError(
+                        "the document process stopped while it read or wrote the file (killed, or out of memory): "
+                        "try again, or send a smaller file"
+                    ) from None
             if isinstance(result, _OutOfMemory):
                 self.stop()
                 raise PayloadTooLarge(
@@ -204,6 +218,21 @@ class _Lane:
                     details={"setting": MEMORY_SETTING, "limit": self.memory_mb},
                 )
             return result
+
+    async def _answer(self, future: Future[T]) -> T:
+        """The child's answer: TimeoutError past ``timeout_s``; _Stopped once the child is seen stopped
+        by a signal twice, ``STOPPED_POLL_S`` apart: it would answer only once resumed, and every file
+        waiting for the lane would wait until then, or until ``timeout_s`` (a minute by default)."""
+        pid = self._child.pid if self._child is not None else None
+        answer = asyncio.wrap_future(future)
+        was_stopped = False
+        async with asyncio.timeout(self.timeout_s):
+            while not (await asyncio.wait({answer}, timeout=STOPPED_POLL_S))[0]:
+                stopped = pid is not None and _stopped(pid)
+                if stopped and was_stopped:
+                    raise _Stopped
+                was_stopped = stopped
+        return answer.result()
 
     async def _submit(self, function: Callable[..., T | _OutOfMemory], *args: object) -> Future[T | _OutOfMemory]:
         child = self._child or await self._start()
@@ -239,6 +268,19 @@ class _Lane:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child.pid, signal.SIGKILL)
         child.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _Stopped(Exception):
+    """The document process is stopped by a signal (SIGSTOP, or a terminal's SIGTSTP)."""
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal: state T, not t (a debugger's or a profiler's
+    stop, as py-spy's while it samples)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 @dataclass(frozen=True)

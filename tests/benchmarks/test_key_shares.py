@@ -15,7 +15,6 @@ def test_a_short_run_of_every_attack_reports_the_victim_and_the_attacker(
 ) -> None:
     out = tmp_path / "key_shares.json"
     settings = {"MT_MODEL_DIR": tiny_bundle, "MT_MAX_FILE_BYTES": 6000, "MT_MAX_UPLOADS": 4, "MT_THREADS": 1}
-    settings["MT_DOCUMENT_TIMEOUT_S"] = 2  # a stopped document process replaced within the run
     source = str(tiny_corpus / "test_2016_flickr.en")
     argv = ["--duration", "3", "--warmup", "1", "--upload-interval", "1", "--src", source]
     argv += [f"--setting=MT_{name.removeprefix('MT_')}={value}" for name, value in settings.items()]

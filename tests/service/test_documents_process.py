@@ -214,24 +214,36 @@ def test_a_document_process_killed_under_a_request_fails_it_alone_with_a_500(
     assert document_pid(lone) != killed
 
 
-def test_a_stopped_document_process_is_replaced_at_its_deadline(start_service: StartService) -> None:
-    """SIGSTOP held every document request for as long as the process stayed stopped: now the call
-    it does not answer within MT_DOCUMENT_TIMEOUT_S is a 504, the process is killed, and the next
-    document is read by another."""
-    server = start_service(streams=1, cache_size=0, document_timeout_s=2)
-    with httpx.Client(base_url=server.url, timeout=120) as client:
+def test_a_stopped_document_process_is_replaced_at_once_and_its_call_run_again(start_service: StartService) -> None:
+    """SIGSTOP held every document request for as long as the process stayed stopped, then until
+    MT_DOCUMENT_TIMEOUT_S (a minute): now the process is killed as soon as it is seen stopped, and
+    the call it held is read by its replacement."""
+    server = start_service(streams=1, cache_size=0)
+    with httpx.Client(base_url=server.url, timeout=30) as client:  # well within the deadline, 60 s
         expected = paragraphs(upload(client, word_file()))
         stopped = document_pid(server)
         os.kill(stopped, signal.SIGSTOP)
         try:
-            error = assert_error(upload(client, word_file()), 504, "timeout")
-            assert "MT_DOCUMENT_TIMEOUT_S" in error["message"]
+            assert paragraphs(upload(client, word_file())) == expected
             wait_until_gone(stopped)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(stopped, signal.SIGCONT)
-        assert paragraphs(upload(client, word_file())) == expected
         assert document_pid(server) != stopped
+
+
+def test_a_document_process_that_does_not_answer_by_its_deadline_is_replaced(start_service: StartService) -> None:
+    """A call the process has not answered within MT_DOCUMENT_TIMEOUT_S (a file that takes seconds to
+    read, against a deadline of 1 s) is a 504, and the process is replaced."""
+    server = start_service(streams=1, cache_size=0, document_timeout_s=1)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        expected = paragraphs(upload(client, word_file()))
+        slow = document_pid(server)
+        error = assert_error(upload(client, word_file(2 * LONG)), 504, "timeout")
+        assert "MT_DOCUMENT_TIMEOUT_S" in error["message"]
+        wait_until_gone(slow)
+        assert paragraphs(upload(client, word_file())) == expected
+        assert document_pid(server) != slow
 
 
 def test_a_small_file_is_not_held_behind_a_large_one(start_service: StartService) -> None:
