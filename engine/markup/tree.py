@@ -62,9 +62,10 @@ SYNTHETIC_ROOT = "mt-fragment-root"
 # refused as a tag left open with any), "/", "!" or "?". Any other html.parser reads as text, a "<" at
 # a time.
 OPENER = re.compile(r"<(?=[^\W\d_]|[/!?])")
-# What such a "<" is in the copy that html.parser reads: like "<", not a letter, a digit or a space to
-# any of its patterns (a space would end a comment at "-- >", or an entity's name), nor a "/".
-MASK = "\x01"
+# What such a "<" may be in the copy that html.parser reads, the first the input does not hold: to
+# its patterns like "<" (control characters and noncharacters: not a letter, a digit, a space, a
+# quote, "/" or ">"; a space would end a comment at "-- >"), and what no character reference decodes to.
+MASKS = "".join(map(chr, [*range(0x01, 0x09), *range(0x0E, 0x1C), 0x7F, *range(0xFDD0, 0xFDF0)]))
 MAX_DEPTH = 256  # elements open at once: the tree is walked recursively
 NEWLINE = re.compile("\n")
 
@@ -210,10 +211,10 @@ class _HTMLTokens(HTMLParser):
     """Feeds ``_TreeBuilder``. Each handler runs while ``getpos()`` is at the token's start, so a
     token's source runs from there to the next token's start (``_flush``)."""
 
-    def __init__(self, markup: str, max_nodes: int | None, *, copy: bool) -> None:
+    def __init__(self, markup: str, max_nodes: int | None, *, mask: str | None) -> None:
         super().__init__(convert_charrefs=False)
         self.markup = markup
-        self.copy = copy  # whether it reads ``_openers_only(markup)``, not ``markup``
+        self.mask = mask  # what a "<" that opens nothing is in the copy it reads (None: it reads ``markup``)
         # An array: a list takes 36 bytes a line, 360 MB for a file of 10 M line breaks.
         self.line_starts = array("q", [0])
         self.line_starts.extend(match.end() for match in NEWLINE.finditer(markup))
@@ -236,7 +237,8 @@ class _HTMLTokens(HTMLParser):
         start, kind, args = self.pending
         self.pending = None
         source = self.markup[start:end]
-        self._check_read_as_written(kind, start, end)
+        if self.mask is not None and kind == "declaration" and self.markup.find("<", start + 1, end) >= 0:
+            raise _MisreadCopy  # a doctype's internal subset: html.parser reads a "<" there as no other
         line, column = self._where(start)
         tree = self.tree
         self._check_terminated(kind, source, start)
@@ -247,19 +249,19 @@ class _HTMLTokens(HTMLParser):
         elif kind == "start":
             name, attrs, closed = args
             values = {k: v or "" for k, v in attrs}  # type: ignore[union-attr]
+            if self.mask is not None and "<" in source[1:]:  # a name or value the copy read with masks
+                name, values = self._unmasked(name), {self._unmasked(k): self._unmasked(v) for k, v in values.items()}
             tree.start(Element(name, source, values, line, column), closed=closed)  # type: ignore[arg-type]
         elif kind == "end":
-            tree.end(args[0], source, line, column)  # type: ignore[arg-type]
+            tree.end(self._unmasked(args[0]), source, line, column)  # type: ignore[arg-type]
         else:
             tree.other(source)
         if self.max_nodes is not None and tree.nodes > self.max_nodes:
             raise TooManyNodes(self.max_nodes, line)
 
-    def _check_read_as_written(self, kind: str, start: int, end: int) -> None:
-        """_MisreadCopy if the copy masked a "<" inside a tag or declaration: part of a tag's
-        name or attributes, or of a doctype's subset, it changes what they are."""
-        if self.copy and kind in ("start", "end", "declaration") and self.markup.find("<", start + 1, end) >= 0:
-            raise _MisreadCopy
+    def _unmasked(self, text: str) -> str:
+        """``text`` as the input writes it: in a tag, html.parser reads a mask as it reads a "<"."""
+        return text if self.mask is None else text.replace(self.mask, "<")
 
     def _where(self, position: int) -> tuple[int, int]:
         """(line, column) of ``position``, both from 1."""
@@ -349,12 +351,12 @@ def _construct_at(markup: str, line: int, offset: int) -> int:
     return markup.rfind("<", 0, line_start + offset + 1)
 
 
-def _openers_only(markup: str) -> str:
-    """``markup`` with each "<" that opens nothing (``OPENER``) made a ``MASK``, for the parser to read:
+def _openers_only(markup: str, mask: str) -> str:
+    """``markup`` with each "<" that opens nothing (``OPENER``) made ``mask``, for the parser to read:
     tokens take their source from ``markup`` by position, and text around such "<"s is then one token,
     not one a "<" (a file of "< " read at 3 µs a byte, in Python calls for each "<"). Work for each
     "<" that may open something, which the parser does far more for."""
-    masked = markup.replace("<", MASK)
+    masked = markup.replace("<", mask)
     pieces: list[str] = []
     last = 0
     for match in OPENER.finditer(markup):
@@ -369,23 +371,32 @@ class _MisreadCopy(Exception):
 
 
 def _parse_html(markup: str, max_nodes: int | None) -> list[Node]:
-    try:
-        return _parse_html_read(markup, _openers_only(markup), max_nodes)
-    except _MisreadCopy:  # a "<" inside a tag: only the input as written says what the tag is
-        return _parse_html_read(markup, markup, max_nodes)
+    mask = next((mask for mask in MASKS if mask not in markup), None)
+    if mask is not None:
+        try:
+            return _parse_html_read(markup, max_nodes, mask)
+        except _MisreadCopy:  # a doctype's subset with a "<" that opens nothing: read as written
+            pass
+    return _parse_html_read(markup, max_nodes, None)
 
 
-def _parse_html_read(markup: str, read: str, max_nodes: int | None) -> list[Node]:
-    """``markup``'s nodes, html.parser reading ``read``: ``markup`` or a copy of it."""
-    tokens = _HTMLTokens(markup, max_nodes, copy=read is not markup)
+def _parse_html_read(markup: str, max_nodes: int | None, mask: str | None) -> list[Node]:
+    """``markup``'s nodes, html.parser reading it, or its copy with ``mask`` (``_openers_only``)."""
+    tokens = _HTMLTokens(markup, max_nodes, mask=mask)
     try:
-        tokens.feed(read)
+        tokens.feed(markup if mask is None else _openers_only(markup, mask))
         tokens.check_tail()
         tokens.close()
     except AssertionError:  # html.parser's own check of a construct it cannot read ("<![ ")
         opening = _construct_at(markup, *tokens.getpos())
-        if tokens.pending is not None:  # the token before it, which ends there
-            tokens._check_read_as_written(tokens.pending[1], tokens.pending[0], opening)
+        before = tokens.pending  # the token before it, which ends there
+        if (
+            mask is not None
+            and before is not None
+            and before[1] == "declaration"
+            and "<" in markup[before[0] + 1 : opening]
+        ):
+            raise _MisreadCopy from None
         line = markup.count("\n", 0, opening) + 1
         column = opening - (markup.rfind("\n", 0, opening) + 1) + 1
         # Quoted from the input: html.parser's message would quote the copy it read.
