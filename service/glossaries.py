@@ -37,7 +37,6 @@ import io
 import logging
 import re
 import sqlite3
-import time
 import unicodedata
 import uuid
 from collections.abc import Iterator, Sequence
@@ -50,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from engine.glossary import BuiltGlossaries, Glossary, Term
 from engine.languages import UnsupportedLanguage, primary_subtag
 from engine.picklable import Picklable
-from service.database import GLOSSARY_TABLES, migrate
+from service.database import GLOSSARY_TABLES, migrate, use_write_ahead_log
 from service.disk_reserve import Reserve
 from service.errors import storage_full
 
@@ -495,7 +494,7 @@ class GlossaryStore:
         with closing(sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)) as db:
             db.execute("PRAGMA foreign_keys = ON")
             if not self._ready:
-                _use_write_ahead_log(db)
+                use_write_ahead_log(db, BUSY_TIMEOUT_S)
                 _create_or_migrate(db)
                 self._reserve.keep()
                 self._ready = True
@@ -523,22 +522,6 @@ def _has_data(path: Path) -> bool:
         return path.stat().st_size > 0
     except FileNotFoundError:
         return False
-
-
-def _use_write_ahead_log(db: sqlite3.Connection) -> None:
-    """Switch the database to WAL, waiting for other connections as long as the busy timeout.
-    The switch needs the database to itself, and SQLite answers "locked" at once rather than call
-    its busy handler when another connection holds a lock (as when several open a database at
-    once), so the wait is ours."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
 
 
 class _Postgres:
