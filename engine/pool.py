@@ -21,10 +21,10 @@ search it belongs to and however far along it is:
   start: its memory is anonymous pages the kernel commits as the rows first write them (no huge
   pages), so a row costs the positions it has reached, rounded to a page, and the buffer is never
   copied to grow. A row reads only its own positions, so W costs no compute either. The pages go
-  back when the pool is empty. The source's S grows by buckets and shrinks when the widest
-  sentence leaves; what a row reads past its sentence's length weighs exactly 0. A sentence gets
-  the same translation and scores alone as beside any others (tests/engine/test_pool.py,
-  tests/engine/test_translator.py).
+  back once the pool has been empty a while (``release``). The source's S grows by buckets and
+  shrinks when the widest sentence leaves; what a row reads past its sentence's length weighs
+  exactly 0. A sentence gets the same translation and scores alone as beside any others
+  (tests/engine/test_pool.py, tests/engine/test_translator.py).
 
 The pool does no scheduling (``engine.pool_scheduler`` decides who joins and when) and no
 threading: it is driven by one thread.
@@ -373,14 +373,20 @@ class RowPool:
 
     # -- shrinking ----------------------------------------------------------------------------
 
+    def release(self) -> None:
+        """Give every page of an empty pool's cache back (its scheduler calls this once the pool
+        has been idle a while): fresh buffers, committed again as rows write them. Freed rows keep
+        their lengths until then, which says whether there are pages to give back."""
+        if self.n == 0 and self.lengths.any():
+            self._allocate_rows(min(len(self.lengths), self.config.rows))
+
     def _shrink(self) -> None:
-        """Give back what the live rows no longer need: the cache's pages once no row is left
-        (freed rows keep their lengths until then), rows allocated past twice the configured
+        """Give back what the live rows no longer need: rows allocated past twice the configured
         rows, and source width."""
         rows = len(self.lengths)
         rows_wanted = max(self.config.rows, _round_up(self.n, self.config.rows))
-        if (self.n == 0 and self.lengths.any()) or rows > 2 * rows_wanted:
-            self._allocate_rows(min(rows, rows_wanted))
+        if rows > 2 * rows_wanted:
+            self._allocate_rows(rows_wanted)
         source_needed = _round_up(self._longest_source(), self.config.source_bucket)
         if self.source_width > source_needed:
             self._allocate_slots(len(self.slot_owner), source_needed)
