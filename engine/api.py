@@ -52,6 +52,11 @@ class TranslationOptions:
         length_penalty = 0.0 if self.length_penalty is None else self.length_penalty
         self._search_options(beam_size, length_penalty, self.max_consecutive_repeats or 0)
 
+    def beam(self, default: int) -> int:
+        """The beam these options get from a model whose default beam is ``default``: as many beams
+        as hypotheses asked for at least."""
+        return max(default, self.num_hypotheses) if self.beam_size is None else self.beam_size
+
     def resolved(self, info: ModelInfo) -> TranslationOptions:
         """These options with the model's defaults in place of ``None`` and languages by their
         codes; ValueError if invalid (``engine.languages.UnsupportedLanguage`` for a language)."""
@@ -61,7 +66,7 @@ class TranslationOptions:
             self,
             source_language=source.code,
             target_language=target.code,
-            beam_size=max(defaults.beam_size, self.num_hypotheses) if self.beam_size is None else self.beam_size,
+            beam_size=self.beam(defaults.beam_size),
             length_penalty=defaults.length_penalty if self.length_penalty is None else self.length_penalty,
             max_consecutive_repeats=(
                 self.max_consecutive_repeats

@@ -32,7 +32,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
-from service.database import RETRY_S, migrate
+from service.database import RETRY_S, migrated
 from service.errors import DatabaseUnavailable, QuotaExceeded, RateLimited, Unauthorized
 from service.keys import ApiKey, Charge, KeyStore, OverQuota, could_be_managed, digest, seconds_to_next_month
 from service.settings import Settings
@@ -251,7 +251,7 @@ class Access:
 
     def _migrated_call(self, call: Callable[[], T]) -> T:
         if not self._migrated and self.keys is not None:
-            migrate(self.keys.db)
+            migrated(self.keys.db)
             self._migrated = True
         return call()
 

@@ -222,7 +222,6 @@ def migrated(db: Database) -> Database:
     start-up has reached the database (``service.access`` migrates it then) makes the schema itself."""
     if db not in _MIGRATED:
         migrate(db)
-        _MIGRATED.add(db)
     return db
 
 

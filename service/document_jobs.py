@@ -32,7 +32,6 @@ downloads any replica's documents; with the embedded SQLite database they outliv
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import secrets
@@ -46,6 +45,7 @@ from service.database import Database, Params, Row, migrated
 from service.documents import FileJob, ReadDocument, is_light
 from service.errors import InvalidRequest, NotFound, Overloaded, ServiceError, Unavailable
 from service.file_store import FileStore, StoredFile
+from service.keys import digest
 from service.translation import JobGlossary
 from service.turns import Turns
 
@@ -144,7 +144,7 @@ class DocumentJobs:
         rows = await self._statement(
             f"SELECT {_COLUMNS} FROM document_jobs WHERE id = :id AND owner = :owner AND key_digest = :key"
             " AND (expires IS NULL OR expires > :now)",
-            {"id": document_id, "owner": owner, "key": _digest(document_key.strip().upper()), "now": self.clock()},
+            {"id": document_id, "owner": owner, "key": digest(document_key.strip().upper()), "now": self.clock()},
         )
         if not rows:
             raise NotFound("Document not found.")
@@ -221,7 +221,7 @@ class DocumentJobs:
                 " :filename, :target, :source, :glossary, :upload, 'queued', :me, :until)",
                 {
                     "id": document.document_id,
-                    "key": _digest(key),
+                    "key": digest(key),
                     "owner": owner,
                     "keyed": int(keyed),
                     "filename": job.filename,
@@ -362,11 +362,6 @@ def _check_pending(pending: int, owned: int) -> None:
     if owned >= share:
         message = f"{share} of this key's documents are waiting to be translated, a key's share: try again later"
         raise Overloaded(message, retry_after_s=5)
-
-
-def _digest(document_key: str) -> str:
-    """What the database keeps of a document key: its SHA-256, compared in SQL like a key's."""
-    return hashlib.sha256(document_key.encode()).hexdigest()
 
 
 async def _retried(translate: Translate, job: FileJob) -> tuple[bytes, ReadDocument]:

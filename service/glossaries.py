@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from engine.glossary import BuiltGlossaries, Glossary, Term
 from engine.languages import UnsupportedLanguage, primary_subtag
 from engine.picklable import Picklable
-from service.database import GLOSSARY_TABLES, migrate, use_write_ahead_log
+from service.database import GLOSSARY_TABLES, migrated, use_write_ahead_log
 from service.disk_reserve import Reserve
 from service.errors import storage_full
 
@@ -480,9 +480,7 @@ class GlossaryStore:
         """A connection of its own (autocommit: transactions are begun explicitly), with the schema.
         A database deleted under the service is made again, empty, and said so."""
         if self.postgres is not None:
-            if not self._ready:  # the schema is the state database's (``service.database.MIGRATIONS``)
-                migrate(self.postgres)
-                self._ready = True
+            migrated(self.postgres)  # the schema is the state database's (``service.database.MIGRATIONS``)
             with self.postgres.connection() as connection:
                 yield _Postgres(connection)
             return

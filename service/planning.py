@@ -131,10 +131,10 @@ class Planner:
         return counted
 
     def _beam_size(self, model: str, options: TranslationOptions) -> int:
-        """The beam ``options`` get from ``model`` (``TranslationOptions.resolved``'s rule)."""
+        """The beam ``options`` get from ``model``."""
         manifest = self._entries[model].manifest
         assert manifest is not None  # the router serves only entries with one
-        return options.beam_size or max(manifest.decoding.beam_size, options.num_hypotheses)
+        return options.beam(manifest.decoding.beam_size)
 
     def _tokenizer(self, model: str) -> Tokenizer:
         if model not in self._tokenizers:
