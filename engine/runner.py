@@ -126,6 +126,11 @@ def session_options(threads: int, *, spin: bool) -> ort.SessionOptions:
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # A memory pattern is planned for one set of input shapes and taken from the arena as one block
+    # per run; a decoder's shapes change at every step, so the blocks only fragment the arena that
+    # every session of the process shares: without them the OPUS-MT size peaked up to 80 MB lower at
+    # the same speed (benchmarks/RESULTS.md, section 29).
+    options.enable_mem_pattern = False
     options.log_severity_level = 3  # warnings about unused initializers etc. are noise here
     return options
 
