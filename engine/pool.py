@@ -61,7 +61,6 @@ class Member:
     """One search in the pool: its steps, and the rows and slots it holds."""
 
     steps: Steps
-    source: dict[str, np.ndarray]  # its sentences as encoded: (B, H, S, Dh) per layer, src_mask (B, S)
     alignments: bool  # it reads the step's cross-attention
     vocab_ids: np.ndarray | None  # the shortlist it scores over; None: all V
     on_done: Callable[[object, BaseException | None], None] | None = None  # its result, or what it raised
@@ -69,9 +68,6 @@ class Member:
     slots: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (B',) each sentence's slot
     request: StepRequest | None = None  # its next step
     source_width: int = 0  # S of its widest sentence
-
-    def __post_init__(self) -> None:
-        self.source_width = self.source["src_mask"].shape[1]
 
 
 class RowPool:
@@ -111,10 +107,13 @@ class RowPool:
 
     # -- joining and leaving ----------------------------------------------------------------
 
-    def join(self, member: Member) -> None:
-        """Give ``member`` a slot per sentence and a row per sentence, and its first request;
-        ``on_done`` is called at once if its steps end or fail before any step."""
-        member.slots = self._write_slots(member, member.source)
+    def join(self, member: Member, source: dict[str, np.ndarray]) -> None:
+        """Give ``member`` a slot per sentence of ``source`` (its sentences as encoded: (B, H, S,
+        Dh) per layer, src_mask (B, S)) and a row per sentence, and its first request; ``on_done``
+        is called at once if its steps end or fail before any step. The slots are the only copy of
+        the source the pool keeps."""
+        member.source_width = source["src_mask"].shape[1]
+        member.slots = self._write_slots(member, source)
         member.rows = self._take_rows(member, len(member.slots))
         self.members.append(member)
         self._advance(member, None)

@@ -240,10 +240,10 @@ class PoolScheduler:
             if q.steps is None:
                 self._join_search(q, source, timing)
                 continue
-            member = Member(q.steps, source, q.alignments, q.vocab_ids)
+            member = Member(q.steps, q.alignments, q.vocab_ids)
             member.on_done = functools.partial(self._done, member, q, timing)
             self._tasks[member] = q.task
-            self.pool.join(member)
+            self.pool.join(member, source)
 
     def _join_search(self, q: _Queued, source: dict[str, np.ndarray], timing: Timing) -> None:
         """``q``'s sentences into the pool's search for its options, begun if there is none."""
@@ -252,11 +252,11 @@ class PoolScheduler:
         shared = self._shared.get(q.options)
         if shared is None:
             search = self.searches(q.options, functools.partial(self._sentence_done, q.options))
-            shared = _Shared(search, Member(search.steps, source, False, None))
+            shared = _Shared(search, Member(search.steps, False, None))
             shared.member.on_done = functools.partial(self._search_left, shared)
             self._shared[q.options] = shared
             self._own(shared, q, search.add(q.max_lengths))
-            self.pool.join(shared.member)
+            self.pool.join(shared.member, source)
         else:
             self._own(shared, q, shared.search.add(q.max_lengths))
             self.pool.extend(shared.member, source, rows=len(q.ids))  # one row each at the first step

@@ -60,22 +60,22 @@ def searched(ids: Sequence[Sequence[int]], beam: int, *, alignments: bool = Fals
 
 def member(
     runner: Runner, ids: list[list[int]], steps: Steps, results: list, *, alignments: bool = False, width: int = 0
-) -> Member:
-    """A member of the pool for ``ids``, encoded with ``width`` source positions if more than
-    ``pad_batch`` gives; its result or error goes into ``results``."""
+) -> tuple[Member, dict[str, np.ndarray]]:
+    """A member of the pool for ``ids`` and its source, encoded with ``width`` source positions if
+    more than ``pad_batch`` gives; its result or error goes into ``results``."""
     src = pad_batch(ids, 0)
     source = runner.encode(np.pad(src, ((0, 0), (0, max(0, width - src.shape[1]))))).source
-    joined = Member(steps, source, alignments, None)
+    joined = Member(steps, alignments, None)
     joined.on_done = lambda result, error: results.append(error if error is not None else result)
-    return joined
+    return joined, source
 
 
-def run(pool: RowPool, schedule: dict[int, list[Member]]) -> None:
+def run(pool: RowPool, schedule: dict[int, list[tuple[Member, dict[str, np.ndarray]]]]) -> None:
     """Step the pool until every member is done, each joining before the step its key says."""
     step = 0
     while pool.members or any(at >= step for at in schedule):
-        for joining in schedule.get(step, []):
-            pool.join(joining)
+        for joining, source in schedule.get(step, []):
+            pool.join(joining, source)
         pool.step()
         step += 1
 
@@ -251,7 +251,7 @@ def test_sentences_joining_one_search_get_what_they_get_alone(pooled: Runner, be
         source = pooled.encode(pad_batch(ids, 0)).source
         indices.append(search.add([len(s) + 8 for s in ids]))
         if at == 0:
-            pool.join(Member(search.steps, source, False, None))
+            pool.join(Member(search.steps, False, None), source)
         else:
             [shared] = pool.members
             pool.extend(shared, source, rows=len(ids))
@@ -374,9 +374,9 @@ def test_the_least_served_call_joins_first(pooled: Runner) -> None:
     scheduler = PoolScheduler(RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16)), pooled.encode, pad_id=0)
     original = scheduler.pool.join
 
-    def recording(m: Member) -> None:
+    def recording(m: Member, source: dict[str, np.ndarray]) -> None:
         joined.append(names[id(m.steps)])
-        original(m)
+        original(m, source)
 
     scheduler.pool.join = recording  # type: ignore[method-assign]
     tasks = StepScheduler()
