@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -152,6 +153,22 @@ def test_a_graph_the_edit_does_not_know_is_refused(tiny_bundle: Path) -> None:
 
 
 # -- searches in the pool ---------------------------------------------------------------------
+
+
+def test_the_slots_are_the_only_copy_of_a_source_the_pool_keeps(pooled: Runner) -> None:
+    """Once a search has joined, its encoder output is no longer held (the slots hold its keys and
+    values): a running search does not keep a second copy of its source for its whole life."""
+    ids = sentences(4, 1)
+    pool, results = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16)), []
+    joining, source = member(pooled, ids, searched(ids, 4), results)
+    held = [weakref.ref(value) for value in source.values()]
+    pool.join(joining, source)
+    del source
+    pool.step()
+    assert pool.members and not results  # still searching
+    assert [ref() for ref in held] == [None] * len(held)
+    run(pool, {})
+    assert same(results[0], alone(pooled, ids, 4))
 
 
 @pytest.mark.parametrize("beam", [1, 4])
