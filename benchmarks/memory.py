@@ -1,7 +1,7 @@
 """The default service's memory through its heaviest requests: ``python -m benchmarks.memory``.
 
-    python -m benchmarks.memory [--data DIR] [--models-dir DIR] [--long-chars 19900] [--docx-mb 250]
-                                [--beam-texts 64] [--beam-chars 250] [--out FILE]
+    python -m benchmarks.memory [--data DIR] [--models-dir DIR] [--long-chars 19900] [--admitted-texts 4]
+                                [--docx-mb 250] [--beam-texts 64] [--beam-chars 250] [--out FILE]
 
 Starts the service as the README's serve command does (``service.launcher``: the shipped models of
 ``models/``, every setting at its default; ``--models-dir`` serves another repository) and sends it,
@@ -9,10 +9,14 @@ one after another, each with ``--timeout-s`` (120 s) to be answered:
 
 1. ``--long-texts`` (8) distinct texts of ``--long-chars`` (19,900) characters, one request each,
    with ``return_alignments``: a text's alignment matrix grows with the square of its length (an
-   85 MB answer each, before ``MT_MAX_ALIGNMENT_CELLS``);
-2. a .docx whose ``word/document.xml`` expands to ``--docx-mb`` (250) MB, built here with zipfile
+   85 MB answer each, before ``MT_MAX_ALIGNMENT_CELLS``, which refuses them);
+2. ``--admitted-texts`` (4) distinct texts, one request each with ``return_alignments``, each as
+   long as the service's default limits admit (``MT_MAX_ALIGNMENT_CELLS``, ``MT_MAX_BEAM_TOKENS``
+   at the model's beam, ``MT_MAX_CHARS``), counted with ``--bundle``'s tokenizer as the service
+   counts them: the largest alignment answers it gives;
+3. a .docx whose ``word/document.xml`` expands to ``--docx-mb`` (250) MB, built here with zipfile
    and compressed as it is written (``MT_MAX_DOCUMENT_BYTES`` refuses it);
-3. ``--beam-texts`` (64) texts of ``--beam-chars`` (250) characters at ``--beam`` (16) beams with
+4. ``--beam-texts`` (64) texts of ``--beam-chars`` (250) characters at ``--beam`` (16) beams with
    alignments: the search's caches and the engines' memory at their largest (within
    ``MT_MAX_BEAM_TOKENS``).
 
@@ -42,6 +46,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.common import (
+    BUNDLE,
     DATA_DIR,
     RESULTS,
     RUNS,
@@ -53,7 +58,10 @@ from benchmarks.common import (
     write_report,
 )
 from benchmarks.rss import Process, ProcessTree
+from engine.bundle import load_bundle
+from engine.tokenizer import Tokenizer
 from service.launcher import LiveService
+from service.settings import Settings
 
 SERIES_ROWS = 30
 WORD = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -107,6 +115,27 @@ def joined_texts(sentences: list[str], count: int, chars: int) -> Iterator[str]:
         yield text[: text.rfind(" ", 0, chars + 1)].strip()
 
 
+def admitted_texts(sentences: list[str], count: int, tokenizer: Tokenizer, beam: int) -> Iterator[str]:
+    """``count`` distinct texts, consecutive sentences joined by spaces, each the longest that the
+    service's default limits admit in a request of its own with alignments (``service.planning``'s
+    count: source tokens with EOS, the matrix as their square less one)."""
+    limits = Settings.model_fields
+    cells, work, chars = (limits[name].default for name in ("max_alignment_cells", "max_beam_tokens", "max_chars"))
+
+    def admitted(text: str) -> bool:
+        tokens = len(tokenizer.encode(text))
+        return (tokens - 1) ** 2 <= cells and tokens * beam <= work and len(text) <= chars
+
+    position = 0
+    for _ in range(count):
+        text = sentences[position]
+        position += 1
+        while admitted(longer := f"{text} {sentences[position % len(sentences)]}"):
+            text = longer
+            position += 1
+        yield text
+
+
 def word_bomb(expanded_bytes: int) -> bytes:
     """A .docx whose word/document.xml expands to ``expanded_bytes`` of paragraphs of text,
     compressed as it is written: never held expanded."""
@@ -129,11 +158,17 @@ def requests(args: argparse.Namespace) -> list[Request]:
     sentences = read_lines(args.data / "train.en")
     pair = {"source_lang": "en", "target_lang": "de"}
     long_texts = joined_texts(sentences, args.long_texts, args.long_chars)
+    bundle = load_bundle(args.bundle, verify_checksums=False, check_graphs=False)
+    longest = admitted_texts(
+        sentences, args.admitted_texts, Tokenizer.from_bundle(bundle), bundle.manifest.decoding.beam_size
+    )
     beam_texts = list(joined_texts(sentences[len(sentences) // 2 :], args.beam_texts, args.beam_chars))
     aligned = {**pair, "return_alignments": True}
     return [
         *(Request(f"text {i + 1}: {args.long_chars} chars, alignments", {"text": text, **aligned})
           for i, text in enumerate(long_texts)),
+        *(Request(f"admitted text {i + 1}: {len(text)} chars, alignments", {"text": text, **aligned})
+          for i, text in enumerate(longest)),
         Request(f".docx expanding to {args.docx_mb} MB", file=("bomb.docx", word_bomb(args.docx_mb << 20))),
         Request(f"{args.beam_texts} texts of {args.beam_chars} chars, beam {args.beam}, alignments",
                 {"text": beam_texts, **aligned, "beam_size": args.beam}),
@@ -284,6 +319,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--models-dir", type=Path, help="MT_MODELS_DIR (default: the service's, models/)")
     parser.add_argument("--long-texts", type=int, default=8, help="long texts with alignments, a request each")
     parser.add_argument("--long-chars", type=int, default=19_900, help="characters of each long text")
+    parser.add_argument("--admitted-texts", type=int, default=4, help="texts as long as the limits admit, aligned")
+    parser.add_argument("--bundle", type=Path, default=BUNDLE, help="the model whose tokenizer counts them (en-de)")
     parser.add_argument("--docx-mb", type=int, default=250, help="MB the .docx's document.xml expands to")
     parser.add_argument("--beam-texts", type=int, default=64, help="texts of the wide-beam request")
     parser.add_argument("--beam-chars", type=int, default=250, help="characters of each of them")
@@ -297,8 +334,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS / "memory.json", help="the result file")
     args = parser.parse_args(argv)
     require_paths(parser, [args.data / "train.en", *([args.models_dir] if args.models_dir else [])])
-    if min(args.long_chars, args.docx_mb, args.beam_texts, args.beam_chars, args.beam) < 1 or args.long_texts < 0:
-        parser.error("sizes must be >= 1 (--long-texts >= 0)")
+    if min(args.long_chars, args.docx_mb, args.beam_texts, args.beam_chars, args.beam) < 1:
+        parser.error("sizes must be >= 1")
+    if min(args.long_texts, args.admitted_texts) < 0:
+        parser.error("--long-texts and --admitted-texts must be >= 0")
     if min(args.timeout_s, args.sample_every_s, args.settle_s) <= 0:
         parser.error("durations must be > 0")
     return args
