@@ -1,7 +1,7 @@
 """``python -m benchmarks.memory`` at tiny size against a repository of the tiny model: every request
-answered (the .docx refused by MT_MAX_DOCUMENT_BYTES), RSS sampled in every process through the run
-and after it, the service ready at the end. And the parts that need no server: the texts and the
-.docx bomb."""
+answered (the .docx refused by MT_MAX_DOCUMENT_BYTES, a text as long as the limits admit answered),
+RSS sampled in every process through the run and after it, the service ready at the end. And the
+parts that need no server: the texts and the .docx bomb."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks import memory
+from engine.bundle import load_bundle
+from engine.tokenizer import Tokenizer
+from service.settings import Settings
 from tests.conftest import relabelled_bundle
 
 
@@ -23,7 +26,8 @@ def measured(tiny_bundle: Path, tiny_corpus: Path, tmp_path_factory: pytest.Temp
     relabelled_bundle(tiny_bundle, root / "models" / "en-de", "tiny-en-de", ["en"], ["de"])
     out = root / "memory.json"
     exit_code = memory.main(["--data", str(tiny_corpus), "--models-dir", str(root / "models"), "--long-texts", "2",
-                             "--long-chars", "600", "--docx-mb", "24", "--beam-texts", "4", "--beam-chars", "100",
+                             "--long-chars", "600", "--admitted-texts", "1", "--bundle", str(tiny_bundle),
+                             "--docx-mb", "24", "--beam-texts", "4", "--beam-chars", "100",
                              "--settle-s", "1", "--workdir", str(root), "--out", str(out)])  # fmt: skip
     return exit_code, json.loads(out.read_text(encoding="utf-8"))
 
@@ -32,7 +36,7 @@ def test_every_request_is_answered_and_the_service_stays_within_the_targets(meas
     exit_code, report = measured
     assert exit_code == 0 and report["passed"], report["markdown"]
     outcomes = [(r["status"], r["error_type"]) for r in report["requests"]]
-    assert outcomes == [(200, None), (200, None), (413, "payload_too_large"), (200, None)]
+    assert outcomes == [(200, None), (200, None), (200, None), (413, "payload_too_large"), (200, None)]
     assert report["run"]["command"].startswith("python -m benchmarks.memory --data")
     assert "cpu_model" in report["run"]["machine"]
 
@@ -58,6 +62,18 @@ def test_texts_are_distinct_and_of_the_length_asked_for() -> None:
     texts = list(memory.joined_texts(sentences, 3, 200))
     assert len(set(texts)) == 3 and all(180 <= len(t) <= 200 for t in texts)
     assert texts[0].startswith("Sentence number 0 ") and not texts[1].startswith("Sentence number 0 ")
+
+
+def test_an_admitted_text_is_the_longest_the_default_limits_admit(tiny_bundle: Path) -> None:
+    """Each text fits MT_MAX_ALIGNMENT_CELLS as the service counts it, and one more sentence would not."""
+    tokenizer = Tokenizer.from_bundle(load_bundle(tiny_bundle, verify_checksums=False, check_graphs=False))
+    sentences = [f"A man number {i} runs in the park with a red ball." for i in range(2000)]
+    cells = Settings.model_fields["max_alignment_cells"].default
+    texts = list(memory.admitted_texts(sentences, 2, tokenizer, beam=4))
+    assert len(set(texts)) == 2
+    for text in texts:
+        nxt = sentences[max(i for i, sentence in enumerate(sentences) if text.endswith(sentence)) + 1]
+        assert (len(tokenizer.encode(text)) - 1) ** 2 <= cells < (len(tokenizer.encode(f"{text} {nxt}")) - 1) ** 2
 
 
 def test_the_word_file_expands_to_the_size_asked_for_from_a_small_one() -> None:
