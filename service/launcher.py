@@ -62,6 +62,7 @@ class LiveService:
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.log_path = log_path
+        self._terminated = False
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("wb")
         self.process = subprocess.Popen(
@@ -104,16 +105,20 @@ class LiveService:
             return False
 
     def terminate(self) -> None:
-        """SIGTERM, as a container runtime stops it: the service drains, then exits."""
+        """SIGTERM, as a container runtime stops it: the service drains, then exits (a second
+        SIGTERM would stop it at once)."""
         self.process.send_signal(signal.SIGTERM)
+        self._terminated = True
 
     def wait(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
         return self.process.wait(timeout_s)
 
     def stop(self) -> int:
-        """SIGTERM, then SIGKILL if it has not exited after ``STOP_TIMEOUT_S``; the exit code."""
+        """SIGTERM (unless ``terminate`` sent it), then SIGKILL if it has not exited after
+        ``STOP_TIMEOUT_S``; the exit code."""
         if self.process.poll() is None:
-            self.terminate()
+            if not self._terminated:
+                self.terminate()
             try:
                 self.wait()
             except subprocess.TimeoutExpired:
