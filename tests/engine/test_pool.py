@@ -9,6 +9,7 @@ scheduler's cancellation and its order of joining.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -365,17 +366,34 @@ def test_the_cache_s_pages_go_back_once_the_pool_is_idle_not_as_it_empties(poole
         scheduler.close()
 
 
+def held_after_its_first_step(steps: Steps, started: threading.Event, release: threading.Event) -> Steps:
+    """``steps``, holding the pool's thread after their first step until ``release`` is set: the
+    search is running, whatever the machine's load, when the test cancels it."""
+    step = yield next(steps)
+    started.set()
+    release.wait(timeout=60)
+    while True:
+        try:
+            request = steps.send(step)
+        except StopIteration as done:
+            return done.value
+        step = yield request
+
+
 def test_a_cancelled_call_leaves_at_the_next_step_and_others_go_on(pooled: Runner) -> None:
     scheduler = PoolScheduler(RowPool(pooled.decoder, pooled.shape, PoolConfig()), pooled.encode, pad_id=0)
     tasks = StepScheduler()
     long = [[*range(4, 60), EOS]] * 4
+    started, release = threading.Event(), threading.Event()
     try:
         with tasks.task() as doomed, tasks.task() as kept:
-            endless = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
-            stopped = scheduler.submit(long, endless, rows=16, task=doomed)
+            search = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
+            stopped = scheduler.submit(long, held_after_its_first_step(search, started, release), rows=16, task=doomed)
             ids = sentences(3, 9)
             other = scheduler.submit(ids, searched(ids, 4), rows=12, task=kept)
+            assert started.wait(timeout=60)
             doomed.cancellation.set()
+            release.set()
             with pytest.raises(Cancelled):
                 stopped.result(timeout=60)
             assert same(other.result(timeout=60)[0], alone(pooled, ids, 4))  # type: ignore[arg-type]
