@@ -235,10 +235,15 @@ class _Lane:
         return answer.result()
 
     async def _submit(self, function: Callable[..., T | _OutOfMemory], *args: object) -> Future[T | _OutOfMemory]:
+        # A child that died between calls (killed, say) costs this call nothing: it goes to a new one,
+        # whether the pool has noticed the death yet (BrokenProcessPool) or not (the child is a zombie,
+        # and the pool would fail this call as if it had died under it).
+        if self._child is not None and _exited(self._child.pid):
+            self.stop(kill=False)
         child = self._child or await self._start()
         try:
             return child.pool.submit(function, *args)
-        except BrokenProcessPool:  # it died between calls (killed, say): this call has lost nothing
+        except BrokenProcessPool:
             self.stop(kill=False)
             return (await self._start()).pool.submit(function, *args)
 
@@ -274,13 +279,23 @@ class _Stopped(Exception):
     """The document process is stopped by a signal (SIGSTOP, or a terminal's SIGTSTP)."""
 
 
+def _state(pid: int) -> str | None:
+    """The process's state in /proc/PID/stat (R, S, T, Z...); None if it cannot be read."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _stopped(pid: int) -> bool:
     """Whether the process is stopped by a signal: state T, not t (a debugger's or a profiler's
     stop, as py-spy's while it samples)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-    except (OSError, IndexError):
-        return False
+    return _state(pid) == "T"
+
+
+def _exited(pid: int) -> bool:
+    """Whether the process has exited and is not yet reaped (a zombie)."""
+    return _state(pid) in ("Z", "X")
 
 
 @dataclass(frozen=True)
