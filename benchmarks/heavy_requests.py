@@ -139,10 +139,20 @@ def translate(name: str, texts: str | list[str], note: str, **options: object) -
 
 
 def long_text(setup: Setup, rng: random.Random) -> Request:
-    """A sentence the model cannot end early: a random prefix, then one letter repeated."""
-    max_chars = setup.limits.settings.max_chars
+    """A sentence the model cannot end early: a random prefix, then one letter repeated, as long as
+    MT_MAX_CHARS and the cost estimate admit (a repeated letter is a piece each: at the default limits
+    MT_MAX_BEAM_TOKENS is the tighter)."""
+    limits = setup.limits
+    max_chars = limits.settings.max_chars
     prefix = "".join(rng.choice(string.ascii_lowercase + " ") for _ in range(60))
     text = (prefix + "a" * max_chars)[: max_chars - LONG_TEXT_SHORTFALL]
+    admitted, refused = 0, len(text) + 1  # the longest admitted length, by bisection
+    while refused - admitted > 1:
+        middle = (admitted + refused) // 2
+        admitted, refused = (
+            (middle, refused) if limits.admitted([text[:middle]], alignments=False) else (admitted, middle)
+        )
+    text = text[:admitted]
     return translate("long text", text, f"1 text of {len(text):,} characters, one letter repeated")
 
 

@@ -47,8 +47,19 @@ def test_limits_are_the_services_settings(setup: Setup) -> None:
 def test_text_is_one_long_text_then_the_most_texts(setup: Setup) -> None:
     long, many = first("text", setup, 2)
     assert len(long.json["text"]) == 500 and long.json["text"].endswith("a" * 100)
+    assert setup.limits.admitted([long.json["text"]], alignments=False)
     assert len(many.json["text"]) == 4 and sum(map(len, many.json["text"])) <= 600
     assert all(0 < len(t) <= heavy_requests.MANY_TEXT_CHARS for t in many.json["text"])
+
+
+def test_the_long_text_is_cut_to_what_the_cost_estimate_admits(tiny_bundle: Path, tiny_corpus: Path) -> None:
+    """With MT_MAX_BEAM_TOKENS tighter than MT_MAX_CHARS (the default limits are so), the long text
+    is the longest that passes it, not a 413."""
+    limits = Limits.of({"MT_MODEL_DIR": str(tiny_bundle), **TINY_LIMITS, "MT_MAX_BEAM_TOKENS": "800"})
+    [long] = first("text", Setup(limits, (tiny_corpus / "train.en").read_text().splitlines()))
+    text = long.json["text"]
+    assert len(text) < 500 and limits.admitted([text], alignments=False)
+    assert not limits.admitted([text + "a"], alignments=False)
 
 
 def test_documents_fill_the_file_limits_with_paragraphs_the_requests_can_hold(setup: Setup) -> None:
