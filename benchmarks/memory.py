@@ -11,9 +11,9 @@ one after another, each with ``--timeout-s`` (120 s) to be answered:
    with ``return_alignments``: a text's alignment matrix grows with the square of its length (an
    85 MB answer each, before ``MT_MAX_ALIGNMENT_CELLS``, which refuses them);
 2. ``--admitted-texts`` (4) distinct texts, one request each with ``return_alignments``, each as
-   long as the service's default limits admit (``MT_MAX_ALIGNMENT_CELLS``, ``MT_MAX_BEAM_TOKENS``
-   at the model's beam, ``MT_MAX_CHARS``), counted with ``--bundle``'s tokenizer as the service
-   counts them: the largest alignment answers it gives;
+   long as the service's limits admit (``MT_MAX_ALIGNMENT_CELLS``, ``MT_MAX_BEAM_TOKENS`` at the
+   model's beam, ``MT_MAX_CHARS``), counted as the service counts them
+   (``benchmarks.heavy_requests.Limits``): the largest alignment answers it gives;
 3. a .docx whose ``word/document.xml`` expands to ``--docx-mb`` (250) MB, built here with zipfile
    and compressed as it is written (``MT_MAX_DOCUMENT_BYTES`` refuses it);
 4. ``--beam-texts`` (64) texts of ``--beam-chars`` (250) characters at ``--beam`` (16) beams with
@@ -42,11 +42,11 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from benchmarks.common import (
-    BUNDLE,
     DATA_DIR,
     RESULTS,
     RUNS,
@@ -58,10 +58,10 @@ from benchmarks.common import (
     write_report,
 )
 from benchmarks.rss import Process, ProcessTree
-from engine.bundle import load_bundle
-from engine.tokenizer import Tokenizer
 from service.launcher import LiveService
-from service.settings import Settings
+
+if TYPE_CHECKING:
+    from benchmarks.heavy_requests import Limits
 
 SERIES_ROWS = 30
 WORD = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -115,16 +115,12 @@ def joined_texts(sentences: list[str], count: int, chars: int) -> Iterator[str]:
         yield text[: text.rfind(" ", 0, chars + 1)].strip()
 
 
-def admitted_texts(sentences: list[str], count: int, tokenizer: Tokenizer, beam: int) -> Iterator[str]:
-    """``count`` distinct texts, consecutive sentences joined by spaces, each the longest that the
-    service's default limits admit in a request of its own with alignments (``service.planning``'s
-    count: source tokens with EOS, the matrix as their square less one)."""
-    limits = Settings.model_fields
-    cells, work, chars = (limits[name].default for name in ("max_alignment_cells", "max_beam_tokens", "max_chars"))
+def admitted_texts(sentences: list[str], count: int, limits: Limits) -> Iterator[str]:
+    """``count`` distinct texts, consecutive sentences joined by spaces, each the longest that
+    ``limits`` admit in a request of its own with alignments."""
 
     def admitted(text: str) -> bool:
-        tokens = len(tokenizer.encode(text))
-        return (tokens - 1) ** 2 <= cells and tokens * beam <= work and len(text) <= chars
+        return len(text) <= limits.settings.max_chars and limits.admitted([text], alignments=True)
 
     position = 0
     for _ in range(count):
@@ -154,14 +150,19 @@ def word_bomb(expanded_bytes: int) -> bytes:
     return out.getvalue()
 
 
+def service_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The service's ``MT_*`` settings: its defaults, serving ``--models-dir`` if given."""
+    return {} if args.models_dir is None else {"MT_MODELS_DIR": str(args.models_dir.resolve())}
+
+
 def requests(args: argparse.Namespace) -> list[Request]:
+    # Imported here: heavy_requests builds its .docx from this module's parts.
+    from benchmarks.heavy_requests import Limits
+
     sentences = read_lines(args.data / "train.en")
     pair = {"source_lang": "en", "target_lang": "de"}
     long_texts = joined_texts(sentences, args.long_texts, args.long_chars)
-    bundle = load_bundle(args.bundle, verify_checksums=False, check_graphs=False)
-    longest = admitted_texts(
-        sentences, args.admitted_texts, Tokenizer.from_bundle(bundle), bundle.manifest.decoding.beam_size
-    )
+    longest = admitted_texts(sentences, args.admitted_texts, Limits.of(service_settings(args)))
     beam_texts = list(joined_texts(sentences[len(sentences) // 2 :], args.beam_texts, args.beam_chars))
     aligned = {**pair, "return_alignments": True}
     return [
@@ -320,7 +321,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--long-texts", type=int, default=8, help="long texts with alignments, a request each")
     parser.add_argument("--long-chars", type=int, default=19_900, help="characters of each long text")
     parser.add_argument("--admitted-texts", type=int, default=4, help="texts as long as the limits admit, aligned")
-    parser.add_argument("--bundle", type=Path, default=BUNDLE, help="the model whose tokenizer counts them (en-de)")
     parser.add_argument("--docx-mb", type=int, default=250, help="MB the .docx's document.xml expands to")
     parser.add_argument("--beam-texts", type=int, default=64, help="texts of the wide-beam request")
     parser.add_argument("--beam-chars", type=int, default=250, help="characters of each of them")
@@ -348,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     start = start_run("benchmarks.memory", argv)
     args = parse_args(start.argv)
     work = requests(args)
-    settings = {} if args.models_dir is None else {"MT_MODELS_DIR": str(args.models_dir.resolve())}
-    with LiveService(settings, args.workdir / "service.log") as service:
+    with LiveService(service_settings(args), args.workdir / "service.log") as service:
         began = time.monotonic()
         tree = ProcessTree(service.process.pid)
         with httpx.Client(base_url=service.url, timeout=args.timeout_s, trust_env=False) as client:

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import memory
-from engine.bundle import load_bundle
-from engine.tokenizer import Tokenizer
+from benchmarks.heavy_requests import Limits
 from service.settings import Settings
 from tests.conftest import relabelled_bundle
 
@@ -26,7 +25,7 @@ def measured(tiny_bundle: Path, tiny_corpus: Path, tmp_path_factory: pytest.Temp
     relabelled_bundle(tiny_bundle, root / "models" / "en-de", "tiny-en-de", ["en"], ["de"])
     out = root / "memory.json"
     exit_code = memory.main(["--data", str(tiny_corpus), "--models-dir", str(root / "models"), "--long-texts", "2",
-                             "--long-chars", "600", "--admitted-texts", "1", "--bundle", str(tiny_bundle),
+                             "--long-chars", "600", "--admitted-texts", "1",
                              "--docx-mb", "24", "--beam-texts", "4", "--beam-chars", "100",
                              "--settle-s", "1", "--workdir", str(root), "--out", str(out)])  # fmt: skip
     return exit_code, json.loads(out.read_text(encoding="utf-8"))
@@ -66,10 +65,11 @@ def test_texts_are_distinct_and_of_the_length_asked_for() -> None:
 
 def test_an_admitted_text_is_the_longest_the_default_limits_admit(tiny_bundle: Path) -> None:
     """Each text fits MT_MAX_ALIGNMENT_CELLS as the service counts it, and one more sentence would not."""
-    tokenizer = Tokenizer.from_bundle(load_bundle(tiny_bundle, verify_checksums=False, check_graphs=False))
+    limits = Limits.of({"MT_MODEL_DIR": str(tiny_bundle)})
+    tokenizer = limits.tokenizer
     sentences = [f"A man number {i} runs in the park with a red ball." for i in range(2000)]
     cells = Settings.model_fields["max_alignment_cells"].default
-    texts = list(memory.admitted_texts(sentences, 2, tokenizer, beam=4))
+    texts = list(memory.admitted_texts(sentences, 2, limits))
     assert len(set(texts)) == 2
     for text in texts:
         nxt = sentences[max(i for i, sentence in enumerate(sentences) if text.endswith(sentence)) + 1]
