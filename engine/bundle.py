@@ -81,10 +81,18 @@ POOL_INPUTS = (
     TensorSpec("query_slots", "int64", ("Q",)),
     TensorSpec("row_slots", "int64", ("N",)),
 )
+# The step whose head can run a few rows at a time (``engine.step_head``): whether this step
+# returns all N x V log-probabilities (otherwise ``log_probs`` is (0, V)).
+CHUNKED_HEAD_INPUT = TensorSpec("all_log_probs", "bool", ())
 
 
 def decoder_signature(
-    layers: int, *, shortlist: bool = False, row_inputs: bool = False, pool: bool = False
+    layers: int,
+    *,
+    shortlist: bool = False,
+    row_inputs: bool = False,
+    pool: bool = False,
+    chunked_head: bool = False,
 ) -> Signature:
     """One step. The caches are one tensor per layer so that the graph reads and writes each
     layer's keys/values in place of splitting and re-stacking one (L, ...) tensor every step.
@@ -93,7 +101,8 @@ def decoder_signature(
     ``shortlist``: the graph scores only the M target ids ``vocab_ids`` (``engine.shortlist``).
     ``row_inputs``: it gathers its cache and source by ``ROW_INPUTS`` first. ``pool``: the row
     pool's step (``POOL_INPUTS``), which writes the new position into its cache of W positions in
-    place and returns that cache. The engine adds these inputs when it loads a graph."""
+    place and returns that cache. ``chunked_head``: it takes ``CHUNKED_HEAD_INPUT``. The engine adds
+    these inputs when it loads a graph."""
     inputs = (
         TensorSpec("tokens", "int64", ("N", "1")),
         *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "W" if pool else "P", "Dh")),
@@ -102,6 +111,7 @@ def decoder_signature(
         *([TensorSpec("vocab_ids", "int64", ("M",))] if shortlist else []),
         *(ROW_INPUTS if row_inputs else ()),
         *(POOL_INPUTS if pool else ()),
+        *((CHUNKED_HEAD_INPUT,) if chunked_head else ()),
     )
     grown = ("present_k", "present_v") if pool else ("new_self_k", "new_self_v")
     outputs = (
@@ -419,7 +429,13 @@ def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *,
         given = {i.name for i in session.get_inputs()}
         row_inputs = {spec.name for spec in ROW_INPUTS} <= given
         pool = {spec.name for spec in POOL_INPUTS} <= given
-        inputs, outputs = decoder_signature(dims["L"], shortlist="vocab_ids" in given, row_inputs=row_inputs, pool=pool)
+        inputs, outputs = decoder_signature(
+            dims["L"],
+            shortlist="vocab_ids" in given,
+            row_inputs=row_inputs,
+            pool=pool,
+            chunked_head=CHUNKED_HEAD_INPUT.name in given,
+        )
     _check_args(where, "input", session.get_inputs(), inputs, dims)
     _check_args(where, "output", session.get_outputs(), outputs, dims)
 

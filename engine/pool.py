@@ -47,6 +47,7 @@ from engine.decoder import Selection, Step, StepRequest, Steps
 from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, present_output
 from engine.runner import DecoderShape, Vocabulary, top_k
 from engine.shortlist import VOCAB_IDS
+from engine.step_head import ALL_LOG_PROBS
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class RowPool:
         self.present_names = [present_output(name) for name in self.cache_names]
         self.cross_names = [i.name for i in session.get_inputs() if i.name.startswith("cross_")]
         self.takes_vocab_ids = VOCAB_IDS in {i.name for i in session.get_inputs()}
+        self.chunked_head = ALL_LOG_PROBS in {i.name for i in session.get_inputs()}
         self.n = 0  # live rows
         self.n_slots = 0  # live slots
         self.row_owner: list[Member | None] = []
@@ -191,6 +193,8 @@ class RowPool:
         alignments = any(m.alignments for m in members)
         vocabulary = self._vocabulary(members)
         feed = self._feed(tokens, top_k(candidates, vocabulary.width), vocabulary)
+        if self.chunked_head:
+            feed[ALL_LOG_PROBS] = np.array(full)
         names = ["top_log_probs", "top_ids"] + ["alignment"] * alignments + ["log_probs"] * full
         outputs = self._run(feed, names)
         self.lengths[:n] += 1

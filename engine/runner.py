@@ -41,6 +41,7 @@ from engine.heap import release_memory
 from engine.pool_graph import POSITIONS, with_pool_inputs
 from engine.shared_weights import session_model
 from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
+from engine.step_head import ALL_LOG_PROBS, with_row_chunked_head
 from engine.step_rows import CACHE_ROWS, SOURCE_ROWS, with_row_inputs
 from engine.top_k import with_chunked_top_k
 
@@ -237,7 +238,9 @@ def decoder_graph(
     file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
     (``engine.top_k``); with ``shortlist``, a graph without the ``vocab_ids`` input gets it
     (``engine.shortlist``); with ``row_inputs``, the inputs by which the step picks its rows
-    (``engine.step_rows``); with ``pool``, the row pool's step (``engine.pool_graph``).
+    (``engine.step_rows``); with ``pool``, the row pool's step (``engine.pool_graph``); on the CPU
+    (no ``row_inputs``) and a vocabulary large enough, the head normalised a few rows at a time
+    unless all log-probabilities are asked for (``engine.step_head``).
 
     ``mapped``: the session would map the graph's external weights from their files (a CPU session
     of the file itself). A graph edited only for its TopK is then left as it is: loaded from its
@@ -259,6 +262,8 @@ def decoder_graph(
     if pool:
         with_pool_inputs(model)
         edited = True
+    if not row_inputs:
+        edited |= with_row_chunked_head(model)
     return model.SerializeToString() if edited else None
 
 
@@ -376,11 +381,14 @@ class HostDecoder:
         self.source = encoded.source
         self.vocabulary = Vocabulary.of(session, shape.vocab, vocab_ids)
         self.vocab_ids = self.vocabulary.feed()
+        self.chunked_head = ALL_LOG_PROBS in {i.name for i in session.get_inputs()}
 
     def step(self, tokens: np.ndarray, candidates: int, *, full: bool = True) -> Step:
         width = self.vocabulary.width
         feed = {"tokens": tokens[:, None], "candidates": top_k(candidates, width), **self.cache, **self.source}
         feed |= self.vocab_ids
+        if self.chunked_head:
+            feed[ALL_LOG_PROBS] = np.array(full)
         rows, _, positions, _ = self.cache[self.cache_names[0]].shape  # (N, H, P, Dh)
         large = rows * positions >= LARGE_CACHE_POSITIONS
         self.large |= large

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.top_k import scored_vocabulary
+from engine.step_head import HEAD_OUTPUTS, branch, head_nodes, nodes_computing
+from engine.top_k import SCORES, scored_vocabulary
 
 if TYPE_CHECKING:  # onnx is needed only to edit a graph, at load time
     import onnx
@@ -71,8 +72,6 @@ class Shortlist:
 # The decoder graph with a ``vocab_ids`` input
 # ---------------------------------------------------------------------------------------------
 
-HEAD_OUTPUTS = ("log_probs", "top_log_probs", "top_ids")
-
 # The session option naming the directory of a graph's external weights when it is loaded from bytes.
 EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
 
@@ -94,16 +93,15 @@ def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
 
     graph = model.graph
     vocab = scored_vocabulary(graph)
-    others = [o.name for o in graph.output if o.name not in HEAD_OUTPUTS]
     nodes = list(graph.node)
-    in_head = _needed(nodes, HEAD_OUTPUTS) - _needed(nodes, others)
+    in_head = head_nodes(nodes, [o.name for o in graph.output])
     head = [n for i, n in enumerate(nodes) if i in in_head]
-    projection = [n for i, n in enumerate(nodes) if i in in_head & _needed(nodes, ["log_probs"])]
+    projection = [n for i, n in enumerate(nodes) if i in in_head & nodes_computing(nodes, [SCORES])]
     kept = [n for i, n in enumerate(nodes) if i not in in_head]
     size, is_full, all_ids = "/vocab_ids/size", "/vocab_ids/is_full", "/vocab_ids/V"
     graph.initializer.append(onnx.numpy_helper.from_array(np.array(vocab, dtype=np.int64), all_ids))
     branches = {
-        "then_branch": _branch("full", head, HEAD_OUTPUTS),
+        "then_branch": branch("full", head, HEAD_OUTPUTS),
         "else_branch": _shortlist_branch(graph, projection, vocab, base_dir),
     }
     switch = [
@@ -116,38 +114,6 @@ def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
     graph.input.append(helper.make_tensor_value_info(VOCAB_IDS, TensorProto.INT64, ["M"]))
     log_probs = next(o for o in graph.output if o.name == "log_probs")
     log_probs.type.tensor_type.shape.dim[1].dim_param = "M"  # (N, M): V when the ids are all of them
-
-
-def _needed(nodes: list[onnx.NodeProto], names: Iterable[str]) -> set[int]:
-    """The indices of the nodes that ``names`` are computed from."""
-    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
-    seen: set[int] = set()
-    stack = [producer[n] for n in names if n in producer]
-    while stack:
-        i = stack.pop()
-        if i not in seen:
-            seen.add(i)
-            stack.extend(producer[name] for name in nodes[i].input if name in producer)
-    return seen
-
-
-def _branch(prefix: str, nodes: list[onnx.NodeProto], outputs: Sequence[str]) -> onnx.GraphProto:
-    """A subgraph of copies of ``nodes``, each tensor they make renamed under ``prefix`` (a name
-    must not be defined twice in a model), returning ``outputs``."""
-    from onnx import TensorProto, helper
-
-    made = {out for n in nodes for out in n.output if out}
-    copies = []
-    for number, node in enumerate(nodes):
-        copy = type(node)()
-        copy.CopyFrom(node)
-        copy.input[:] = [f"{prefix}/{i}" if i in made else i for i in node.input]
-        copy.output[:] = [f"{prefix}/{o}" if o else o for o in node.output]
-        copy.name = f"{prefix}/{number}/{node.name}"  # node names must be unique too, and may be empty
-        copies.append(copy)
-    types = {"top_ids": TensorProto.INT64}
-    values = [helper.make_tensor_value_info(f"{prefix}/{o}", types.get(o, TensorProto.FLOAT), None) for o in outputs]
-    return helper.make_graph(copies, prefix, [], values)
 
 
 def _shortlist_branch(
@@ -175,7 +141,7 @@ def _shortlist_branch(
         helper.make_node("TopK", ["log_probs", "candidates"], ["top_log_probs", "position"], axis=-1),
         helper.make_node("Gather", [VOCAB_IDS, "position"], ["top_ids"], axis=0),
     ]
-    return _branch("short", gathers + edited + top, HEAD_OUTPUTS)
+    return branch("short", gathers + edited + top, HEAD_OUTPUTS)
 
 
 def _gather_columns(graph: onnx.GraphProto, weight: onnx.TensorProto, out: str, base_dir: str) -> list[onnx.NodeProto]:
