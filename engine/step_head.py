@@ -2,16 +2,17 @@
 outputs (output projection, LogSoftmax, TopK), and that head with its normalisation a few rows at a
 time.
 
-A step's largest tensors are the head's, (N, V) each: the projection's logits, LogSoftmax's
-log-probabilities, both alive while LogSoftmax runs, and with int8 the product before its bias is
-added. At the OPUS-MT size (V = 58,101) and 128 rows that is 29.7 MB each, per stream, and
-onnxruntime's arena keeps its high-water mark; CTranslate2 holds one. Yet the search reads all N x V
-log-probabilities only at a search's first step and under rules that need them; at every other step
-it reads each row's best ``candidates``. ``with_row_chunked_head`` gives the graph an If on the
-input ``all_log_probs``: true, the head as it is; false, LogSoftmax and TopK run over ``chunk_rows``
-rows of the logits at a time (a Loop), so that the step holds the logits and two (chunk_rows, V)
-tensors. The values are the whole head's, row by row (LogSoftmax and TopK work on each row alone).
-The projection stays outside the If: onnxruntime prepacks only the weights of the graph itself.
+A step's largest tensors are the head's, (N, V) each: the projection's logits and LogSoftmax's
+log-probabilities, both alive while LogSoftmax runs. At the OPUS-MT size (V = 58,101) and 128 rows
+that is 29.7 MB each, per stream, and onnxruntime's arena keeps its high-water mark; CTranslate2
+holds one. Yet the search reads all N x V log-probabilities only at a search's first step and under
+rules that need them; at every other step it reads each row's best ``candidates``.
+``with_row_chunked_head`` gives the graph an If on the input ``all_log_probs``: true, the head as it
+is; false, the projection's bias, LogSoftmax and TopK run over ``chunk_rows`` rows of its product
+at a time (a Loop), so that the step holds the product and two (chunk_rows, V) tensors. The values
+are the whole head's, row by row (each of those works on each row alone). The product itself stays
+outside the If: in a Loop's body onnxruntime multiplied by the weight as it lies in its file, at
+half the speed.
 
 The engine makes the edit when it loads a decoder graph for its CPU decoders
 (``engine.runner.decoder_graph``), for vocabularies large enough for it to matter; a shortlist's
@@ -111,21 +112,20 @@ def with_row_chunked_head(model: onnx.ModelProto, rows: int | None = None) -> bo
     vocab = scored_vocabulary(graph)  # 0 where it is not known: the shortlist's M
     if len(normalizer) != 1 or not vocab or (rows := rows or chunk_rows(vocab)) >= MAX_CHUNK_ROWS:
         return False
-    # The projection stays in the graph itself: in a subgraph, onnxruntime would not prepack its
-    # weight (it would read the weight as it is on every run, at half the speed).
-    logits = normalizer[0].input[0]
-    _with_fused_bias(graph, logits)
+    # The product stays in the graph itself (onnxruntime multiplied by a weight read in a Loop's
+    # body as it lies in its file, at half the speed); a bias added after it goes into the chunks.
     nodes = list(graph.node)
-    in_head = head_nodes(nodes, [o.name for o in graph.output]) - nodes_computing(nodes, [logits])
+    product = _product(nodes, graph, normalizer[0].input[0])
+    in_head = head_nodes(nodes, [o.name for o in graph.output]) - nodes_computing(nodes, [product])
     head = [n for i, n in enumerate(nodes) if i in in_head]
     kept = [n for i, n in enumerate(nodes) if i not in in_head]
     constants = {out for n in kept if n.op_type == "Constant" for out in n.output}
     made = {out for n in kept for out in n.output} - constants
-    if {name for n in head for name in n.input if name in made} != {logits}:
+    if {name for n in head for name in n.input if name in made} != {product}:
         return False
     branches = {
         "then_branch": branch("all", head, HEAD_OUTPUTS),
-        "else_branch": _chunked_branch(head, logits, rows, vocab),
+        "else_branch": _chunked_branch(head, product, rows, vocab),
     }
     switch = helper.make_node("If", [ALL_LOG_PROBS], list(HEAD_OUTPUTS), name="/head/If", **branches)
     del graph.node[:]
@@ -134,8 +134,20 @@ def with_row_chunked_head(model: onnx.ModelProto, rows: int | None = None) -> bo
     return True
 
 
-def _chunked_branch(head: list[onnx.NodeProto], logits: str, rows: int, vocab: int) -> onnx.GraphProto:
-    """The head's best candidates over ``logits`` (N, V) ``rows`` rows at a time, each chunk's
+def _product(nodes: list[onnx.NodeProto], graph: onnx.GraphProto, logits: str) -> str:
+    """The first (N, V) tensor of the head: ``logits``, or what an Add of a constant bias to make
+    them adds it to (int8's MatMulIntegerToFloat, which cannot add a bias itself: it would scale
+    the bias by each row's scale)."""
+    constants = {i.name for i in graph.initializer}
+    producer = {out: node for node in nodes for out in node.output}
+    add = producer.get(logits)
+    if add is not None and add.op_type == "Add" and add.input[1] in constants:
+        return add.input[0]
+    return logits
+
+
+def _chunked_branch(head: list[onnx.NodeProto], product: str, rows: int, vocab: int) -> onnx.GraphProto:
+    """The head's best candidates from ``product`` (N, V) ``rows`` rows at a time, each chunk's
     appended to those before it (a loop-carried value that grows), and an empty ``log_probs``."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -155,7 +167,7 @@ def _chunked_branch(head: list[onnx.NodeProto], logits: str, rows: int, vocab: i
         const("rows", [rows]),
         const("rows_less_one", [rows - 1]),
         const("vocab", [vocab]),
-        helper.make_node("Shape", [logits], [n("n")], start=0, end=1),  # (1,) N
+        helper.make_node("Shape", [product], [n("n")], start=0, end=1),  # (1,) N
         helper.make_node("Add", [n("n"), n("rows_less_one")], [n("n_up")]),
         helper.make_node("Div", [n("n_up"), n("rows")], [n("chunks_1")]),
         helper.make_node("Squeeze", [n("chunks_1")], [n("chunks")]),  # a scalar: Loop's trip count
@@ -168,15 +180,15 @@ def _chunked_branch(head: list[onnx.NodeProto], logits: str, rows: int, vocab: i
             "Loop",
             [n("chunks"), "", n("no_values"), n("no_ids")],
             [n(VALUES), n(IDS)],
-            body=_chunk_body(head, logits, rows),
+            body=_chunk_body(head, product, rows),
         ),
     ]
     values = [_value(n(o), o) for o in HEAD_OUTPUTS]
     return helper.make_graph(outer, "chunks", [], values)
 
 
-def _chunk_body(head: list[onnx.NodeProto], logits: str, rows: int) -> onnx.GraphProto:
-    """One chunk: rows [i * rows, (i + 1) * rows) of ``logits`` through the head's nodes, its best
+def _chunk_body(head: list[onnx.NodeProto], product: str, rows: int) -> onnx.GraphProto:
+    """One chunk: rows [i * rows, (i + 1) * rows) of ``product`` through the head's nodes, its best
     candidates appended to those of the chunks before it."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -191,8 +203,8 @@ def _chunk_body(head: list[onnx.NodeProto], logits: str, rows: int) -> onnx.Grap
         helper.make_node("Add", [n("start_0"), n("size")], [n("end_0")]),
         helper.make_node("Unsqueeze", [n("start_0"), n("axis")], [n("start")]),
         helper.make_node("Unsqueeze", [n("end_0"), n("axis")], [n("end")]),
-        helper.make_node("Slice", [logits, n("start"), n("end"), n("axis")], [n("logits")]),  # (rows, V)
-        *renamed_copies(n("head"), head, {logits: n("logits")}),
+        helper.make_node("Slice", [product, n("start"), n("end"), n("axis")], [n("product")]),  # (rows, V)
+        *renamed_copies(n("head"), head, {product: n("product")}),
         helper.make_node("Concat", [n("values_in"), n(f"head/{VALUES}")], [n("values_out")], axis=0),
         helper.make_node("Concat", [n("ids_in"), n(f"head/{IDS}")], [n("ids_out")], axis=0),
         helper.make_node("Identity", [n("cond_in")], [n("cond_out")]),
@@ -209,22 +221,3 @@ def _chunk_body(head: list[onnx.NodeProto], logits: str, rows: int) -> onnx.Grap
         helper.make_tensor_value_info(n("ids_out"), TensorProto.INT64, None),
     ]
     return helper.make_graph(nodes, "chunk", inputs, outputs)
-
-
-def _with_fused_bias(graph: onnx.GraphProto, logits: str) -> None:
-    """An int8 projection's bias added by its product (MatMulIntegerToFloat's bias input) rather
-    than by an Add after it: one (N, V) tensor fewer alive at once."""
-    nodes = list(graph.node)
-    producer = {out: node for node in nodes for out in node.output}
-    add = producer.get(logits)
-    if add is None or add.op_type != "Add":
-        return
-    product = producer.get(add.input[0])
-    initializers = {i.name for i in graph.initializer}
-    if product is None or product.op_type != "MatMulIntegerToFloat" or len(product.input) > 6:
-        return
-    if add.input[1] not in initializers or sum(add.input[0] in n.input for n in nodes) != 1:
-        return
-    product.input.extend([""] * (6 - len(product.input)) + [add.input[1]])
-    product.output[0] = logits
-    graph.node.remove(add)

@@ -15,6 +15,7 @@ from engine import step_head
 from engine.shortlist import add_vocab_ids
 from engine.step_head import ALL_LOG_PROBS, with_row_chunked_head
 from engine.top_k import top_k_nodes
+from export.quantize import quantize_matmuls
 
 OPSET, IR_VERSION = 17, 8  # as tests/engine/test_top_k.py
 DIM = 16
@@ -25,35 +26,16 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-def projection_head(vocab: int, *, int8: bool = False) -> onnx.ModelProto:
-    """The end of a decoder step as exported: hidden (N, D) -> projection (+ bias) -> LogSoftmax ->
-    the chunked TopK; with ``int8`` the projection as the int8 export makes it, a product of
-    quantised activations (MatMulIntegerToFloat) and then the bias."""
+def projection_head(vocab: int) -> onnx.ModelProto:
+    """The end of a decoder step as exported: hidden (N, D) -> projection + bias -> LogSoftmax ->
+    the chunked TopK."""
     rng = np.random.default_rng(vocab)
     weight = rng.standard_normal((DIM, vocab)).astype(np.float32)
     bias = rng.standard_normal(vocab).astype(np.float32)
-    initializers = [numpy_helper.from_array(bias, "bias")]
-    if int8:
-        scale = np.abs(weight).max() / 127
-        initializers += [
-            numpy_helper.from_array(np.round(weight / scale).astype(np.int8), "weight_q"),
-            numpy_helper.from_array(np.array(scale, dtype=np.float32), "weight_scale"),
-        ]
-        projection = [
-            helper.make_node("DynamicQuantizeLinear", ["hidden"], ["x_q", "x_scale", "x_zero"]),
-            helper.make_node(
-                "MatMulIntegerToFloat",
-                ["x_q", "weight_q", "x_scale", "weight_scale", "x_zero"],
-                ["product"],
-                domain="com.microsoft",
-            ),
-        ]
-    else:
-        initializers.append(numpy_helper.from_array(weight, "weight"))
-        projection = [helper.make_node("MatMul", ["hidden", "weight"], ["product"])]
+    initializers = [numpy_helper.from_array(bias, "bias"), numpy_helper.from_array(weight, "weight")]
     top, constants = top_k_nodes("log_probs", "candidates", "top_log_probs", "top_ids", vocab)
     nodes = [
-        *projection,
+        helper.make_node("MatMul", ["hidden", "weight"], ["product"]),
         helper.make_node("Add", ["product", "bias"], ["logits"]),
         helper.make_node("LogSoftmax", ["logits"], ["log_probs"], axis=-1),
         *top,
@@ -101,20 +83,18 @@ def test_chunks_of_rows_give_every_row_the_whole_head_s_candidates(vocab: int) -
             assert chunked["log_probs"].shape == (0, vocab)
 
 
-def test_an_int8_projection_adds_its_bias_in_its_product() -> None:
-    """One (N, V) tensor fewer: the Add after MatMulIntegerToFloat becomes the product's bias."""
+def test_an_int8_head_gives_every_row_the_whole_head_s_candidates() -> None:
+    """The projection as the int8 export quantises it (per-row activations, then the bias)."""
     vocab = 8000
-    exported, edited = projection_head(vocab, int8=True), projection_head(vocab, int8=True)
+    exported, edited = (quantize_matmuls(projection_head(vocab)) for _ in range(2))
+    assert "MatMulIntegerToFloat" in {n.op_type for n in exported.graph.node}
     assert with_row_chunked_head(edited, rows=4)
-    assert "Add" not in {n.op_type for n in edited.graph.node}
-    (product,) = (n for n in edited.graph.node if n.op_type == "MatMulIntegerToFloat")
-    assert list(product.input)[-1] == "bias" and list(product.output) == ["logits"]
     before, after = session(exported), session(edited)
     hidden = np.random.default_rng(1).standard_normal((6, DIM)).astype(np.float32)
     whole = outputs(before, hidden, 5)
     chunked = outputs(after, hidden, 5, all_log_probs=np.array(False))
-    np.testing.assert_allclose(chunked["top_log_probs"], whole["top_log_probs"], rtol=1e-6, atol=1e-5)
-    np.testing.assert_array_equal(chunked["top_ids"], whole["top_ids"])
+    for name in ["top_log_probs", "top_ids", "alignment"]:
+        np.testing.assert_array_equal(chunked[name], whole[name])
 
 
 def test_small_vocabularies_and_shortlisted_heads_are_left_as_they_are() -> None:
