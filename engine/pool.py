@@ -138,9 +138,11 @@ class RowPool:
         if width > self.source_width:
             self._allocate_slots(len(self.slot_owner), _round_up(width, self.config.source_bucket))
         slots = self._take_slots(member, sentences)
-        self.cross[:, slots, :, :width] = np.stack([source[name] for name in self.cross_names])
-        self.src_mask[slots, :width] = source["src_mask"]
-        self.src_mask[slots, width:] = False
+        taken = slice(int(slots[0]), int(slots[0]) + sentences)  # new slots are the next ones in order
+        for i, name in enumerate(self.cross_names):
+            self.cross[i, taken, :, :width] = source[name]
+        self.src_mask[taken, :width] = source["src_mask"]
+        self.src_mask[taken, width:] = False
         return slots
 
     def remove(self, member: Member, error: BaseException) -> None:
@@ -195,8 +197,16 @@ class RowPool:
         feed = self._feed(tokens, top_k(candidates, vocabulary.width), vocabulary)
         if self.chunked_head:
             feed[ALL_LOG_PROBS] = np.array(full)
-        names = ["top_log_probs", "top_ids"] + ["alignment"] * alignments + ["log_probs"] * full
-        outputs = self._run(feed, names)
+        k = int(feed["candidates"][0])
+        outputs = {
+            "top_log_probs": np.empty((n, k), dtype=np.float32),
+            "top_ids": np.empty((n, k), dtype=np.int64),
+        }
+        if alignments:
+            outputs["alignment"] = np.empty((n, self.source_width), dtype=np.float32)
+        if full:
+            outputs["log_probs"] = np.empty((n, vocabulary.width), dtype=np.float32)
+        self._run(feed, outputs)
         self.lengths[:n] += 1
         log_probs = vocabulary.widen(outputs["log_probs"]) if full else None
         # Each member's rows as the step saw them: a member that moves on may move others' rows.
@@ -211,23 +221,19 @@ class RowPool:
             )
             self._advance(m, step)
 
-    def _run(self, feed: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    def _run(self, feed: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
         """One run of the step: each layer's buffer bound as its cache input and as the output
         with the new position written in (the same memory, so the cache is never copied), the
-        other inputs as they are; ``names``' outputs."""
+        other inputs as they are, and ``outputs`` written into the arrays given (of the shapes the
+        step returns: no output is copied or wrapped after the run)."""
         binding = self.session.io_binding()
         for name, value in feed.items():
             binding.bind_cpu_input(name, value)
-        for i, (name, present) in enumerate(zip(self.cache_names, self.present_names, strict=True)):
-            rows = self.cache[i, : self.n]  # (N, H, W, Dh), contiguous
-            shape = list(rows.shape)
-            binding.bind_input(name, "cpu", 0, np.float32, shape, rows.ctypes.data)
-            binding.bind_output(present, "cpu", 0, np.float32, shape, rows.ctypes.data)
-        for name in names:
-            binding.bind_output(name)
+        _bind_layers(binding, self.cross_names, self.cross, self.n_slots)
+        _bind_layers(binding, self.cache_names, self.cache, self.n, self.present_names)
+        for name, value in outputs.items():
+            binding.bind_output(name, "cpu", 0, value.dtype, list(value.shape), value.ctypes.data)
         self.session.run_with_iobinding(binding)
-        values = binding.get_outputs()[len(self.cache_names) :]
-        return {name: value.numpy() for name, value in zip(names, values, strict=True)}
 
     def _vocabulary(self, members: list[Member]) -> Vocabulary:
         """The pieces this step scores: the union of the members' shortlists, or all V if one
@@ -247,7 +253,6 @@ class RowPool:
             ROW_SLOTS: row_slots,
             "src_mask": self.src_mask[: self.n_slots],
         }
-        feed |= {name: self.cross[i, : self.n_slots] for i, name in enumerate(self.cross_names)}
         return feed | vocabulary.feed()
 
     def _slot_layout(self) -> tuple[np.ndarray, np.ndarray]:
@@ -411,6 +416,20 @@ def _fill_holes(owners: list[Member | None], freed: list[int], live: int, indice
         held[held == mover] = hole
         owners[hole], owners[mover] = owner, None
     return holes, movers
+
+
+def _bind_layers(
+    binding: ort.IOBinding, names: list[str], buffer: np.ndarray, count: int, outputs: list[str] | None = None
+) -> None:
+    """Bind the first ``count`` rows (or slots) of each layer of ``buffer`` (layers first) as input
+    ``names[i]``, and as output ``outputs[i]`` if given: the same memory. Addresses are computed,
+    not taken from a view of each layer (a view and its ``ctypes`` cost more than the binding)."""
+    shape = [count, *buffer.shape[2:]]
+    base, stride = buffer.ctypes.data, buffer.strides[0]
+    for i, name in enumerate(names):
+        binding.bind_input(name, "cpu", 0, np.float32, shape, base + i * stride)
+        if outputs is not None:
+            binding.bind_output(outputs[i], "cpu", 0, np.float32, shape, base + i * stride)
 
 
 def _untouched(shape: tuple[int, ...]) -> np.ndarray:
