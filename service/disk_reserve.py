@@ -13,6 +13,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 RESERVE_BYTES = 4 << 20  # the log of a deletion's steps (``service.glossaries``), several times over
+# Room the reserve leaves: made on a disk with less, it would fill the disk again at once, and
+# SQLite needs a few pages to open a database at all (its shared index is sized when opened: on a
+# full disk even a read fails, with an I/O error).
+HEADROOM_BYTES = 1 << 20
 
 
 class Reserve:
@@ -20,8 +24,9 @@ class Reserve:
         self.path = path
 
     def keep(self) -> None:
-        """Make the reserve if it is missing and there is room for it (written whole, or not at all)."""
-        if self.path.exists():
+        """Make the reserve if it is missing and there is room for it and ``HEADROOM_BYTES`` beside
+        it (written whole, or not at all)."""
+        if self.path.exists() or _free_bytes(self.path.parent) < RESERVE_BYTES + HEADROOM_BYTES:
             return
         partial = self.path.with_name(self.path.name + ".partial")
         try:
@@ -40,3 +45,11 @@ class Reserve:
                 "the disk of %s is full: its reserve of %d MiB given up to delete", self.path, RESERVE_BYTES >> 20
             )
             self.path.unlink(missing_ok=True)
+
+
+def _free_bytes(directory: Path) -> int:
+    try:
+        usage = os.statvfs(directory)
+    except OSError:
+        return 0
+    return usage.f_bavail * usage.f_frsize

@@ -33,8 +33,10 @@ case-insensitive term), at most ``engine.glossary.MAX_TERM_WORDS`` words a term,
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import logging
+import os
 import re
 import sqlite3
 import unicodedata
@@ -395,7 +397,7 @@ class GlossaryStore:
         try:
             with self._transaction() as db:
                 deleted = db.execute("DELETE FROM glossaries WHERE owner = ? AND id = ?", (owner, glossary_id)).rowcount
-        except sqlite3.OperationalError as e:
+        except (sqlite3.OperationalError, OSError) as e:
             if self.postgres is not None or not storage_full(e):
                 raise
             deleted = self._delete_on_full_disk(owner, glossary_id)
@@ -440,19 +442,26 @@ class GlossaryStore:
         """A write transaction: committed if the block ends, rolled back if it raises. Writers
         take turns, as SQLite has them (every replica's, on PostgreSQL): an update reads a
         glossary's entries and writes them back, and a key's count and room are checked first."""
-        with self._connection() as db:
-            if self.postgres is None:
-                db.execute("BEGIN IMMEDIATE")
-            else:
-                db.execute("BEGIN")
-                db.execute("SELECT pg_advisory_xact_lock(?)", (_WRITE_LOCK,))
-            try:
-                yield db
-            except BaseException:
-                if db.in_transaction:  # SQLite has rolled it back itself after some errors (a full disk)
-                    db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        try:
+            with self._connection() as db:
+                if self.postgres is None:
+                    db.execute("BEGIN IMMEDIATE")
+                else:
+                    db.execute("BEGIN")
+                    db.execute("SELECT pg_advisory_xact_lock(?)", (_WRITE_LOCK,))
+                try:
+                    yield db
+                except BaseException:
+                    if db.in_transaction:  # SQLite has rolled it back itself after some errors (a full disk)
+                        db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            # On a full disk SQLite says SQLITE_FULL, except where its log or shared index could not
+            # grow: then an I/O error. Said as the file system would say it.
+            if self.postgres is None and _io_error(e) and _no_room(self.path.parent):
+                raise OSError(errno.ENOSPC, f"no space left for the glossary store: {e}") from e
+            raise
 
     def problem(self) -> str | None:
         """Why the store cannot be used (a damaged database file), None while it can: a deleted
@@ -513,6 +522,19 @@ def damaged(error: sqlite3.Error) -> bool:
     if not isinstance(error, sqlite3.DatabaseError):
         return False
     return not isinstance(error, sqlite3.OperationalError) or "malformed" in str(error)
+
+
+def _io_error(e: sqlite3.Error) -> bool:
+    """One of SQLite's I/O errors (SQLITE_IOERR and its extended codes)."""
+    return (getattr(e, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_IOERR
+
+
+def _no_room(directory: Path) -> bool:
+    """No block left for this process on ``directory``'s file system."""
+    try:
+        return os.statvfs(directory).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _has_data(path: Path) -> bool:
