@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # onnx is needed only to edit a graph, at load time
 
 HEAD_OUTPUTS = (SCORES, VALUES, IDS)
 ALL_LOG_PROBS = CHUNKED_HEAD_INPUT.name
-# A chunk's vocabulary tensor: small beside the weights, large enough that a chunk's projection is
-# a product of many rows (a Loop iteration costs tens of microseconds).
+# A chunk's (rows, V) tensor: small beside the weights, large enough that the Loop's iterations (tens
+# of microseconds each) are few.
 CHUNK_BYTES = 4 << 20
 MIN_CHUNK_ROWS = 16
 # Vocabularies whose head is this many rows a chunk or more are left as they are: their tensors are
@@ -69,7 +69,9 @@ def nodes_computing(nodes: Sequence[onnx.NodeProto], names: Iterable[str]) -> se
     return seen
 
 
-def renamed_copies(prefix: str, nodes: Sequence[onnx.NodeProto], renames: dict[str, str] | None = None) -> list:
+def renamed_copies(
+    prefix: str, nodes: Sequence[onnx.NodeProto], renames: dict[str, str] | None = None
+) -> list[onnx.NodeProto]:
     """Copies of ``nodes`` for a subgraph: each tensor they make renamed under ``prefix`` (a name
     must not be defined twice in a model), each name in ``renames`` read under its new name."""
     made = {out for n in nodes for out in n.output if out}
