@@ -26,7 +26,8 @@ class Reserve:
     def keep(self) -> None:
         """Make the reserve if it is missing and there is room for it and ``HEADROOM_BYTES`` beside
         it (written whole, or not at all)."""
-        if self.path.exists() or _free_bytes(self.path.parent) < RESERVE_BYTES + HEADROOM_BYTES:
+        free = free_bytes(self.path.parent)
+        if self.path.exists() or free is None or free < RESERVE_BYTES + HEADROOM_BYTES:
             return
         partial = self.path.with_name(self.path.name + ".partial")
         try:
@@ -47,9 +48,10 @@ class Reserve:
             self.path.unlink(missing_ok=True)
 
 
-def _free_bytes(directory: Path) -> int:
+def free_bytes(directory: Path) -> int | None:
+    """Bytes this process may still write on ``directory``'s file system; None if it cannot tell."""
     try:
         usage = os.statvfs(directory)
     except OSError:
-        return 0
+        return None
     return usage.f_bavail * usage.f_frsize

@@ -36,7 +36,6 @@ import csv
 import errno
 import io
 import logging
-import os
 import re
 import sqlite3
 import unicodedata
@@ -52,7 +51,7 @@ from engine.glossary import BuiltGlossaries, Glossary, Term
 from engine.languages import UnsupportedLanguage, primary_subtag
 from engine.picklable import Picklable
 from service.database import GLOSSARY_TABLES, migrated, use_write_ahead_log
-from service.disk_reserve import Reserve
+from service.disk_reserve import Reserve, free_bytes
 from service.errors import storage_full
 
 if TYPE_CHECKING:
@@ -459,7 +458,7 @@ class GlossaryStore:
         except sqlite3.OperationalError as e:
             # On a full disk SQLite says SQLITE_FULL, except where its log or shared index could not
             # grow: then an I/O error. Said as the file system would say it.
-            if self.postgres is None and _io_error(e) and _no_room(self.path.parent):
+            if self.postgres is None and _io_error(e) and free_bytes(self.path.parent) == 0:
                 raise OSError(errno.ENOSPC, f"no space left for the glossary store: {e}") from e
             raise
 
@@ -527,14 +526,6 @@ def damaged(error: sqlite3.Error) -> bool:
 def _io_error(e: sqlite3.Error) -> bool:
     """One of SQLite's I/O errors (SQLITE_IOERR and its extended codes)."""
     return (getattr(e, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_IOERR
-
-
-def _no_room(directory: Path) -> bool:
-    """No block left for this process on ``directory``'s file system."""
-    try:
-        return os.statvfs(directory).f_bavail == 0
-    except OSError:
-        return False
 
 
 def _has_data(path: Path) -> bool:
