@@ -433,13 +433,15 @@ def _bind_layers(
 
 
 def _untouched(shape: tuple[int, ...]) -> np.ndarray:
-    """Zeros (float32) in anonymous memory without huge pages: the kernel commits a page when it
-    is first written, so a buffer as wide as a row could ever need costs what the rows reach.
-    (numpy asks for huge pages for large arrays, which would commit 2 MiB at a first write.)"""
+    """Zeros (float32) in private anonymous memory without huge pages: the kernel commits a page
+    when it is first written, so a buffer as wide as a row could ever need costs what the rows
+    reach. (numpy asks for huge pages for large arrays, which would commit 2 MiB at a first write;
+    ``mmap``'s default, a shared mapping, is shared memory, whose pages cost more to commit: the
+    pool's offline time 1.02x with it, benchmarks/RESULTS.md section 31.)"""
     size = int(np.prod(shape)) * np.dtype(np.float32).itemsize
     if size == 0:
         return np.zeros(shape, dtype=np.float32)
-    memory = mmap.mmap(-1, size)
+    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
     memory.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(memory, dtype=np.float32).reshape(shape)
 
