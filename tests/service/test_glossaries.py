@@ -4,6 +4,7 @@ not about SQLite's file) a real PostgreSQL server's database, as MT_DATABASE_URL
 from __future__ import annotations
 
 import asyncio
+import errno
 import sqlite3
 import subprocess
 import threading
@@ -588,3 +589,29 @@ def test_a_glossary_is_deleted_on_a_full_disk(tmp_path: Path) -> None:
             orphans = "SELECT count(*) FROM entries WHERE glossary_id NOT IN (SELECT id FROM glossaries)"
             assert db.execute(orphans).fetchone() == (0,)
         db.close()
+
+
+def test_an_i_o_error_on_a_disk_with_no_block_left_is_a_507(tmp_path: Path) -> None:
+    """With the store closed, SQLite's log and shared index are gone; on a disk then filled to the
+    last block, a write cannot make the index (SQLITE_IOERR_SHMSIZE, not SQLITE_FULL): a full disk
+    still, 507, and the store as it was once there is room again."""
+    with small_disk(tmp_path / "disk", "8m") as disk:
+        store = GlossaryStore(disk / "data")
+        kept = store.create("me", "small", "en", "de", ENTRIES)
+        with pytest.raises(OSError), (disk / "filler").open("wb") as filler:
+            while True:
+                filler.write(bytes(1 << 12))
+                filler.flush()
+        for write in (
+            lambda: store.create("me", "more", "en", "de", ENTRIES),
+            lambda: store.update("me", kept.glossary_id, entries=ENTRIES[:1]),
+        ):
+            with pytest.raises(OSError) as full:
+                write()
+            assert full.value.errno == errno.ENOSPC
+            assert isinstance(io_error := full.value.__cause__, sqlite3.OperationalError)
+            assert io_error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_IOERR
+            with pytest.raises(InsufficientStorage):
+                asyncio.run(stored(write))
+        (disk / "filler").unlink()
+        assert [g.name for g in store.list("me")] == ["small"] and store.entries("me", kept.glossary_id) == ENTRIES
