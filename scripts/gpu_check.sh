@@ -69,6 +69,8 @@ python3 -m pytest -q --timeout=300 -p no:cacheprovider tests/engine/test_cuda.py
 
 # 2. Whether onnxruntime's CUDA GroupQueryAttention (the row pool's attention) takes float32 and float16.
 python3 scripts/gqa_probe.py 2>&1 | tee "$OUT/gqa.log" || true
+# ... and whether the pool's step (its attention in float16, at fixed shapes) is captured as a CUDA graph.
+python3 scripts/cuda_graph_probe.py 2>&1 | tee "$OUT/cuda_graph.log" || true
 
 # 3. The engine against CTranslate2 on the GPU, beam 4, batches of 32 and 128, fp32 and CTranslate2's float16.
 python3 -m benchmarks.engine --provider cuda --systems ours-fp32 ct2-float32 ct2-float16 --streams 1 --beams 4 \

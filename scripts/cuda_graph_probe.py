@@ -1,0 +1,190 @@
+"""Whether onnxruntime can capture the row pool's decoder step as a CUDA graph, and what a replayed
+step costs against a plain run. Run by ``scripts/gpu_check.sh`` on a GPU machine; on a machine
+without CUDA it checks the step it would capture on the CPU and says so.
+
+The step is the shipped decoder's as ``engine.pool_graph`` edits it, each layer's
+``GroupQueryAttention`` in float16 (onnxruntime's CUDA kernel takes float16 or bfloat16 only: the
+cache buffers are float16, q, k and v are cast in and the attention cast out), at fixed capacity
+shapes, as a CUDA graph needs: ``ROWS`` rows, ``SLOTS`` sentence slots of ``SOURCE`` positions, a
+cache of ``WIDTH`` positions. Every input and output is bound once, in device memory; between
+replays the inputs are written in place (``OrtValue.update_inplace``). Checked: the plain CUDA run
+against the CPU's float32 step (the same best tokens), the replay against the plain run after the
+rows' positions moved on. Run from the repository's root with it on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, with_pool_inputs
+
+DECODER = Path(__file__).resolve().parents[1] / "models" / "en-de" / "bundle" / "decoder.onnx"
+ROWS, SLOTS, SOURCE, WIDTH, CANDIDATES, REPLAYS = 128, 32, 32, 256, 9, 200
+CUDA = "CUDAExecutionProvider"
+
+
+def pool_step(half: bool) -> onnx.ModelProto:
+    """The pool's step of the shipped decoder; ``half``: its attention in float16."""
+    model = onnx.load(str(DECODER))
+    with_pool_inputs(model)
+    if half:
+        _half_attention(model)
+    return model
+
+
+def _half_attention(model: onnx.ModelProto) -> None:
+    """Each GroupQueryAttention over float16 buffers: its q, k, v cast to float16, its output back."""
+    graph = model.graph
+    caches = set()
+    for node in [n for n in graph.node if n.op_type == "GroupQueryAttention"]:
+        casts = []
+        for i in range(3):
+            half = f"{node.input[i]}/half"
+            casts.append(helper.make_node("Cast", [node.input[i]], [half], to=TensorProto.FLOAT16))
+            node.input[i] = half
+        out = node.output[0]
+        node.output[0] = f"{out}/half"
+        casts.append(helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT))
+        graph.node.extend(casts)
+        caches |= {node.input[3], node.input[4], node.output[1], node.output[2]}
+    for value in [*graph.input, *graph.output]:
+        if value.name in caches:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    _sort(graph)
+
+
+def _sort(graph: onnx.GraphProto) -> None:
+    """The graph's nodes in an order where each follows the nodes it reads (onnx requires it)."""
+    known = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    pending, ordered = list(graph.node), []
+    while pending:
+        ready = [n for n in pending if all(i in known for i in n.input)]
+        if not ready:
+            raise ValueError("the graph has a cycle")
+        for node in ready:
+            ordered.append(node)
+            known.update(node.output)
+        pending = [n for n in pending if n not in ready]
+    graph.ClearField("node")
+    graph.node.extend(ordered)
+
+
+def inputs(model: onnx.ModelProto, half: bool) -> dict[str, np.ndarray]:
+    """A step at capacity: ragged rows, 4 to a sentence slot."""
+    rng = np.random.default_rng(0)
+    cache_type = np.float16 if half else np.float32
+    shapes = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    heads, d_head = shapes["self_k_0"][1], shapes["self_k_0"][3]
+    feed: dict[str, np.ndarray] = {
+        "tokens": rng.integers(4, 1000, (ROWS, 1)),
+        "candidates": np.array([CANDIDATES]),
+        POSITIONS: rng.integers(1, 40, ROWS),
+        QUERY_SLOTS: np.arange(ROWS),  # slot s answers rows 4s .. 4s + 3
+        ROW_SLOTS: np.arange(ROWS),
+        "src_mask": np.ones((SLOTS, SOURCE), dtype=bool),
+    }
+    for name in shapes:
+        if name.startswith("self_"):
+            feed[name] = rng.standard_normal((ROWS, heads, WIDTH, d_head)).astype(cache_type)
+        elif name.startswith("cross_"):
+            feed[name] = rng.standard_normal((SLOTS, heads, SOURCE, d_head)).astype(np.float32)
+    return feed
+
+
+def best(outputs: dict[str, np.ndarray]) -> np.ndarray:
+    return outputs["top_ids"][:, 0]
+
+
+def cpu_reference() -> dict[str, np.ndarray]:
+    model = pool_step(half=False)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = ["top_log_probs", "top_ids"]
+    return dict(zip(names, session.run(names, inputs(model, half=False)), strict=True))
+
+
+class Bound:
+    """A session of the half step on ``provider`` with every input and output in device memory
+    (``candidates`` in host memory: TopK reads k on the host), outputs allocated by onnxruntime or,
+    for a CUDA graph, into ``like``'s outputs' shapes, at addresses fixed before the capture."""
+
+    def __init__(self, model: onnx.ModelProto, provider: str, like: Bound | None = None) -> None:
+        options = [{"enable_cuda_graph": "1"}] if like is not None else None
+        self.session = ort.InferenceSession(model.SerializeToString(), providers=[provider], provider_options=options)
+        self.device = "cuda" if provider == CUDA else "cpu"
+        self.feed = inputs(model, half=True)
+        self.values = {
+            name: ort.OrtValue.ortvalue_from_numpy(value, "cpu" if name == "candidates" else self.device, 0)
+            for name, value in self.feed.items()
+        }
+        self.binding = self.session.io_binding()
+        for name, value in self.values.items():
+            self.binding.bind_ortvalue_input(name, value)
+        names = [o.name for o in self.session.get_outputs()]
+        for name in names:
+            present = name.replace("present_", "self_")
+            if present in self.values:  # written in place
+                self.binding.bind_ortvalue_output(name, self.values[present])
+            elif like is not None:
+                made = like.outputs[name]
+                value = ort.OrtValue.ortvalue_from_shape_and_type(made.shape(), made.numpy().dtype, self.device, 0)
+                self.binding.bind_ortvalue_output(name, value)
+            else:
+                self.binding.bind_output(name, self.device)
+        self.run()  # a CUDA graph is captured here
+        self.outputs = dict(zip(names, self.binding.get_outputs(), strict=True))
+
+    def run(self) -> None:
+        self.session.run_with_iobinding(self.binding)
+
+    def result(self) -> dict[str, np.ndarray]:
+        return {name: self.outputs[name].numpy() for name in ("top_log_probs", "top_ids")}
+
+    def advance(self) -> None:
+        """The rows one position on, written into the bound input."""
+        self.feed[POSITIONS] = self.feed[POSITIONS] + 1
+        self.values[POSITIONS].update_inplace(self.feed[POSITIONS])
+
+    def ms_per_run(self, runs: int) -> float:
+        start = time.perf_counter()
+        for _ in range(runs):
+            self.run()
+        self.outputs["top_ids"].numpy()  # waits for the device
+        return (time.perf_counter() - start) / runs * 1e3
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def main() -> None:
+    expected = cpu_reference()
+    half = pool_step(half=True)
+    provider = CUDA if CUDA in ort.get_available_providers() else "CPUExecutionProvider"
+    plain = Bound(half, provider)
+    agree = float(np.mean(best(plain.result()) == best(expected)))
+    say(f"half step on {provider}: best token as the CPU's float32 step for {agree:.1%} of {ROWS} rows")
+    if provider != CUDA:
+        say("no CUDA provider: no CUDA graph to capture")
+        return
+    try:
+        captured = Bound(half, provider, like=plain)
+    except Exception as e:  # the probe reports what onnxruntime says
+        say(f"CUDA graph: not captured: {type(e).__name__}: {str(e)[:400]}")
+        return
+    for bound in (plain, captured):
+        bound.advance()
+        bound.run()
+    same = all(np.array_equal(plain.result()[n], captured.result()[n]) for n in ("top_log_probs", "top_ids"))
+    say(f"CUDA graph: captured; after the positions moved on, replay equal to a plain run: {same}")
+    say(f"ms a step at {ROWS} rows: plain {plain.ms_per_run(REPLAYS):.3f}, replayed {captured.ms_per_run(REPLAYS):.3f}")
+
+
+if __name__ == "__main__":
+    main()
