@@ -77,6 +77,7 @@ class Access:
         self.keys = keys
         self.clock = clock
         self._configured = frozenset(digest(k) for k in settings.api_key_set)
+        self._keys_required = settings.keys_required  # read once, as the keys are: asked twice a request
         self._read: dict[str, _Read] = {}  # by digest: managed keys read from the database
         self._threads = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="mt-state")
         self._migrated = False
@@ -92,7 +93,7 @@ class Access:
         this replica has read (``authorize``, which every route calls first); Unauthorized else,
         unless ``unread`` lets a key of a managed key's form not read yet through (then without
         its limits: ``authorize`` must still read it)."""
-        if not self.settings.keys_required:
+        if not self._keys_required:
             return ANONYMOUS
         hashed = self._hashed(key)
         if hashed in self._configured:
@@ -106,7 +107,7 @@ class Access:
     async def authorize(self, key: str | None) -> Caller:
         """The caller of ``key``, checked, and its request counted against its key's rate:
         Unauthorized (401) for a missing or unknown key, RateLimited (429) past the rate."""
-        if not self.settings.keys_required:
+        if not self._keys_required:
             return ANONYMOUS
         hashed = self._hashed(key)
         if hashed in self._configured:

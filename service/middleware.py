@@ -290,10 +290,10 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         max_bytes = self.path_limits.get(route_path(scope), self.max_bytes)
-        too_large = PayloadTooLarge(f"request body larger than {max_bytes} bytes")
+        too_large = f"request body larger than {max_bytes} bytes"
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > max_bytes:
-            await _send_error(too_large, scope, receive, send, self.metrics)
+            await _send_error(PayloadTooLarge(too_large), scope, receive, send, self.metrics)
             return
         received = 0
 
@@ -303,7 +303,7 @@ class BodyLimit:
             received += len(message.get("body", b""))
             if received > max_bytes:
                 # Raised into the route reading the body; the error handler shapes the response.
-                raise HTTPException(413, too_large.message)
+                raise HTTPException(413, too_large)
             return message
 
         await self.app(scope, limited_receive, send)

@@ -209,19 +209,19 @@ class Runtime:
         _, routing = self._parts()
         job, batching = plan.job, Batching(plan.timeout_s)
         groups = plan.by_route()
-        done = await asyncio.gather(
-            *(
-                routing.translate(
-                    route,
-                    [job.texts[i] for i in idx],
-                    job.options,
-                    route_terms(route, job.glossary),
-                    batching,
-                    tokens=[plan.text_tokens[i] or 0 for i in idx],
-                )
-                for route, idx in groups.items()
+        translations = [
+            routing.translate(
+                route,
+                [job.texts[i] for i in idx],
+                job.options,
+                route_terms(route, job.glossary),
+                batching,
+                tokens=[plan.text_tokens[i] or 0 for i in idx],
             )
-        )
+            for route, idx in groups.items()
+        ]
+        # Most requests take one route: awaited in the request's task, not one of its own.
+        done = [await translations[0]] if len(translations) == 1 else await asyncio.gather(*translations)
         return [(idx, results, model) for idx, (results, model) in zip(groups.values(), done, strict=True)]
 
     async def translate_part(self, plan: Plan, part: str) -> tuple[TranslationResult, str | None]:

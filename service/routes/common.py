@@ -221,19 +221,30 @@ def translation_job(body: TranslateRequest, request: Request) -> TranslationJob:
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await ``work``, cancelling it (which drops its queued texts) if the client disconnects."""
-    task = asyncio.ensure_future(work)
+    """Await ``work``, cancelling it (which drops its queued texts) if the client disconnects.
+    ``work`` runs in the request's own task, which a watcher cancels: a task of its own, and a
+    wait for either, cost a twentieth of the HTTP process's CPU at 64 clients."""
+    request_task = asyncio.current_task()
+    assert request_task is not None
+    disconnected = False
+
+    def hang_up(_: asyncio.Future[None]) -> None:
+        nonlocal disconnected
+        disconnected = True
+        request_task.cancel()
+
     watcher = asyncio.ensure_future(_disconnected(request))
+    watcher.add_done_callback(hang_up)
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        return await work
+    except asyncio.CancelledError:
+        if not disconnected:  # cancelled from outside (shutdown): as it was asked
+            raise
+        request_task.uncancel()  # the cancellation was this function's, said as ClientDisconnected
+        raise ClientDisconnected("client disconnected before the translation finished") from None
     finally:
+        watcher.remove_done_callback(hang_up)
         watcher.cancel()
-        abandoned = not task.done()
-        if abandoned:
-            task.cancel()
-    if abandoned:
-        raise ClientDisconnected("client disconnected before the translation finished")
-    return task.result()
 
 
 async def _disconnected(request: Request) -> None:
