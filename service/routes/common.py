@@ -226,12 +226,13 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     wait for either, cost a twentieth of the HTTP process's CPU at 64 clients."""
     request_task = asyncio.current_task()
     assert request_task is not None
-    disconnected = False
+    waiting, disconnected = True, False
 
     def hang_up(_: asyncio.Future[None]) -> None:
         nonlocal disconnected
-        disconnected = True
-        request_task.cancel()
+        if waiting:  # not once the work is done: a done callback may run after it, when the route has moved on
+            disconnected = True
+            request_task.cancel()
 
     watcher = asyncio.ensure_future(_disconnected(request))
     watcher.add_done_callback(hang_up)
@@ -243,6 +244,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
         request_task.uncancel()  # the cancellation was this function's, said as ClientDisconnected
         raise ClientDisconnected("client disconnected before the translation finished") from None
     finally:
+        waiting = False
         watcher.remove_done_callback(hang_up)
         watcher.cancel()
 
