@@ -146,10 +146,12 @@ class Candidate:
             self.keep.append(value)
             self.binding.bind_cpu_input(name, value)
 
-    def bind_in_place(self, pairs: dict[str, tuple[str, np.ndarray]]) -> None:
-        """Each input name bound to a buffer, and the output named beside it to the same memory."""
-        for name, (output, buffer) in pairs.items():
-            self.buffers[name] = buffer
+    def bind_cache_in_place(self, t: Tensors) -> None:
+        """``out`` first (``output`` reads the first output bound), then copies of the cache
+        buffers, each bound as ``past_*`` and as ``present_*``: the same memory."""
+        self.binding.bind_output("out", "cpu")
+        for name, output, cache in (("past_k", "present_k", t.cache_k), ("past_v", "present_v", t.cache_v)):
+            buffer = self.buffers[name] = cache.copy()
             shape = list(buffer.shape)
             self.binding.bind_input(name, "cpu", 0, buffer.dtype, shape, buffer.ctypes.data)
             self.binding.bind_output(output, "cpu", 0, buffer.dtype, shape, buffer.ctypes.data)
@@ -183,9 +185,21 @@ def _key_mask(case: Case) -> np.ndarray:
     return mask
 
 
-class Subgraph(Candidate):
-    name = "subgraph (rectangle)"
+class Rectangle(Candidate):
+    """A rectangle engine's step: the cache (N, H, T, Dh) of the longest row's T positions in,
+    the grown cache out, a new tensor."""
+
     ragged = False
+
+    def bind(self, t: Tensors) -> None:
+        T = self.case.longest
+        self.bind_inputs({"q": t.q, "k": t.k, "v": t.v, "past_k": t.cache_k[:, :, :T], "past_v": t.cache_v[:, :, :T]})
+        for name in ("out", "present_k", "present_v"):
+            self.binding.bind_output(name, "cpu")
+
+
+class Subgraph(Rectangle):
+    name = "subgraph (rectangle)"
 
     def graph(self, case: Case) -> onnx.GraphProto:
         H, Dh, T = case.heads, case.d_head, case.longest
@@ -214,16 +228,9 @@ class Subgraph(Candidate):
         outputs = _outputs("out", "present_k", "present_v")
         return helper.make_graph(nodes, "subgraph", inputs, outputs, [heads, merged, scale])
 
-    def bind(self, t: Tensors) -> None:
-        T = self.case.longest
-        self.bind_inputs({"q": t.q, "k": t.k, "v": t.v, "past_k": t.cache_k[:, :, :T], "past_v": t.cache_v[:, :, :T]})
-        for name in ("out", "present_k", "present_v"):
-            self.binding.bind_output(name, "cpu")
 
-
-class MultiHeadAttention(Candidate):
+class MultiHeadAttention(Rectangle):
     name = "MultiHeadAttention (rectangle)"
-    ragged = False
 
     def graph(self, case: Case) -> onnx.GraphProto:
         T = case.longest
@@ -232,12 +239,6 @@ class MultiHeadAttention(Candidate):
                                 ["out", "present_k", "present_v"], domain=MS, num_heads=case.heads)  # fmt: skip
         inputs = _inputs(*_qkv(case), ("past_k", F32, cache), ("past_v", F32, cache))
         return helper.make_graph([node], "mha", inputs, _outputs("out", "present_k", "present_v"))
-
-    def bind(self, t: Tensors) -> None:
-        T = self.case.longest
-        self.bind_inputs({"q": t.q, "k": t.k, "v": t.v, "past_k": t.cache_k[:, :, :T], "past_v": t.cache_v[:, :, :T]})
-        for name in ("out", "present_k", "present_v"):
-            self.binding.bind_output(name, "cpu")
 
 
 class GroupQueryAttention(Candidate):
@@ -256,8 +257,7 @@ class GroupQueryAttention(Candidate):
         case = self.case
         self.bind_inputs({"q": t.q, "k": t.k, "v": t.v, "seqlens_k": case.lengths.astype(np.int32),
                           "total": np.array(case.longest + 1, dtype=np.int32)})  # fmt: skip
-        self.binding.bind_output("out", "cpu")  # first: ``output`` reads the first output bound
-        self.bind_in_place({"past_k": ("present_k", t.cache_k.copy()), "past_v": ("present_v", t.cache_v.copy())})
+        self.bind_cache_in_place(t)
 
 
 class DecoderMaskedMultiHeadAttention(Candidate):
@@ -285,8 +285,7 @@ class DecoderMaskedMultiHeadAttention(Candidate):
             own = np.broadcast_to(beams, (case.rows // case.beam, case.beam, case.width))
             feed |= {"beam_width": np.array([case.beam], dtype=np.int32), "cache_indirection": own}
         self.bind_inputs(feed)
-        self.binding.bind_output("out", "cpu")  # first: ``output`` reads the first output bound
-        self.bind_in_place({"past_k": ("present_k", t.cache_k.copy()), "past_v": ("present_v", t.cache_v.copy())})
+        self.bind_cache_in_place(t)
 
 
 class ScatteredAttention(Candidate):
@@ -321,8 +320,7 @@ class ScatteredAttention(Candidate):
 
     def bind(self, t: Tensors) -> None:
         self.bind_inputs({"q": t.q, "k": t.k, "v": t.v, "lengths": self.case.lengths.astype(np.int64)})
-        self.binding.bind_output("out", "cpu")  # first: ``output`` reads the first output bound
-        self.bind_in_place({"past_k": ("present_k", t.cache_k.copy()), "past_v": ("present_v", t.cache_v.copy())})
+        self.bind_cache_in_place(t)
 
 
 CANDIDATES: list[type[Candidate]] = [
