@@ -185,6 +185,30 @@ def _key_mask(case: Case) -> np.ndarray:
     return mask
 
 
+def _split_heads(case: Case) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Nodes taking each of q, k, v (N, 1, D) to its heads, ``qh``... (N, H, 1, Dh), and the
+    constants they and ``_merged_heads`` read."""
+    nodes = []
+    for x in ("q", "k", "v"):
+        nodes += [
+            helper.make_node("Reshape", [x, "heads"], [f"{x}4"]),
+            helper.make_node("Transpose", [f"{x}4"], [f"{x}h"], perm=[0, 2, 1, 3]),
+        ]
+    constants = [
+        helper.make_tensor("heads", TensorProto.INT64, [4], [0, 1, case.heads, case.d_head]),
+        helper.make_tensor("merged", TensorProto.INT64, [3], [0, 1, case.d_model]),
+    ]
+    return nodes, constants
+
+
+def _merged_heads() -> list[onnx.NodeProto]:
+    """Nodes taking ``oh`` (N, H, 1, Dh) to ``out`` (N, 1, D)."""
+    return [
+        helper.make_node("Transpose", ["oh"], ["o4"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["o4", "merged"], ["out"]),
+    ]
+
+
 class Rectangle(Candidate):
     """A rectangle engine's step: the cache (N, H, T, Dh) of the longest row's T positions in,
     the grown cache out, a new tensor."""
@@ -202,16 +226,7 @@ class Subgraph(Rectangle):
     name = "subgraph (rectangle)"
 
     def graph(self, case: Case) -> onnx.GraphProto:
-        H, Dh, T = case.heads, case.d_head, case.longest
-        heads = helper.make_tensor("heads", TensorProto.INT64, [4], [0, 1, H, Dh])
-        merged = helper.make_tensor("merged", TensorProto.INT64, [3], [0, 1, H * Dh])
-        scale = helper.make_tensor("scale", F32, [], [float(np.sqrt(Dh))])
-        nodes = []
-        for x in ("q", "k", "v"):  # (N, 1, D) -> (N, H, 1, Dh)
-            nodes += [
-                helper.make_node("Reshape", [x, "heads"], [f"{x}4"]),
-                helper.make_node("Transpose", [f"{x}4"], [f"{x}h"], perm=[0, 2, 1, 3]),
-            ]
+        nodes, constants = _split_heads(case)
         nodes += [
             helper.make_node("Concat", ["past_k", "kh"], ["present_k"], axis=2),  # (N, H, T + 1, Dh)
             helper.make_node("Concat", ["past_v", "vh"], ["present_v"], axis=2),
@@ -220,13 +235,12 @@ class Subgraph(Rectangle):
             helper.make_node("Div", ["scores", "scale"], ["scaled"]),
             helper.make_node("Softmax", ["scaled"], ["p"], axis=-1),
             helper.make_node("MatMul", ["p", "present_v"], ["oh"]),  # (N, H, 1, Dh)
-            helper.make_node("Transpose", ["oh"], ["o4"], perm=[0, 2, 1, 3]),
-            helper.make_node("Reshape", ["o4", "merged"], ["out"]),
+            *_merged_heads(),
         ]
-        cache = [case.rows, H, T, Dh]
+        constants.append(helper.make_tensor("scale", F32, [], [float(np.sqrt(case.d_head))]))
+        cache = [case.rows, case.heads, case.longest, case.d_head]
         inputs = _inputs(*_qkv(case), ("past_k", F32, cache), ("past_v", F32, cache))
-        outputs = _outputs("out", "present_k", "present_v")
-        return helper.make_graph(nodes, "subgraph", inputs, outputs, [heads, merged, scale])
+        return helper.make_graph(nodes, "subgraph", inputs, _outputs("out", "present_k", "present_v"), constants)
 
 
 class MultiHeadAttention(Rectangle):
@@ -293,27 +307,16 @@ class ScatteredAttention(Candidate):
     opset = 24
 
     def graph(self, case: Case) -> onnx.GraphProto:
-        H, Dh = case.heads, case.d_head
-        cache = [case.rows, H, case.width, Dh]
-        nodes = []
-        for x in ("q", "k", "v"):  # (N, 1, D) -> (N, H, 1, Dh)
-            nodes += [
-                helper.make_node("Reshape", [x, "heads"], [f"{x}4"]),
-                helper.make_node("Transpose", [f"{x}4"], [f"{x}h"], perm=[0, 2, 1, 3]),
-            ]
+        cache = [case.rows, case.heads, case.width, case.d_head]
+        nodes, constants = _split_heads(case)
         nodes += [
             helper.make_node("TensorScatter", ["past_k", "kh", "lengths"], ["present_k"], axis=2),
             helper.make_node("TensorScatter", ["past_v", "vh", "lengths"], ["present_v"], axis=2),
             helper.make_node("Add", ["lengths", "one"], ["nonpad"]),
             helper.make_node("Attention", ["qh", "present_k", "present_v", "", "", "", "nonpad"], ["oh"]),
-            helper.make_node("Transpose", ["oh"], ["o4"], perm=[0, 2, 1, 3]),
-            helper.make_node("Reshape", ["o4", "merged"], ["out"]),
+            *_merged_heads(),
         ]
-        constants = [
-            helper.make_tensor("heads", TensorProto.INT64, [4], [0, 1, H, Dh]),
-            helper.make_tensor("merged", TensorProto.INT64, [3], [0, 1, H * Dh]),
-            helper.make_tensor("one", TensorProto.INT64, [], [1]),
-        ]
+        constants.append(helper.make_tensor("one", TensorProto.INT64, [], [1]))
         inputs = _inputs(*_qkv(case), ("past_k", F32, cache), ("past_v", F32, cache),
                          ("lengths", TensorProto.INT64, [case.rows]))  # fmt: skip
         return helper.make_graph(nodes, "scattered", inputs, _outputs("out", "present_k", "present_v"), constants)
