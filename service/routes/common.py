@@ -222,8 +222,9 @@ def translation_job(body: TranslateRequest, request: Request) -> TranslationJob:
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     """Await ``work``, cancelling it (which drops its queued texts) if the client disconnects.
-    ``work`` runs in the request's own task, which a watcher cancels: a task of its own, and a
-    wait for either, cost a twentieth of the HTTP process's CPU at 64 clients."""
+    ``work`` runs in the request's own task, which a watcher cancels: a task of its own and a wait
+    for either (with ``Runtime._route``'s gathering task) cost a twentieth of the HTTP process's
+    CPU at 64 clients (benchmarks/RESULTS.md, section 32)."""
     request_task = asyncio.current_task()
     assert request_task is not None
     waiting, disconnected = True, False
