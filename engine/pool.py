@@ -440,7 +440,7 @@ def _untouched(shape: tuple[int, ...]) -> np.ndarray:
     when it is first written, so a buffer as wide as a row could ever need costs what the rows
     reach. (numpy asks for huge pages for large arrays, which would commit 2 MiB at a first write;
     ``mmap``'s default, a shared mapping, is shared memory, whose pages cost more to commit: the
-    pool's offline time 1.02x with it, benchmarks/RESULTS.md section 31.)"""
+    pool ran 2% slower offline on it, benchmarks/RESULTS.md section 31.)"""
     size = int(np.prod(shape)) * np.dtype(np.float32).itemsize
     if size == 0:
         return np.zeros(shape, dtype=np.float32)

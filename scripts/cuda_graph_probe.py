@@ -40,40 +40,28 @@ def pool_step(half: bool) -> onnx.ModelProto:
 
 
 def _half_attention(model: onnx.ModelProto) -> None:
-    """Each GroupQueryAttention over float16 buffers: its q, k, v cast to float16, its output back."""
+    """Each GroupQueryAttention over float16 buffers: its q, k, v cast to float16 just before it,
+    its output cast back just after it (the nodes stay in an order onnx accepts)."""
     graph = model.graph
     caches = set()
-    for node in [n for n in graph.node if n.op_type == "GroupQueryAttention"]:
-        casts = []
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "GroupQueryAttention":
+            nodes.append(node)
+            continue
         for i in range(3):
             half = f"{node.input[i]}/half"
-            casts.append(helper.make_node("Cast", [node.input[i]], [half], to=TensorProto.FLOAT16))
+            nodes.append(helper.make_node("Cast", [node.input[i]], [half], to=TensorProto.FLOAT16))
             node.input[i] = half
         out = node.output[0]
         node.output[0] = f"{out}/half"
-        casts.append(helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT))
-        graph.node.extend(casts)
+        nodes += [node, helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT)]
         caches |= {node.input[3], node.input[4], node.output[1], node.output[2]}
+    graph.ClearField("node")
+    graph.node.extend(nodes)
     for value in [*graph.input, *graph.output]:
         if value.name in caches:
             value.type.tensor_type.elem_type = TensorProto.FLOAT16
-    _sort(graph)
-
-
-def _sort(graph: onnx.GraphProto) -> None:
-    """The graph's nodes in an order where each follows the nodes it reads (onnx requires it)."""
-    known = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
-    pending, ordered = list(graph.node), []
-    while pending:
-        ready = [n for n in pending if all(i in known for i in n.input)]
-        if not ready:
-            raise ValueError("the graph has a cycle")
-        for node in ready:
-            ordered.append(node)
-            known.update(node.output)
-        pending = [n for n in pending if n not in ready]
-    graph.ClearField("node")
-    graph.node.extend(ordered)
 
 
 def inputs(model: onnx.ModelProto, half: bool) -> dict[str, np.ndarray]:
