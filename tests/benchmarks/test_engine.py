@@ -61,3 +61,24 @@ def test_baseline_systems_need_a_baseline_bundle(
     assert "need --baseline-bundle" in capsys.readouterr().err
     args = parse_args([*common, "baseline-int8", "--baseline-bundle", str(tiny_bundle)])
     assert args.systems == ["ours-int8", "baseline-int8"] and args.baseline_bundle == tiny_bundle
+
+
+def test_several_batch_sizes_run_every_system_at_each_and_compare_the_fastest(
+    tiny_checkpoint: Path, tiny_bundle: Path, tiny_corpus: Path, tmp_path: Path
+) -> None:
+    from benchmarks.engine import main
+
+    out = tmp_path / "engine.json"
+    data = ["--src", str(tiny_corpus / "val.en"), "--ref", str(tiny_corpus / "val.de"), "--limit", "6"]
+    main(["--checkpoint", str(tiny_checkpoint), "--bundle", str(tiny_bundle), *data, "--systems", "ours-int8",
+          "ct2-int8", "--streams", "2", "--beams", "2", "--batch-size", "2", "4", "--rounds", "1",
+          "--workdir", str(tmp_path / "work"), "--out", str(out)])  # fmt: skip
+    (setting,) = json.loads(out.read_text(encoding="utf-8"))["streams"]
+    speeds = {(r["system"], r["batch_size"]): r["sentences_per_s"] for r in setting["results"]}
+    assert set(speeds) == {(name, batch) for name in ("ours-int8", "ct2-int8") for batch in (2, 4)}
+    (pair,) = setting["best_against_best"]
+    for family in ("ours", "ct2"):
+        fastest = max((s, name, batch) for (name, batch), s in speeds.items() if name.startswith(family))
+        assert (pair[f"{family}_sentences_per_s"], pair[family], pair[f"{family}_batch"]) == fastest
+    assert pair["ratio"] == pair["ours_sentences_per_s"] / pair["ct2_sentences_per_s"]
+    assert "| ours-int8 | 4 | 2 |" in setting["table"] and "Fastest against fastest" in setting["table"]
