@@ -56,8 +56,10 @@ def per_layer(name: str, layers: int) -> list[str]:
     return [f"{name}_{i}" for i in range(layers)]
 
 
-def _layer_specs(names: tuple[str, ...], layers: int, dims: tuple[str, ...]) -> tuple[TensorSpec, ...]:
-    return tuple(TensorSpec(n, "float", dims) for name in names for n in per_layer(name, layers))
+def _layer_specs(
+    names: tuple[str, ...], layers: int, dims: tuple[str, ...], dtype: str = "float"
+) -> tuple[TensorSpec, ...]:
+    return tuple(TensorSpec(n, dtype, dims) for name in names for n in per_layer(name, layers))
 
 
 def encoder_signature(layers: int) -> Signature:
@@ -92,6 +94,7 @@ def decoder_signature(
     shortlist: bool = False,
     row_inputs: bool = False,
     pool: bool = False,
+    half_cache: bool = False,
     chunked_head: bool = False,
 ) -> Signature:
     """One step. The caches are one tensor per layer so that the graph reads and writes each
@@ -101,11 +104,13 @@ def decoder_signature(
     ``shortlist``: the graph scores only the M target ids ``vocab_ids`` (``engine.shortlist``).
     ``row_inputs``: it gathers its cache and source by ``ROW_INPUTS`` first. ``pool``: the row
     pool's step (``POOL_INPUTS``), which writes the new position into its cache of W positions in
-    place and returns that cache. ``chunked_head``: it takes ``CHUNKED_HEAD_INPUT``. The engine adds
-    these inputs when it loads a graph."""
+    place and returns that cache; ``half_cache``: that cache in float16 (``engine.pool_graph``, for
+    CUDA). ``chunked_head``: it takes ``CHUNKED_HEAD_INPUT``. The engine adds these inputs when it
+    loads a graph."""
+    cache = "float16" if half_cache else "float"
     inputs = (
         TensorSpec("tokens", "int64", ("N", "1")),
-        *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "W" if pool else "P", "Dh")),
+        *_layer_specs(("self_k", "self_v"), layers, ("N", "H", "W" if pool else "P", "Dh"), cache),
         *encoder_signature(layers)[1],
         TensorSpec("candidates", "int64", ("1",)),
         *([TensorSpec("vocab_ids", "int64", ("M",))] if shortlist else []),
@@ -116,7 +121,7 @@ def decoder_signature(
     grown = ("present_k", "present_v") if pool else ("new_self_k", "new_self_v")
     outputs = (
         TensorSpec("log_probs", "float", ("N", "M" if shortlist else "V")),
-        *_layer_specs(grown, layers, ("N", "H", "W" if pool else "P+1", "Dh")),
+        *_layer_specs(grown, layers, ("N", "H", "W" if pool else "P+1", "Dh"), cache),
         TensorSpec("alignment", "float", ("N", "S")),
         TensorSpec("top_log_probs", "float", ("N", "C")),
         TensorSpec("top_ids", "int64", ("N", "C")),
@@ -429,11 +434,13 @@ def check_graph(session: ort.InferenceSession, kind: str, manifest: Manifest, *,
         given = {i.name for i in session.get_inputs()}
         row_inputs = {spec.name for spec in ROW_INPUTS} <= given
         pool = {spec.name for spec in POOL_INPUTS} <= given
+        half_cache = any(i.name == "self_k_0" and i.type == "tensor(float16)" for i in session.get_inputs())
         inputs, outputs = decoder_signature(
             dims["L"],
             shortlist="vocab_ids" in given,
             row_inputs=row_inputs,
             pool=pool,
+            half_cache=half_cache,
             chunked_head=CHUNKED_HEAD_INPUT.name in given,
         )
     _check_args(where, "input", session.get_inputs(), inputs, dims)

@@ -36,7 +36,6 @@ best tokens per row.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,6 +44,7 @@ import onnxruntime as ort
 
 from engine.decoder import Selection, Step, StepRequest, Steps
 from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, present_output
+from engine.pool_storage import HostStorage, Storage
 from engine.runner import DecoderShape, Vocabulary, top_k
 from engine.shortlist import VOCAB_IDS
 from engine.step_head import ALL_LOG_PROBS
@@ -73,10 +73,14 @@ class Member:
 
 class RowPool:
     """The rows and slots of every member, and the step that decodes them all (module docstring).
-    ``session``: the decoder step edited by ``engine.pool_graph.with_pool_inputs``."""
+    ``session``: the decoder step edited by ``engine.pool_graph.with_pool_inputs``; ``storage``:
+    where the caches and slots are kept (``engine.pool_storage``; the host's memory by default)."""
 
-    def __init__(self, session: ort.InferenceSession, shape: DecoderShape, config: PoolConfig) -> None:
+    def __init__(
+        self, session: ort.InferenceSession, shape: DecoderShape, config: PoolConfig, storage: Storage | None = None
+    ) -> None:
         self.session, self.shape, self.config = session, shape, config
+        self.storage = storage or HostStorage()
         self.members: list[Member] = []
         self.cache_names = shape.names  # the layers' keys, then their values
         self.present_names = [present_output(name) for name in self.cache_names]
@@ -88,9 +92,12 @@ class RowPool:
         self.row_owner: list[Member | None] = []
         self.slot_owner: list[Member | None] = []
         self.lengths = np.zeros(0, dtype=np.int64)  # (R,) cached positions of each row
-        # One buffer for every layer's keys and values, so that moving a row is one copy: (2L, R, H, W, Dh)
-        self.cache = _untouched((len(self.cache_names), 0, shape.heads, config.positions, shape.d_head))
-        self.cross = _untouched((len(self.cross_names), 0, shape.heads, 0, shape.d_head))
+        # One block for every layer's keys and values, so that moving a row is one copy: (2L, R, H, W, Dh),
+        # of the type the step's attention reads its cache in
+        cache_type = _ELEMENTS[next(i.type for i in session.get_inputs() if i.name == self.cache_names[0])]
+        rows = (len(self.cache_names), 0, shape.heads, config.positions, shape.d_head)
+        self.cache = self.storage.empty(rows, cache_type)
+        self.cross = self.storage.empty((len(self.cross_names), 0, shape.heads, 0, shape.d_head), np.float32)
         self.src_mask = np.zeros((0, 0), dtype=bool)  # (Bs, S)
         self._allocate_slots(0, config.source_bucket)
 
@@ -138,9 +145,9 @@ class RowPool:
         if width > self.source_width:
             self._allocate_slots(len(self.slot_owner), _round_up(width, self.config.source_bucket))
         slots = self._take_slots(member, sentences)
-        taken = slice(int(slots[0]), int(slots[0]) + sentences)  # new slots are the next ones in order
-        for i, name in enumerate(self.cross_names):
-            self.cross[i, taken, :, :width] = source[name]
+        start = int(slots[0])  # new slots are the next ones in order
+        taken = slice(start, start + sentences)
+        self.storage.write(self.cross, start, [source[name] for name in self.cross_names])
         self.src_mask[taken, :width] = source["src_mask"]
         self.src_mask[taken, width:] = False
         return slots
@@ -229,8 +236,8 @@ class RowPool:
         binding = self.session.io_binding()
         for name, value in feed.items():
             binding.bind_cpu_input(name, value)
-        _bind_layers(binding, self.cross_names, self.cross, self.n_slots)
-        _bind_layers(binding, self.cache_names, self.cache, self.n, self.present_names)
+        self.storage.bind(binding, self.cross_names, self.cross, self.n_slots)
+        self.storage.bind(binding, self.cache_names, self.cache, self.n, self.present_names)
         for name, value in outputs.items():
             binding.bind_output(name, "cpu", 0, value.dtype, list(value.shape), value.ctypes.data)
         self.session.run_with_iobinding(binding)
@@ -325,10 +332,8 @@ class RowPool:
         self._shrink()
 
     def _copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Rows ``src``'s caches into rows ``dst`` (none of them among ``src``), each up to its
-        length: row by row, a slice each, with no gathered copy in between."""
-        for d, s, length in zip(dst.tolist(), src.tolist(), self.lengths[src].tolist(), strict=True):
-            self.cache[:, d, :, :length] = self.cache[:, s, :, :length]
+        """Rows ``src``'s caches into rows ``dst`` (none of them among ``src``), each up to its length."""
+        self.storage.move(self.cache, dst.tolist(), src.tolist(), self.lengths[src].tolist())
         self.lengths[dst] = self.lengths[src]
 
     def _free_rows(self, rows: np.ndarray) -> None:
@@ -339,12 +344,9 @@ class RowPool:
         self.n -= len(rows)
 
     def _allocate_rows(self, rows: int) -> None:
-        """A buffer of ``rows`` rows, the live rows' caches copied in."""
-        layers, _, heads, width, d_head = self.cache.shape
-        cache = _untouched((layers, rows, heads, width, d_head))
-        longest = int(self.lengths[: self.n].max(initial=0))
-        cache[:, : self.n, :, :longest] = self.cache[:, : self.n, :, :longest]  # a row reads nothing past its length
-        self.cache = cache
+        """A block of ``rows`` rows, the live rows' caches copied in."""
+        longest = int(self.lengths[: self.n].max(initial=0))  # a row reads nothing past its length
+        self.cache = self.storage.resized(self.cache, rows, self.width, self.n, longest)
         lengths = np.zeros(rows, dtype=np.int64)
         lengths[: self.n] = self.lengths[: self.n]
         self.lengths = lengths
@@ -365,18 +367,17 @@ class RowPool:
         """Free ``slots``; the last live slots move into those below the new end."""
         holes, movers = _fill_holes(self.slot_owner, slots, self.n_slots, "slots")
         if holes:
-            self.cross[:, holes] = self.cross[:, movers]
+            self.storage.move(self.cross, holes, movers)
             self.src_mask[holes] = self.src_mask[movers]
         self.n_slots -= len(slots)
 
     def _allocate_slots(self, slots: int, width: int) -> None:
         """Slots of ``width`` source positions, the live slots copied in."""
-        cross = _untouched((self.cross.shape[0], slots, self.shape.heads, width, self.shape.d_head))
-        src_mask = np.zeros((slots, width), dtype=bool)
         keep = min(width, self.source_width)
-        cross[:, : self.n_slots, :, :keep] = self.cross[:, : self.n_slots, :, :keep]
+        src_mask = np.zeros((slots, width), dtype=bool)
         src_mask[: self.n_slots, :keep] = self.src_mask[: self.n_slots, :keep]
-        self.cross, self.src_mask = cross, src_mask
+        self.cross = self.storage.resized(self.cross, slots, width, self.n_slots, keep)
+        self.src_mask = src_mask
         self.slot_owner = self.slot_owner[: self.n_slots] + [None] * (slots - self.n_slots)
 
     def _longest_source(self) -> int:
@@ -421,32 +422,8 @@ def _fill_holes(owners: list[Member | None], freed: list[int], live: int, indice
     return holes, movers
 
 
-def _bind_layers(
-    binding: ort.IOBinding, names: list[str], buffer: np.ndarray, count: int, outputs: list[str] | None = None
-) -> None:
-    """Bind the first ``count`` rows (or slots) of each layer of ``buffer`` (layers first) as input
-    ``names[i]``, and as output ``outputs[i]`` if given: the same memory. Addresses are computed,
-    not taken from a view of each layer (a view and its ``ctypes`` cost more than the binding)."""
-    shape = [count, *buffer.shape[2:]]
-    base, stride = buffer.ctypes.data, buffer.strides[0]
-    for i, name in enumerate(names):
-        binding.bind_input(name, "cpu", 0, np.float32, shape, base + i * stride)
-        if outputs is not None:
-            binding.bind_output(outputs[i], "cpu", 0, np.float32, shape, base + i * stride)
-
-
-def _untouched(shape: tuple[int, ...]) -> np.ndarray:
-    """Zeros (float32) in private anonymous memory without huge pages: the kernel commits a page
-    when it is first written, so a buffer as wide as a row could ever need costs what the rows
-    reach. (numpy asks for huge pages for large arrays, which would commit 2 MiB at a first write;
-    ``mmap``'s default, a shared mapping, is shared memory, whose pages cost more to commit: the
-    pool ran 2% slower offline on it, benchmarks/RESULTS.md section 31.)"""
-    size = int(np.prod(shape)) * np.dtype(np.float32).itemsize
-    if size == 0:
-        return np.zeros(shape, dtype=np.float32)
-    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
-    memory.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(memory, dtype=np.float32).reshape(shape)
+# The onnxruntime element types a step's cache can be in
+_ELEMENTS = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
 def _round_up(n: int, bucket: int) -> int:

@@ -126,6 +126,38 @@ def with_pool_inputs(model: onnx.ModelProto) -> None:
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
 
 
+def with_half_attention(model: onnx.ModelProto) -> None:
+    """The pool's step (``with_pool_inputs``) with its caches in float16: each
+    ``GroupQueryAttention`` reads and writes float16 buffers, its q, k and v cast to float16 just
+    before it and its output back to float32 just after it. onnxruntime's CUDA kernel takes only
+    float16 or bfloat16 (its CPU kernel takes float16 too, more slowly than float32); the rest of
+    the step stays float32."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    caches: set[str] = set()
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "GroupQueryAttention":
+            nodes.append(node)
+            continue
+        for i in range(3):
+            half = f"{node.input[i]}/half"
+            nodes.append(helper.make_node("Cast", [node.input[i]], [half], to=TensorProto.FLOAT16))
+            node.input[i] = half
+        out = node.output[0]
+        node.output[0] = f"{out}/half"
+        nodes += [node, helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT)]
+        caches |= {node.input[3], node.input[4], node.output[1], node.output[2]}
+    if not caches:
+        raise PoolGraphError("the graph has no GroupQueryAttention: not the pool's step")
+    graph.ClearField("node")
+    graph.node.extend(nodes)
+    for value in [*graph.input, *graph.output]:
+        if value.name in caches:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+
+
 MS_DOMAIN = "com.microsoft"
 _SEQLENS, _TOTAL = "pool/seqlens_k", "pool/total_length"
 _ROW_SHAPE = "pool/row_shape"  # [0, 1, -1]: a projection's (N, D) or (N, 1, D) as (N, 1, D)

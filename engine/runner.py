@@ -38,7 +38,7 @@ import onnxruntime as ort
 from engine.bundle import per_layer
 from engine.decoder import Step
 from engine.heap import release_memory
-from engine.pool_graph import POSITIONS, with_pool_inputs
+from engine.pool_graph import POSITIONS, with_half_attention, with_pool_inputs
 from engine.shared_weights import session_model
 from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
 from engine.step_head import ALL_LOG_PROBS, with_row_chunked_head
@@ -223,24 +223,23 @@ def _session_mapping_weights(
 
 def load_decoder(path: Path, provider: str, config: RunnerConfig, *, shortlist: bool) -> ort.InferenceSession:
     """The session of the decoder-step graph at ``path`` as the engine runs it on ``provider``
-    (``decoder_graph``; on CUDA with the row inputs ``DeviceDecoder`` needs, on the CPU as the row
-    pool runs it unless ``config.pool`` is off)."""
+    (``decoder_graph``: the row pool's step with ``config.pool``, otherwise on CUDA with the row
+    inputs ``DeviceDecoder`` needs)."""
     mapped = provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
-    pool = provider == "cpu" and config.pool
-    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, row_inputs=provider == "cuda", pool=pool)
+    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, cuda=provider == "cuda", pool=config.pool)
     return load_session(path, provider, config, graph)
 
 
 def decoder_graph(
-    path: Path, *, shortlist: bool, mapped: bool = False, row_inputs: bool = False, pool: bool = False
+    path: Path, *, shortlist: bool, mapped: bool = False, cuda: bool = False, pool: bool = False
 ) -> bytes | None:
     """The decoder-step graph at ``path`` as the engine runs it, serialized; None if that is the
     file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
     (``engine.top_k``); with ``shortlist``, a graph without the ``vocab_ids`` input gets it
-    (``engine.shortlist``); with ``row_inputs``, the inputs by which the step picks its rows
-    (``engine.step_rows``); with ``pool``, the row pool's step (``engine.pool_graph``); on the CPU
-    (no ``row_inputs``) and a vocabulary large enough, the head normalised a few rows at a time
-    unless all log-probabilities are asked for (``engine.step_head``).
+    (``engine.shortlist``); with ``pool``, the row pool's step (``engine.pool_graph``), its caches
+    in float16 on ``cuda``; on ``cuda`` without it, the inputs by which the step picks its rows
+    (``engine.step_rows``); on the CPU and a vocabulary large enough, the head normalised a few
+    rows at a time unless all log-probabilities are asked for (``engine.step_head``).
 
     ``mapped``: the session would map the graph's external weights from their files (a CPU session
     of the file itself). A graph edited only for its TopK is then left as it is: loaded from its
@@ -257,12 +256,14 @@ def decoder_graph(
     if needs_vocab_ids:
         add_vocab_ids(model, str(path.parent))
         edited = True
-    if row_inputs:
-        edited |= with_row_inputs(model)
     if pool:
         with_pool_inputs(model)
+        if cuda:
+            with_half_attention(model)
         edited = True
-    if not row_inputs:
+    elif cuda:
+        edited |= with_row_inputs(model)
+    if not cuda:
         edited |= with_row_chunked_head(model)
     return model.SerializeToString() if edited else None
 

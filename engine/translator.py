@@ -16,16 +16,16 @@ and translates a list of texts in one call:
    each on its share of the threads (see ``TranslatorConfig.streams``);
    calls made at the same time (from several threads) share the streams one encoder pass or
    decoder step at a time, the least served call first (``engine.scheduler``), and a call whose
-   ``Cancellation`` is set stops at its next step with ``Cancelled``. With ``pool`` (CPU), every
+   ``Cancellation`` is set stops at its next step with ``Cancelled``. With ``pool``, every
    sub-batch of every call is instead a search in one of ``streams`` row pools, which it joins
-   and leaves between steps (``engine.pool``, ``engine.pool_scheduler``);
+   and leaves between steps (``engine.pool``, ``engine.pool_scheduler``; on CUDA its caches in
+   float16 in device memory, ``engine.pool_storage``);
 4. translations are detokenized and reassembled per text, in input order.
 
 A sentence's translation does not depend on what else is in the batch: rows are decoded
 independently, and with at least one padding position (``pad_batch``) the fp32 graphs give bitwise
 the same results for a sentence alone or inside a larger batch (tests/engine/test_translator.py).
-The int8 variant cannot promise this: onnxruntime's dynamic quantization scales activations per
-tensor, i.e. over the whole batch, so batch neighbours shift a sentence's log-probabilities.
+So do the int8 graphs: they quantise activations per row, not per batch (``export.quantize``).
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from engine.languages import pairs, word_separator
 from engine.markup import Document, Translation, WordAlignment
 from engine.pool import PoolConfig, RowPool
 from engine.pool_scheduler import PoolScheduler, Timing
+from engine.pool_storage import DeviceStorage
 from engine.replacement import Replacement, WordAttention, replaced
 from engine.runner import DecoderShape, Provider, Runner, RunnerConfig, pad_batch, resolve_provider
 from engine.scheduler import Cancellation, StepScheduler, Task, Turns
@@ -97,9 +98,10 @@ class TranslatorConfig:
     max_batch_tokens: int = 4096  # padded source tokens per sub-batch
     warmup: bool = True
     weights_cache: Path | None = None  # engine.shared_weights: one copy of the weights per machine
-    # CPU: decode in a row pool per stream (engine.pool), which sub-batches join and leave between
-    # steps; off: each sub-batch decodes as one rectangle of rows. Off by default until the pool is
-    # at least as fast (benchmarks/RESULTS.md, sections 21 and 24).
+    # Decode in a row pool per stream (engine.pool), which sub-batches join and leave between steps
+    # (on CUDA: its caches in float16 in device memory); off: each sub-batch decodes as one
+    # rectangle of rows. Off by default until the pool is at least as fast (benchmarks/RESULTS.md,
+    # sections 21, 24 and 33; on a GPU not yet measured).
     pool: bool = False
     pool_rows: int = 128  # decoder rows a stream's pool decodes together at most
 
@@ -276,7 +278,12 @@ class Translator:
             shape = self.runner.shape
             self.pools = [
                 PoolScheduler(
-                    RowPool(self.runner.decoder, shape, PoolConfig(rows=config.pool_rows, positions=d.max_positions)),
+                    RowPool(
+                        self.runner.decoder,
+                        shape,
+                        PoolConfig(rows=config.pool_rows, positions=d.max_positions),
+                        DeviceStorage("cuda", self.runner.device_id) if self.runner.provider == "cuda" else None,
+                    ),
                     self.runner.encode,
                     pad_id=manifest.special_tokens.pad,
                     searches=functools.partial(

@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
-from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, with_pool_inputs
+from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, with_half_attention, with_pool_inputs
 
 DECODER = Path(__file__).resolve().parents[1] / "models" / "en-de" / "bundle" / "decoder.onnx"
 ROWS, SLOTS, SOURCE, WIDTH, CANDIDATES, REPLAYS = 128, 32, 32, 256, 9, 200
@@ -35,33 +34,8 @@ def pool_step(half: bool) -> onnx.ModelProto:
     model = onnx.load(str(DECODER))
     with_pool_inputs(model)
     if half:
-        _half_attention(model)
+        with_half_attention(model)
     return model
-
-
-def _half_attention(model: onnx.ModelProto) -> None:
-    """Each GroupQueryAttention over float16 buffers: its q, k, v cast to float16 just before it,
-    its output cast back just after it (the nodes stay in an order onnx accepts)."""
-    graph = model.graph
-    caches = set()
-    nodes = []
-    for node in graph.node:
-        if node.op_type != "GroupQueryAttention":
-            nodes.append(node)
-            continue
-        for i in range(3):
-            half = f"{node.input[i]}/half"
-            nodes.append(helper.make_node("Cast", [node.input[i]], [half], to=TensorProto.FLOAT16))
-            node.input[i] = half
-        out = node.output[0]
-        node.output[0] = f"{out}/half"
-        nodes += [node, helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT)]
-        caches |= {node.input[3], node.input[4], node.output[1], node.output[2]}
-    graph.ClearField("node")
-    graph.node.extend(nodes)
-    for value in [*graph.input, *graph.output]:
-        if value.name in caches:
-            value.type.tensor_type.elem_type = TensorProto.FLOAT16
 
 
 def inputs(model: onnx.ModelProto, half: bool) -> dict[str, np.ndarray]:

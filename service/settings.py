@@ -81,8 +81,8 @@ class Settings(BaseSettings):
     )
     row_pool: bool = Field(
         False,
-        description="CPU: the engine decodes in a pool of rows, which batches join and leave between decoder steps, "
-        "the self-attention cache written in place; false: each batch as one rectangle of rows.",
+        description="The engine decodes in a pool of rows, which batches join and leave between decoder steps, "
+        "the self-attention cache written in place (on CUDA in float16); false: each batch as one rectangle of rows.",
     )
     max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
     max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")

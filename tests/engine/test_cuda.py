@@ -99,3 +99,20 @@ def test_cache_and_source_stay_on_the_device(tiny_bundle: Path, monkeypatch: pyt
 def test_shipped_model_on_the_gpu(shortlist: bool) -> None:
     cpu, cuda = pair(SHIPPED, "fp32")
     assert_same_translations(cpu, cuda, SHIPPED_SENTENCES, TranslationOptions(beam_size=4, shortlist=shortlist))
+
+
+@pytest.mark.parametrize("bundle", ["tiny", "shipped"])
+def test_the_row_pool_on_the_gpu_translates_as_on_the_cpu(tiny_bundle: Path, bundle: str) -> None:
+    """The row pool on CUDA (float16 caches in device blocks, ``engine.pool_storage``): sentences
+    joining and leaving, beams reordered, a shortlist, alignments: as the CPU's pool within
+    float16's rounding, its blocks on the GPU throughout."""
+    path, texts = (tiny_bundle, SENTENCES * 4) if bundle == "tiny" else (SHIPPED, SHIPPED_SENTENCES)
+    cpu = Translator(TranslatorConfig(model_dir=path, provider="cpu", pool=True))
+    cuda = Translator(TranslatorConfig(model_dir=path, provider="cuda", pool=True))
+    assert cuda.pools is not None and "CUDAExecutionProvider" in cuda.runner.decoder.get_providers()
+    for options in (TranslationOptions(beam_size=4, return_alignments=True), TranslationOptions(beam_size=1)):
+        assert_same_translations(cpu, cuda, texts, options)
+    if bundle == "shipped":
+        assert_same_translations(cpu, cuda, texts, TranslationOptions(beam_size=4, shortlist=True))
+    pool = cuda.pools[0].pool
+    assert {pool.cache.value.device_name().lower(), pool.cross.value.device_name().lower()} == {"cuda"}

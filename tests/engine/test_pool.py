@@ -27,6 +27,7 @@ from engine.forced_decoding import Forced
 from engine.pool import Member, PoolConfig, RowPool
 from engine.pool_graph import PoolGraphError, present_output, with_pool_inputs
 from engine.pool_scheduler import PoolScheduler
+from engine.pool_storage import DeviceStorage
 from engine.runner import DecoderShape, Runner, RunnerConfig, pad_batch
 from engine.scheduler import Cancellation, Cancelled, StepScheduler
 
@@ -188,6 +189,47 @@ def test_searches_joining_a_running_pool_get_what_they_get_alone(pooled: Runner,
     for i, ids in enumerate(batches):
         assert same(results[i][0], alone(pooled, ids, beam, alignments=True)), i
     assert pool.rows_held == 0 and pool.n_slots == 0
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_pool_with_its_blocks_in_device_memory_decodes_bitwise_as_in_host_memory(pooled: Runner, beam: int) -> None:
+    """``DeviceStorage`` (OrtValues, every move a graph run) on the CPU's device: searches joining
+    a running pool, wider sources, rows growing past the pool's rows and leaving, slots freed and
+    filled: the same hypotheses, scores and attention, bit for bit, as with the host's numpy blocks."""
+    batches = [sentences(5, 1), sentences(3, 2, longest=60), sentences(6, 3, longest=8), sentences(9, 4)]
+    got = {}
+    for name, storage in (("host", None), ("device", DeviceStorage("cpu"))):
+        results: dict[int, list] = {i: [] for i in range(len(batches))}
+        pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16), storage)
+        schedule = {
+            at: [member(pooled, ids, searched(ids, beam, alignments=True), results[i], alignments=True)]
+            for i, (at, ids) in enumerate(zip((0, 2, 5, 6), batches, strict=True))
+        }
+        run(pool, schedule)
+        assert pool.rows_held == 0 and pool.n_slots == 0
+        got[name] = [results[i][0] for i in range(len(batches))]
+    for on_host, on_device in zip(got["host"], got["device"], strict=True):
+        assert same(on_host, on_device)
+
+
+def test_the_pool_as_cuda_runs_it_translates_as_the_float32_pool(tiny_bundle: Path, pooled: Runner) -> None:
+    """The step CUDA loads (``decoder_graph(cuda=True, pool=True)``: float16 caches, attention cast
+    in and out), its blocks in device memory, here on the CPU's device: the graph passes the
+    bundle's check, and the search ends as in the float32 pool, within float16's rounding."""
+    from engine.runner import decoder_graph, load_session
+
+    path = tiny_bundle / "decoder.onnx"
+    graph = decoder_graph(path, shortlist=False, cuda=True, pool=True)
+    session = load_session(path, "cpu", RunnerConfig(provider="cpu", threads=1), graph)
+    check_graph(session, "decoder", load_bundle(tiny_bundle).manifest, where="the CUDA pool's step")
+    assert {i.type for i in session.get_inputs() if i.name.startswith("self_")} == {"tensor(float16)"}
+    ids = sentences(16, 4)
+    results: list = []
+    pool = RowPool(session, pooled.shape, PoolConfig(rows=32), DeviceStorage("cpu"))
+    run(pool, {0: [member(pooled, ids, searched(ids, 4), results)]})
+    half, full = results[0], alone(pooled, ids, 4)
+    assert sum(h[0].tokens == f[0].tokens for h, f in zip(half, full, strict=True)) >= 15
+    np.testing.assert_allclose([h[0].score for h in half], [f[0].score for f in full], atol=0.01)
 
 
 @pytest.mark.parametrize("beam", [1, 4])

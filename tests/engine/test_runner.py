@@ -44,7 +44,7 @@ def runner(tiny_bundle: Path) -> Runner:
 
 def cuda_style_session(decoder: Path, *, shortlist: bool = False) -> ort.InferenceSession:
     """The decoder graph as the CUDA path loads it (with its row inputs), in a CPU session."""
-    graph = decoder_graph(decoder, shortlist=shortlist, row_inputs=True)
+    graph = decoder_graph(decoder, shortlist=shortlist, cuda=True)
     return load_session(decoder, "cpu", RunnerConfig(provider="cpu", threads=1), graph)
 
 
