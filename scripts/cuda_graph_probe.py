@@ -9,7 +9,10 @@ shapes, as a CUDA graph needs: ``ROWS`` rows, ``SLOTS`` sentence slots of ``SOUR
 cache of ``WIDTH`` positions. Every input and output is bound once, in device memory; between
 replays the inputs are written in place (``OrtValue.update_inplace``). Checked: the plain CUDA run
 against the CPU's float32 step (the same best tokens), the replay against the plain run after the
-rows' positions moved on. Run from the repository's root with it on ``PYTHONPATH``.
+rows' positions moved on. Twice: with ``GroupQueryAttention``'s total length computed from the
+rows' positions on the device, as the pool's step has it (onnxruntime reads it on the host, a copy
+in the middle of the step), and with it the buffer's width, a constant (the same outputs on the CPU:
+each row's own length is ``seqlens_k``). Run from the repository's root with it on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, with_half_attention, with_pool_inputs
 
@@ -29,12 +33,18 @@ ROWS, SLOTS, SOURCE, WIDTH, CANDIDATES, REPLAYS = 128, 32, 32, 256, 9, 200
 CUDA = "CUDAExecutionProvider"
 
 
-def pool_step(half: bool) -> onnx.ModelProto:
-    """The pool's step of the shipped decoder; ``half``: its attention in float16."""
+def pool_step(half: bool, constant_total: bool = False) -> onnx.ModelProto:
+    """The pool's step of the shipped decoder; ``half``: its attention in float16;
+    ``constant_total``: the attention's total length the buffer's width."""
     model = onnx.load(str(DECODER))
     with_pool_inputs(model)
     if half:
         with_half_attention(model)
+    if constant_total:
+        cast = next(n for n in model.graph.node if n.output[0] == "pool/total_length")
+        width = helper.make_tensor("width", TensorProto.INT32, [], [WIDTH])
+        model.graph.node.remove(cast)
+        model.graph.node.insert(0, helper.make_node("Constant", [], [cast.output[0]], value=width))
     return model
 
 
@@ -127,8 +137,13 @@ def say(line: str) -> None:
 
 def main() -> None:
     expected = cpu_reference()
-    half = pool_step(half=True)
     provider = CUDA if CUDA in ort.get_available_providers() else "CPUExecutionProvider"
+    for constant_total in (False, True):
+        say(f"-- total length {'the width, a constant' if constant_total else 'from the positions'}")
+        probe(pool_step(half=True, constant_total=constant_total), provider, expected)
+
+
+def probe(half: onnx.ModelProto, provider: str, expected: dict[str, np.ndarray]) -> None:
     stage = f"the half step on {provider}"
     try:  # the probe reports what onnxruntime says at the stage it fails
         plain = Bound(half, provider)
