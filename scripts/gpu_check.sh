@@ -80,3 +80,6 @@ python3 -m benchmarks.engine --provider cuda --systems ours-fp32 pool-fp32 ct2-f
 # 4. The service on the GPU at 64 clients against the offline engine.
 python3 -m benchmarks.service --provider cuda --streams 1 --concurrency 64 --rounds 1 --duration 6 --warmup 2 \
   --limit 300 --out "$OUT/service-cuda.json" 2>&1 | tee "$OUT/service-cuda.log"
+# ... and with the row pool (MT_ROW_POOL), its caches in float16 on the GPU.
+python3 -m benchmarks.service --provider cuda --row-pool on --streams 1 --concurrency 64 --rounds 1 --duration 6 \
+  --warmup 2 --limit 300 --out "$OUT/service-cuda-pool.json" 2>&1 | tee "$OUT/service-cuda-pool.log"
