@@ -12,12 +12,16 @@ against the CPU's float32 step (the same best tokens), the replay against the pl
 rows' positions moved on. Twice: with ``GroupQueryAttention``'s total length computed from the
 rows' positions on the device, as the pool's step has it (onnxruntime reads it on the host, a copy
 in the middle of the step), and with it the buffer's width, a constant (the same outputs on the CPU:
-each row's own length is ``seqlens_k``). Run from the repository's root with it on ``PYTHONPATH``.
+each row's own length is ``seqlens_k``). Each variant first prints where onnxruntime places its
+nodes: one on the CPU keeps the step from being captured. Run from the repository's root with it
+on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -143,7 +147,26 @@ def main() -> None:
         probe(pool_step(half=True, constant_total=constant_total), provider, expected)
 
 
+def placements(model: onnx.ModelProto, provider: str) -> list[str]:
+    """onnxruntime's own account of which provider runs which node (its verbose log of the
+    session's creation, read back from stderr): a node on the CPU keeps a step from being captured."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 0
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            ort.InferenceSession(model.SerializeToString(), options, providers=[provider])
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        return [line.rstrip() for line in log if "VerifyEachNodeIsAssignedToAnEp" in line]
+
+
 def probe(half: onnx.ModelProto, provider: str, expected: dict[str, np.ndarray]) -> None:
+    for line in placements(half, provider):
+        say(line.split("] ", 1)[-1])
     stage = f"the half step on {provider}"
     try:  # the probe reports what onnxruntime says at the stage it fails
         plain = Bound(half, provider)
