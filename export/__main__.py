@@ -11,7 +11,8 @@ records its languages; --source-lang/--target-lang then choose which to serve (c
 Runs load -> validate -> export -> optimize -> quantize (--int8) -> parity check -> write bundle, and
 with --eval-data also measures BLEU/chrF of every variant on test_2016_flickr (recorded in the
 manifest; int8 becomes the default CPU variant only if it loses at most 0.3 BLEU and is 1.1x as
-fast). Exits with status 1 and a message naming the problem when any step fails.
+fast, timed as the service runs it: export.quality). Exits with status 1 and a message naming the
+problem when any step fails.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from export.decoder_step import OutputConstraints
 from export.graph_files import external_data, share_weights
 from export.graphs import OPSET, export_graphs
 from export.parity import OnnxGreedy, ParityReport, check_parity, one_torch_thread
-from export.quality import TestSet, measure
+from export.quality import MAX_INT8_BLEU_LOSS, MIN_INT8_SPEEDUP, TestSet, cpu_default, measure, with_quality
 from export.quantize import optimize, quantize
 from export.samples import SAMPLE_SENTENCES
 from export.source import Source, load_source
@@ -69,10 +69,8 @@ class ExportConfig:
     parity_sentences: int = 64
     parity_tolerance: float = 1e-4
     eval_beam_size: int = 5
-    max_int8_bleu_loss: float = 0.3
-    # int8 must also be this much faster: a single timing on a busy machine once made a 6% noise
-    # difference look like a win.
-    min_int8_speedup: float = 1.1
+    max_int8_bleu_loss: float = MAX_INT8_BLEU_LOSS  # export.quality.cpu_default
+    min_int8_speedup: float = MIN_INT8_SPEEDUP
 
     def __post_init__(self) -> None:
         if (self.checkpoint is None) == (self.hf_model is None):
@@ -316,28 +314,11 @@ def _manifest(
 
 def _with_quality(config: ExportConfig, test_set: TestSet, staging: Path, manifest: Manifest) -> Manifest:
     """Measure every variant on the test set and choose the default CPU variant from the result."""
-    variants = dict(manifest.variants)
-    for name, variant in manifest.variants.items():
-        quality = measure(staging, name, test_set, beam_size=config.eval_beam_size)
-        log.info("quality %s on %s: BLEU %.2f chrF %.2f", name, test_set.name, quality.bleu, quality.chrf)
-        variants[name] = variant.model_copy(update={"quality": {test_set.name: quality}})
-    cpu_default = "fp32"
-    if "int8" in variants:
-        fp32, int8 = variants["fp32"].quality[test_set.name], variants["int8"].quality[test_set.name]
-        # int8 must pay for its quality loss with speed: on small models onnxruntime's dynamic
-        # quantisation can be slower than fp32, and then there is no reason to serve it.
-        if (
-            fp32.bleu - int8.bleu <= config.max_int8_bleu_loss
-            and int8.seconds * config.min_int8_speedup <= fp32.seconds
-        ):
-            cpu_default = "int8"
-        log.info(
-            "int8 loses %.2f BLEU (limit %.2f) in %.1f s against fp32's %.1f s (needs %.2fx): default CPU variant %s",
-            fp32.bleu - int8.bleu,
-            config.max_int8_bleu_loss,
-            int8.seconds,
-            fp32.seconds,
-            config.min_int8_speedup,
-            cpu_default,
-        )
-    return manifest.model_copy(update={"variants": variants, "default_variant": DefaultVariant(cpu=cpu_default)})
+    qualities = measure(staging, list(manifest.variants), test_set, beam_size=config.eval_beam_size)
+    for name, q in qualities.items():
+        log.info("quality %s on %s: BLEU %.2f chrF %.2f in %.1f s", name, test_set.name, q.bleu, q.chrf, q.seconds)
+    default = cpu_default(
+        qualities, max_int8_bleu_loss=config.max_int8_bleu_loss, min_int8_speedup=config.min_int8_speedup
+    )
+    log.info("default CPU variant: %s", default)
+    return with_quality(manifest, qualities, test_set.name, default)

@@ -51,7 +51,7 @@ def test_a_request_of_64_with_one_unsure_caption_is_translated_whole(client: Tes
     translations = translate(client, texts)["translations"]
     assert len(translations) == 64
     for text, t in zip(texts, translations, strict=True):
-        assert t["model"] == "mt-en-de:1.1.2" and t["detected_language"]["language"] == "en", (text, t)
+        assert t["model"] == "mt-en-de:1.1.3" and t["detected_language"]["language"] == "en", (text, t)
         assert "error" not in t and t["text"] != text
     assert translations[40]["detected_language"]["confidence"] < 0.2  # English, the likeliest served
 
@@ -65,7 +65,7 @@ def test_one_text_in_an_unserved_language_is_refused_alone(client: TestClient) -
     assert refused["detected_language"]["language"] == "fr" and refused["detected_language"]["confidence"] > 0.9
     assert refused["error"]["type"] == "unsupported_language" and refused["error"]["detected_language"] == "fr"
     assert "'fr'" in refused["error"]["message"]
-    assert all(t["model"] == "mt-en-de:1.1.2" and "error" not in t for t in translations)
+    assert all(t["model"] == "mt-en-de:1.1.3" and "error" not in t for t in translations)
 
 
 def test_a_request_whose_every_text_is_refused_is_a_400(client: TestClient) -> None:
@@ -82,7 +82,7 @@ def test_text_in_the_target_language_is_kept_only_when_the_identifier_is_sure(cl
     kept, translated = translate(client, [german, hat])["translations"]
     assert kept == {"text": german, "detected_language": kept["detected_language"]}
     assert kept["detected_language"]["language"] == "de"
-    assert translated["model"] == "mt-en-de:1.1.2" and translated["detected_language"]["language"] == "en"
+    assert translated["model"] == "mt-en-de:1.1.3" and translated["detected_language"]["language"] == "en"
     assert translated["text"] != hat
 
 
