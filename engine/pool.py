@@ -26,8 +26,10 @@ search it belongs to and however far along it is:
   exactly 0. A sentence gets the same translation and scores alone as beside any others
   (tests/engine/test_pool.py, tests/engine/test_translator.py).
 
-The pool does no scheduling (``engine.pool_scheduler`` decides who joins and when) and no
-threading: it is driven by one thread.
+The pool decides which rows and slots move where; its storage holds the blocks and moves them
+(``engine.pool_storage``): numpy arrays in the host's memory, as described above, or, on CUDA,
+float16 caches in the GPU's. The pool does no scheduling (``engine.pool_scheduler`` decides who
+joins and when) and no threading: it is driven by one thread.
 
 Shape legend: N live rows, R rows allocated, B a member's sentences, Bs live slots, H heads, W
 cached positions allocated, S source positions, Dh head size, L decoder layers, V vocabulary, C
