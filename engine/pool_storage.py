@@ -21,6 +21,7 @@ Shape legend: L layers of a block, P places allocated, H heads, W width, Dh head
 
 from __future__ import annotations
 
+import math
 import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -106,7 +107,8 @@ class HostStorage:
     ) -> None:
         # Addresses are computed, not taken from a view of each layer: a view and its ``ctypes``
         # cost more than the binding.
-        _bind_layers(binding, "cpu", 0, block.dtype.type, block.shape, block.ctypes.data, names, count, outputs)
+        address, stride = block.ctypes.data, block.strides[0]
+        _bind_layers(binding, "cpu", 0, block.dtype.type, block.shape, address, stride, names, count, outputs)
 
 
 @dataclass
@@ -164,8 +166,10 @@ class DeviceStorage:
     def bind(
         self, binding: ort.IOBinding, names: Sequence[str], block: DeviceBlock, count: int, outputs: Sequence[str] = ()
     ) -> None:
-        address = block.value.data_ptr()
-        _bind_layers(binding, self.device, self.device_id, block.dtype, block.shape, address, names, count, outputs)
+        address, stride = block.value.data_ptr(), math.prod(block.shape[1:]) * np.dtype(block.dtype).itemsize
+        _bind_layers(
+            binding, self.device, self.device_id, block.dtype, block.shape, address, stride, names, count, outputs
+        )
 
     def _bind_whole(self, binding: ort.IOBinding, name: str, block: DeviceBlock, *, output: bool = False) -> None:
         bind = binding.bind_output if output else binding.bind_input
@@ -214,12 +218,12 @@ def _bind_layers(
     dtype: type[np.floating],
     shape: tuple[int, ...],
     address: int,
+    stride: int,  # bytes from one layer to the next
     names: Sequence[str],
     count: int,
     outputs: Sequence[str],
 ) -> None:
     layer_shape = [count, *shape[2:]]
-    stride = int(np.prod(shape[1:])) * np.dtype(dtype).itemsize
     for i, name in enumerate(names):
         binding.bind_input(name, device, device_id, dtype, layer_shape, address + i * stride)
     for i, name in enumerate(outputs):

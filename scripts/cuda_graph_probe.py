@@ -10,11 +10,11 @@ cache of ``WIDTH`` positions. Every input and output is bound once, in device me
 replays the inputs are written in place (``OrtValue.update_inplace``). Checked: the plain CUDA run
 against the CPU's float32 step (the same best tokens), the replay against the plain run after the
 rows' positions moved on. Twice: with ``GroupQueryAttention``'s total length computed from the
-rows' positions on the device, as the pool's step has it (onnxruntime reads it on the host, a copy
-in the middle of the step), and with it the buffer's width, a constant (the same outputs on the CPU:
-each row's own length is ``seqlens_k``). Each variant first prints where onnxruntime places its
-nodes: one on the CPU keeps the step from being captured. Run from the repository's root with it
-on ``PYTHONPATH``.
+rows' positions on the device, as the pool's step has it (CUDA's kernel takes it in host memory, so
+onnxruntime would copy it out in the middle of the step), and with it the buffer's width, a constant
+(the same outputs on the CPU: each row's own length is ``seqlens_k``). Each variant first prints
+where onnxruntime places its nodes: one on the CPU keeps the step from being captured. Run from the
+repository's root with it on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
