@@ -58,7 +58,7 @@ class OfflineEngine:
         variant = None if args.variant == "auto" else args.variant
         config = TranslatorConfig(model_dir=args.bundle, provider=args.provider, threads=args.threads, streams=streams,
                                   variant=variant, max_batch_sentences=args.batch_sentences,
-                                  pool=args.row_pool == "on")  # fmt: skip
+                                  pool=args.row_pool == "on", cuda_graphs=args.cuda_graphs == "on")  # fmt: skip
         self.translator = Translator(config)
         self.options = TranslationOptions(beam_size=args.beam_size)
 
@@ -87,6 +87,7 @@ def service_settings(args: argparse.Namespace, streams: int, batching: bool) -> 
         "MT_MAX_QUEUE_SENTENCES": str(max(1024, 4 * max(args.concurrency))),
         "MT_LOG_LEVEL": "warning",  # no access log line per request
         "MT_ROW_POOL": str(args.row_pool == "on").lower(),
+        "MT_CUDA_GRAPHS": str(args.cuda_graphs == "on").lower(),
     }
 
 
@@ -200,6 +201,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--row-pool", choices=("on", "off"), default="on", help="MT_ROW_POOL (and the offline engine's)"
     )
+    parser.add_argument(
+        "--cuda-graphs",
+        choices=("on", "off"),
+        default="off",
+        help="MT_CUDA_GRAPHS (and the offline engine's); needs the pool",
+    )
     parser.add_argument("--workdir", type=Path, default=RUNS / "service", help="the service's logs")
     parser.add_argument("--out", type=Path, default=RESULTS / "service.json", help="the result file")
     args = parser.parse_args(argv)
@@ -207,6 +214,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"bundle not found: {args.bundle}")
     if min(args.concurrency) < 1 or args.rounds < 1 or args.duration <= 0 or args.warmup < 0:
         parser.error("concurrency and rounds must be >= 1, duration > 0 and warmup >= 0")
+    if args.cuda_graphs == "on" and args.row_pool == "off":
+        parser.error("--cuda-graphs on captures the row pool's step: it needs --row-pool on")
     return args
 
 

@@ -37,6 +37,8 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     # ours decoding in the row pool (engine.pool), not each sub-batch as one rectangle of rows
     "pool-fp32": ("ours", "fp32"),
     "pool-int8": ("ours", "int8"),
+    # the pool's step at fixed shapes, captured as CUDA graphs on CUDA (engine.captured_step)
+    "graph-fp32": ("ours", "fp32"),
     "ct2-float32": ("ct2", "float32"),
     "ct2-int8": ("ct2", "int8"),
     # the float32 model computed in float16 (CTranslate2's compute_type): GPU only
@@ -77,7 +79,9 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False, pool: bool = False) -> Translate:
+def load_ours(
+    args: argparse.Namespace, variant: str, *, shortlist: bool = False, pool: bool = False, graphs: bool = False
+) -> Translate:
     from engine import TranslationOptions, Translator, TranslatorConfig
 
     translator = Translator(
@@ -88,7 +92,8 @@ def load_ours(args: argparse.Namespace, variant: str, *, shortlist: bool = False
             streams=args.streams,
             variant=variant,
             max_batch_sentences=args.batch_size,
-            pool=pool,
+            pool=pool or graphs,
+            cuda_graphs=graphs,
         )
     )
     max_length = args.max_new_tokens or None
@@ -232,7 +237,13 @@ def load_transformers(args: argparse.Namespace) -> Translate:
 def load_system(name: str, args: argparse.Namespace) -> Translate:
     family, precision = SYSTEMS[name]
     if family == "ours":
-        return load_ours(args, precision, shortlist=name.endswith("-shortlist"), pool=name.startswith("pool-"))
+        return load_ours(
+            args,
+            precision,
+            shortlist=name.endswith("-shortlist"),
+            pool=name.startswith("pool-"),
+            graphs=name.startswith("graph-"),
+        )
     if family == "ct2":
         return load_ct2(args, args.ct2_dir, precision, vmap=name.endswith("-vmap"))
     if family == "transformers":

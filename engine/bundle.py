@@ -82,6 +82,9 @@ POOL_INPUTS = (
     TensorSpec("positions", "int64", ("N",)),
     TensorSpec("query_slots", "int64", ("Q",)),
     TensorSpec("row_slots", "int64", ("N",)),
+    # GroupQueryAttention's total length, read on the host: the longest row's with its new position,
+    # or the buffer's width W (the same outputs: each row reads its own positions)
+    TensorSpec("total_length", "int32", ()),
 )
 # The step whose head can run a few rows at a time (``engine.step_head``): whether this step
 # returns all N x V log-probabilities (otherwise ``log_probs`` is (0, V)).

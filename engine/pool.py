@@ -26,6 +26,10 @@ search it belongs to and however far along it is:
   exactly 0. A sentence gets the same translation and scores alone as beside any others
   (tests/engine/test_pool.py, tests/engine/test_translator.py).
 
+With ``PoolConfig.fixed_shapes`` the step runs at a few fixed shapes, captured as CUDA graphs where
+its session has them on (``engine.captured_step``): the blocks then start at the configured rows,
+source widths go by powers of two, and blocks only grow, since a captured step is bound to them.
+
 The pool decides which rows and slots move where; its storage holds the blocks and moves them
 (``engine.pool_storage``): numpy arrays in the host's memory, as described above, or, on CUDA,
 float16 caches in the GPU's. The pool does no scheduling (``engine.pool_scheduler`` decides who
@@ -44,8 +48,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnxruntime as ort
 
+from engine.captured_step import Blocks, CapturedStep, power_of_two
 from engine.decoder import Selection, Step, StepRequest, Steps
-from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, present_output
+from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, TOTAL_LENGTH, present_output
 from engine.pool_storage import HostStorage, Storage
 from engine.runner import DecoderShape, Vocabulary, top_k
 from engine.shortlist import VOCAB_IDS
@@ -57,6 +62,10 @@ class PoolConfig:
     rows: int = 128  # rows decoded together at most; a member larger than that runs alone
     positions: int = 256  # W: the most positions a row can cache (the model's positions)
     source_bucket: int = 8  # source positions are allocated by this many
+    # The step at a few fixed shapes (engine.captured_step), captured as CUDA graphs where the session
+    # has them on: blocks of ``rows`` rows from the start, source widths by powers of two, and blocks
+    # that only grow, since a captured step is bound to their addresses
+    fixed_shapes: bool = False
 
 
 @dataclass(eq=False)
@@ -89,19 +98,35 @@ class RowPool:
         self.cross_names = [i.name for i in session.get_inputs() if i.name.startswith("cross_")]
         self.takes_vocab_ids = VOCAB_IDS in {i.name for i in session.get_inputs()}
         self.chunked_head = ALL_LOG_PROBS in {i.name for i in session.get_inputs()}
+        if config.fixed_shapes and self.takes_vocab_ids:
+            raise ValueError("a pool of fixed shapes scores the whole vocabulary: load its step without a shortlist")
+        places = config.rows if config.fixed_shapes else 0  # rows (and slots) allocated at first
         self.n = 0  # live rows
         self.n_slots = 0  # live slots
-        self.row_owner: list[Member | None] = []
+        self.row_owner: list[Member | None] = [None] * places
         self.slot_owner: list[Member | None] = []
-        self.lengths = np.zeros(0, dtype=np.int64)  # (R,) cached positions of each row
+        self.lengths = np.zeros(places, dtype=np.int64)  # (R,) cached positions of each row
         # One block for every layer's keys and values, so that moving a row is one copy: (2L, R, H, W, Dh),
         # of the type the step's attention reads its cache in
         cache_type = _ELEMENTS[next(i.type for i in session.get_inputs() if i.name == self.cache_names[0])]
-        rows = (len(self.cache_names), 0, shape.heads, config.positions, shape.d_head)
+        rows = (len(self.cache_names), places, shape.heads, config.positions, shape.d_head)
         self.cache = self.storage.empty(rows, cache_type)
         self.cross = self.storage.empty((len(self.cross_names), 0, shape.heads, 0, shape.d_head), np.float32)
         self.src_mask = np.zeros((0, 0), dtype=bool)  # (Bs, S)
-        self._allocate_slots(0, config.source_bucket)
+        self._allocate_slots(places, self._source_allocation(0))
+        self.captured = (
+            CapturedStep(
+                session,
+                self.storage,
+                self.storage.device,
+                self.storage.device_id,
+                self.cache_names,
+                self.present_names,
+                self.cross_names,
+            )
+            if config.fixed_shapes
+            else None
+        )
 
     @property
     def rows_held(self) -> int:
@@ -145,7 +170,7 @@ class RowPool:
         """A slot for each sentence of ``source``, holding its cross-attention keys and values."""
         sentences, width = source["src_mask"].shape
         if width > self.source_width:
-            self._allocate_slots(len(self.slot_owner), _round_up(width, self.config.source_bucket))
+            self._allocate_slots(len(self.slot_owner), self._source_allocation(width))
         slots = self._take_slots(member, sentences)
         start = int(slots[0])  # new slots are the next ones in order
         taken = slice(start, start + sentences)
@@ -235,6 +260,10 @@ class RowPool:
         with the new position written in (the same memory, so the cache is never copied), the
         other inputs as they are, and ``outputs`` written into the arrays given (of the shapes the
         step returns: no output is copied or wrapped after the run)."""
+        if self.captured is not None:
+            blocks = Blocks(self.cache, self.cross, self.n, self.n_slots, len(self.lengths), len(self.slot_owner))
+            self.captured.run(feed, outputs, blocks)
+            return
         binding = self.session.io_binding()
         for name, value in feed.items():
             binding.bind_cpu_input(name, value)
@@ -258,6 +287,8 @@ class RowPool:
             "tokens": tokens[:, None],
             "candidates": candidates,
             POSITIONS: lengths.copy(),
+            # the longest row with its new position; with fixed shapes the width, which stays
+            TOTAL_LENGTH: np.array(self.width if self.captured else int(lengths.max(initial=0)) + 1, dtype=np.int32),
             QUERY_SLOTS: query_slots,
             ROW_SLOTS: row_slots,
             "src_mask": self.src_mask[: self.n_slots],
@@ -385,23 +416,31 @@ class RowPool:
     def _longest_source(self) -> int:
         return max((m.source_width for m in self.members), default=0)
 
+    def _source_allocation(self, width: int) -> int:
+        """The source positions slots are allocated with to hold ``width``."""
+        if self.config.fixed_shapes:
+            return power_of_two(max(width, self.config.source_bucket))
+        return _round_up(width, self.config.source_bucket)
+
     # -- shrinking ----------------------------------------------------------------------------
 
     def release(self) -> None:
         """Give every page of an empty pool's cache back (its scheduler calls this once the pool
         has been idle a while): fresh buffers, committed again as rows write them. Freed rows keep
         their lengths until then, which says whether there are pages to give back."""
-        if self.n == 0 and self.lengths.any():
+        if self.n == 0 and self.lengths.any() and not self.config.fixed_shapes:
             self._allocate_rows(min(len(self.lengths), self.config.rows))
 
     def _shrink(self) -> None:
         """Give back what the live rows no longer need: rows allocated past twice the configured
         rows, and source width."""
+        if self.config.fixed_shapes:  # blocks only grow (PoolConfig)
+            return
         rows = len(self.lengths)
         rows_wanted = max(self.config.rows, _round_up(self.n, self.config.rows))
         if rows > 2 * rows_wanted:
             self._allocate_rows(rows_wanted)
-        source_needed = _round_up(self._longest_source(), self.config.source_bucket)
+        source_needed = self._source_allocation(self._longest_source())
         if self.source_width > source_needed:
             self._allocate_slots(len(self.slot_owner), source_needed)
 

@@ -14,6 +14,7 @@ own length and position, reading the cache where it lies:
   position's keys and values into the buffer at each row's position: bound to the same memory as
   the buffer (``present_k_i``/``present_v_i``, io binding), the cache is never copied;
 - ``positions`` (N,): each row's position, whose encoding is added to its token's embedding;
+  ``total_length`` (), the attention's total length, fed from the host (``_lengths``);
 - the source side is one slot per sentence, (Bs, H, S, Dh), any number of rows reading each:
   ``query_slots`` (Bs * R,) lists for each slot the R rows whose queries it answers (padded with
   any row), and ``row_slots`` (N,) where each row's answer is in those Bs * R. Only queries and
@@ -36,7 +37,7 @@ from engine.bundle import POOL_INPUTS
 if TYPE_CHECKING:  # onnx is imported where a graph is edited: the engine loads without it otherwise
     import onnx
 
-POSITIONS, QUERY_SLOTS, ROW_SLOTS = (spec.name for spec in POOL_INPUTS)
+POSITIONS, QUERY_SLOTS, ROW_SLOTS, TOTAL_LENGTH = (spec.name for spec in POOL_INPUTS)
 
 
 def present_output(name: str) -> str:
@@ -109,7 +110,7 @@ def with_pool_inputs(model: onnx.ModelProto) -> None:
     _positions(g, "self_k_0")
     nodes += _alignment(g)
     graph.node.extend(nodes)
-    elements = {"int64": TensorProto.INT64, "float": TensorProto.FLOAT}
+    elements = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float": TensorProto.FLOAT}
     graph.input.extend(
         helper.make_tensor_value_info(spec.name, elements[spec.dtype], list(spec.dims)) for spec in POOL_INPUTS
     )
@@ -159,22 +160,18 @@ def with_half_attention(model: onnx.ModelProto) -> None:
 
 
 MS_DOMAIN = "com.microsoft"
-_SEQLENS, _TOTAL = "pool/seqlens_k", "pool/total_length"
+_SEQLENS = "pool/seqlens_k"
 _ROW_SHAPE = "pool/row_shape"  # [0, 1, -1]: a projection's (N, D) or (N, 1, D) as (N, 1, D)
 
 
 def _lengths() -> list[onnx.NodeProto]:
-    """What every layer's attention reads: each row's cached positions as int32, and the longest
-    row's length with its new position."""
+    """What every layer's attention reads: each row's cached positions as int32. Its total length
+    is an input (``total_length``): CUDA's kernel reads it in host memory, and one computed on the
+    device would be copied out in the middle of the step, which a CUDA graph cannot capture."""
     from onnx import TensorProto, helper
 
-    longest, one, total = "pool/longest", "pool/one", "pool/total_int64"
     return [
         helper.make_node("Cast", [POSITIONS], [_SEQLENS], to=TensorProto.INT32),
-        helper.make_node("ReduceMax", [POSITIONS], [longest], keepdims=0),
-        helper.make_node("Constant", [], [one], value=helper.make_tensor(one, TensorProto.INT64, [], [1])),
-        helper.make_node("Add", [longest, one], [total]),
-        helper.make_node("Cast", [total], [_TOTAL], to=TensorProto.INT32),
         helper.make_node(
             "Constant", [], [_ROW_SHAPE], value=helper.make_tensor(_ROW_SHAPE, TensorProto.INT64, [3], [0, 1, -1])
         ),
@@ -210,7 +207,7 @@ def _self_attention(g: _Graph, self_k: str, self_v: str, heads: int) -> Iterator
     out, present_k, present_v = g.fresh("attended"), present_output(self_k), present_output(self_v)
     yield helper.make_node(
         "GroupQueryAttention",
-        [*flat, self_k, self_v, _SEQLENS, _TOTAL],
+        [*flat, self_k, self_v, _SEQLENS, TOTAL_LENGTH],
         [out, present_k, present_v],
         domain=MS_DOMAIN,
         num_heads=heads,

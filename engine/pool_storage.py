@@ -45,7 +45,15 @@ class DeviceBlock:
 Block = np.ndarray | DeviceBlock
 
 
+def address(block: Block) -> int:
+    """Where ``block``'s memory starts."""
+    return block.value.data_ptr() if isinstance(block, DeviceBlock) else block.ctypes.data
+
+
 class Storage(Protocol):
+    device: str  # where its blocks are: "cpu", "cuda"
+    device_id: int
+
     def empty(self, shape: tuple[int, ...], dtype: type[np.floating]) -> Block:
         """A block of ``shape``, all zeros."""
         ...
@@ -76,6 +84,8 @@ class Storage(Protocol):
 
 class HostStorage:
     """Blocks as numpy arrays in private anonymous memory (module docstring)."""
+
+    device, device_id = "cpu", 0
 
     def empty(self, shape: tuple[int, ...], dtype: type[np.floating]) -> np.ndarray:
         return _untouched(shape, dtype)

@@ -70,6 +70,8 @@ class RunnerConfig:
     # CPU: the decoder step as the row pool runs it (engine.pool_graph), not the exported step, whose
     # cache is one rectangle (HostDecoder)
     pool: bool = False
+    # CUDA with the pool: its step captured as CUDA graphs and replayed (engine.captured_step)
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         if self.provider not in ("auto", "cpu", "cuda"):
@@ -162,11 +164,15 @@ def start_onnxruntime() -> None:
     session.run(None, {"x": np.ones((1, 1), dtype=np.float32)})
 
 
-def load_session(path: Path, provider: str, config: RunnerConfig, graph: bytes | None = None) -> ort.InferenceSession:
-    """The session of the graph at ``path``, or of ``graph`` (that graph edited) when given."""
+def load_session(
+    path: Path, provider: str, config: RunnerConfig, graph: bytes | None = None, *, cuda_graph: bool = False
+) -> ort.InferenceSession:
+    """The session of the graph at ``path``, or of ``graph`` (that graph edited) when given;
+    ``cuda_graph``: on CUDA, its runs captured as CUDA graphs where they name one."""
     providers: list[str | tuple[str, dict[str, str]]] = [CPU]
     if provider == "cuda":
-        providers = [(CUDA, {"device_id": str(config.device_id)}), CPU]
+        cuda = {"device_id": str(config.device_id)} | ({"enable_cuda_graph": "1"} if cuda_graph else {})
+        providers = [(CUDA, cuda), CPU]
     try:
         options = session_options(config.threads, spin=config.spin)
         if config.profile_prefix is not None:
@@ -227,7 +233,7 @@ def load_decoder(path: Path, provider: str, config: RunnerConfig, *, shortlist: 
     inputs ``DeviceDecoder`` needs)."""
     mapped = provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
     graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, cuda=provider == "cuda", pool=config.pool)
-    return load_session(path, provider, config, graph)
+    return load_session(path, provider, config, graph, cuda_graph=config.pool and config.cuda_graphs)
 
 
 def decoder_graph(

@@ -104,12 +104,18 @@ class TranslatorConfig:
     # sections 21, 24 and 33; on a GPU not yet measured).
     pool: bool = False
     pool_rows: int = 128  # decoder rows a stream's pool decodes together at most
+    # With the pool: its step at a few fixed shapes (engine.captured_step), captured as CUDA graphs
+    # on CUDA (on the CPU the same shapes without capture, for tests). Every step then scores the
+    # whole vocabulary: a shortlist's step varies in shape
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         if self.max_batch_sentences < 1 or self.max_batch_tokens < 1:
             raise ValueError("max_batch_sentences and max_batch_tokens must be at least 1")
         if self.streams < 1 or self.threads < 0:
             raise ValueError("streams must be at least 1 and threads at least 0")
+        if self.cuda_graphs and not self.pool:
+            raise ValueError("cuda_graphs captures the row pool's step: it needs pool")
 
     @property
     def threads_per_stream(self) -> int:
@@ -258,7 +264,8 @@ class Translator:
         variant = config.variant or getattr(manifest.default_variant, provider)
         d = manifest.dimensions
         graphs = bundle.graph_paths(variant)
-        self.shortlist = Shortlist.load(bundle.path / manifest.shortlist.file) if manifest.shortlist else None
+        listed = None if config.cuda_graphs else manifest.shortlist
+        self.shortlist = Shortlist.load(bundle.path / listed.file) if listed else None
         self.runner = Runner(
             *graphs,
             DecoderShape(d.decoder_layers, d.heads, d.d_head, d.vocab_size),
@@ -267,6 +274,7 @@ class Translator:
                 threads=config.threads_per_stream,
                 weights_cache=config.weights_cache,
                 pool=config.pool,
+                cuda_graphs=config.cuda_graphs,
             ),
             shortlist=self.shortlist is not None,
         )
@@ -281,7 +289,7 @@ class Translator:
                     RowPool(
                         self.runner.decoder,
                         shape,
-                        PoolConfig(rows=config.pool_rows, positions=d.max_positions),
+                        PoolConfig(rows=config.pool_rows, positions=d.max_positions, fixed_shapes=config.cuda_graphs),
                         DeviceStorage("cuda", self.runner.device_id) if self.runner.provider == "cuda" else None,
                     ),
                     self.runner.encode,

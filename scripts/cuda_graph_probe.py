@@ -6,15 +6,14 @@ The step is the shipped decoder's as ``engine.pool_graph`` edits it, each layer'
 ``GroupQueryAttention`` in float16 (onnxruntime's CUDA kernel takes float16 or bfloat16 only: the
 cache buffers are float16, q, k and v are cast in and the attention cast out), at fixed capacity
 shapes, as a CUDA graph needs: ``ROWS`` rows, ``SLOTS`` sentence slots of ``SOURCE`` positions, a
-cache of ``WIDTH`` positions. Every input and output is bound once, in device memory; between
-replays the inputs are written in place (``OrtValue.update_inplace``). Checked: the plain CUDA run
-against the CPU's float32 step (the same best tokens), the replay against the plain run after the
-rows' positions moved on. Twice: with ``GroupQueryAttention``'s total length computed from the
-rows' positions on the device, as the pool's step has it (CUDA's kernel takes it in host memory, so
-onnxruntime would copy it out in the middle of the step), and with it the buffer's width, a constant
-(the same outputs on the CPU: each row's own length is ``seqlens_k``). Each variant first prints
-where onnxruntime places its nodes: one on the CPU keeps the step from being captured. Run from the
-repository's root with it on ``PYTHONPATH``.
+cache of ``WIDTH`` positions. Every input and output is bound once, in device memory (the
+candidates' count and the attention's total length, the buffer's width, in host memory, where the
+kernels read them); between replays the inputs are written in place (``OrtValue.update_inplace``).
+Checked: the plain CUDA run against the CPU's float32 step (the same best tokens), the replay
+against the plain run after the rows' positions moved on. It first prints where onnxruntime places
+the step's nodes: a node on the CPU that is not a shape computation keeps the step from being
+captured. The engine's own captured step is ``engine.captured_step``; this probe times one shape
+of it alone. Run from the repository's root with it on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -28,27 +27,21 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
-from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, with_half_attention, with_pool_inputs
+from engine.captured_step import HOST_INPUTS
+from engine.pool_graph import POSITIONS, QUERY_SLOTS, ROW_SLOTS, TOTAL_LENGTH, with_half_attention, with_pool_inputs
 
 DECODER = Path(__file__).resolve().parents[1] / "models" / "en-de" / "bundle" / "decoder.onnx"
 ROWS, SLOTS, SOURCE, WIDTH, CANDIDATES, REPLAYS = 128, 32, 32, 256, 9, 200
 CUDA = "CUDAExecutionProvider"
 
 
-def pool_step(half: bool, constant_total: bool = False) -> onnx.ModelProto:
-    """The pool's step of the shipped decoder; ``half``: its attention in float16;
-    ``constant_total``: the attention's total length the buffer's width."""
+def pool_step(half: bool) -> onnx.ModelProto:
+    """The pool's step of the shipped decoder; ``half``: its attention in float16."""
     model = onnx.load(str(DECODER))
     with_pool_inputs(model)
     if half:
         with_half_attention(model)
-    if constant_total:
-        cast = next(n for n in model.graph.node if n.output[0] == "pool/total_length")
-        width = helper.make_tensor("width", TensorProto.INT32, [], [WIDTH])
-        model.graph.node.remove(cast)
-        model.graph.node.insert(0, helper.make_node("Constant", [], [cast.output[0]], value=width))
     return model
 
 
@@ -64,6 +57,7 @@ def inputs(model: onnx.ModelProto, half: bool) -> dict[str, np.ndarray]:
         POSITIONS: rng.integers(1, 40, ROWS),
         QUERY_SLOTS: np.arange(ROWS),  # slot s answers rows 4s .. 4s + 3
         ROW_SLOTS: np.arange(ROWS),
+        TOTAL_LENGTH: np.array(WIDTH, dtype=np.int32),
         "src_mask": np.ones((SLOTS, SOURCE), dtype=bool),
     }
     for name in shapes:
@@ -87,7 +81,7 @@ def cpu_reference() -> dict[str, np.ndarray]:
 
 class Bound:
     """A session of the half step on ``provider`` with every input and output in device memory
-    (``candidates`` in host memory: TopK reads k on the host), outputs allocated by onnxruntime or,
+    (``HOST_INPUTS`` in host memory, where the kernels read them), outputs allocated by onnxruntime or,
     for a CUDA graph, into ``like``'s outputs' shapes, at addresses fixed before the capture."""
 
     def __init__(self, model: onnx.ModelProto, provider: str, like: Bound | None = None) -> None:
@@ -96,7 +90,7 @@ class Bound:
         self.device = "cuda" if provider == CUDA else "cpu"
         self.feed = inputs(model, half=True)
         self.values = {
-            name: ort.OrtValue.ortvalue_from_numpy(value, "cpu" if name == "candidates" else self.device, 0)
+            name: ort.OrtValue.ortvalue_from_numpy(value, "cpu" if name in HOST_INPUTS else self.device, 0)
             for name, value in self.feed.items()
         }
         self.binding = self.session.io_binding()
@@ -142,9 +136,7 @@ def say(line: str) -> None:
 def main() -> None:
     expected = cpu_reference()
     provider = CUDA if CUDA in ort.get_available_providers() else "CPUExecutionProvider"
-    for constant_total in (False, True):
-        say(f"-- total length {'the width, a constant' if constant_total else 'from the positions'}")
-        probe(pool_step(half=True, constant_total=constant_total), provider, expected)
+    probe(pool_step(half=True), provider, expected)
 
 
 def placements(model: onnx.ModelProto, provider: str) -> list[str]:

@@ -69,12 +69,13 @@ python3 -m pytest -q --timeout=300 -p no:cacheprovider tests/engine/test_cuda.py
 
 # 2. Whether onnxruntime's CUDA GroupQueryAttention (the row pool's attention) takes float32 and float16.
 python3 scripts/gqa_probe.py 2>&1 | tee "$OUT/gqa.log" || true
-# ... and whether the pool's step (its attention in float16, at fixed shapes) is captured as a CUDA graph.
+# ... where onnxruntime places the pool's step's nodes, and one shape of it captured, against a plain run.
 python3 scripts/cuda_graph_probe.py 2>&1 | tee "$OUT/cuda_graph.log" || true
 
-# 3. The engine against CTranslate2 on the GPU, beam 4, batches of 32 and 128, fp32 (rectangles and the row
-# pool, its caches in float16) and CTranslate2's float32 and float16, each engine's fastest against the other's.
-python3 -m benchmarks.engine --provider cuda --systems ours-fp32 pool-fp32 ct2-float32 ct2-float16 --streams 1 \
+# 3. The engine against CTranslate2 on the GPU, beam 4, batches of 32 and 128, fp32 (rectangles, the row pool
+# with its caches in float16, and the pool's step captured as CUDA graphs) and CTranslate2's float32 and
+# float16, each engine's fastest against the other's.
+python3 -m benchmarks.engine --provider cuda --systems ours-fp32 pool-fp32 graph-fp32 ct2-float32 ct2-float16 --streams 1 \
   --beams 4 --batch-size 32 128 --rounds 3 --out "$OUT/engine-cuda.json" 2>&1 | tee "$OUT/engine-cuda.log"
 
 # 4. The service on the GPU at 64 clients against the offline engine.
@@ -83,3 +84,6 @@ python3 -m benchmarks.service --provider cuda --streams 1 --concurrency 64 --rou
 # ... and with the row pool (MT_ROW_POOL), its caches in float16 on the GPU.
 python3 -m benchmarks.service --provider cuda --row-pool on --streams 1 --concurrency 64 --rounds 1 --duration 6 \
   --warmup 2 --limit 300 --out "$OUT/service-cuda-pool.json" 2>&1 | tee "$OUT/service-cuda-pool.log"
+# ... and with the pool's step captured as CUDA graphs (MT_CUDA_GRAPHS).
+python3 -m benchmarks.service --provider cuda --row-pool on --cuda-graphs on --streams 1 --concurrency 64 --rounds 1 \
+  --duration 6 --warmup 2 --limit 300 --out "$OUT/service-cuda-graphs.json" 2>&1 | tee "$OUT/service-cuda-graphs.log"

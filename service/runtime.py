@@ -141,6 +141,7 @@ class Runtime:
             max_batch_sentences=s.max_batch_sentences,
             max_batch_tokens=s.max_batch_tokens,
             pool=s.row_pool,
+            cuda_graphs=s.row_pool and s.cuda_graphs,
         )
         batcher = BatcherConfig(
             max_batch_sentences=s.max_batch_sentences,

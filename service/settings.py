@@ -84,6 +84,11 @@ class Settings(BaseSettings):
         description="The engine decodes in a pool of rows, which batches join and leave between decoder steps, "
         "the self-attention cache written in place (on CUDA in float16); false: each batch as one rectangle of rows.",
     )
+    cuda_graphs: bool = Field(
+        False,
+        description="With `MT_ROW_POOL` on CUDA: the pool's decoder step runs at a few fixed shapes, each captured "
+        "once as a CUDA graph and replayed (every step scores the whole vocabulary: no shortlist).",
+    )
     max_batch_sentences: int = Field(32, ge=1, description="Most texts in one engine batch.")
     max_batch_tokens: int = Field(4096, ge=1, description="Most source tokens in one engine batch.")
     max_wait_ms: float = Field(

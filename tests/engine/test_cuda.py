@@ -116,3 +116,26 @@ def test_the_row_pool_on_the_gpu_translates_as_on_the_cpu(tiny_bundle: Path, bun
         assert_same_translations(cpu, cuda, texts, TranslationOptions(beam_size=4, shortlist=True))
     pool = cuda.pools[0].pool
     assert {pool.cache.value.device_name().lower(), pool.cross.value.device_name().lower()} == {"cuda"}
+
+
+@pytest.mark.parametrize("bundle", ["tiny", "shipped"])
+def test_the_row_pool_captured_as_cuda_graphs_translates_as_without(tiny_bundle: Path, bundle: str) -> None:
+    """The pool's step at fixed shapes, captured as CUDA graphs and replayed
+    (``engine.captured_step``): the translations of the CUDA pool without graphs, and a second
+    pass over the same texts, replays of the graphs the first captured, gives the first's."""
+    path, texts = (tiny_bundle, SENTENCES * 4) if bundle == "tiny" else (SHIPPED, SHIPPED_SENTENCES)
+    plain = Translator(TranslatorConfig(model_dir=path, provider="cuda", pool=True))
+    graphs = Translator(TranslatorConfig(model_dir=path, provider="cuda", pool=True, cuda_graphs=True))
+    options = graphs.runner.decoder.get_provider_options()["CUDAExecutionProvider"]
+    assert options["enable_cuda_graph"] == "1"
+    for wanted in (
+        TranslationOptions(beam_size=4, return_alignments=True, shortlist=False),
+        TranslationOptions(beam_size=1, shortlist=False),
+    ):
+        assert_same_translations(plain, graphs, texts, wanted)
+        first, again = (graphs.translate_batch(texts, wanted).results for _ in range(2))
+        assert [r.text for r in again] == [r.text for r in first]
+        np.testing.assert_allclose([r.hypotheses[0].score for r in again], [r.hypotheses[0].score for r in first])
+    assert graphs.pools is not None
+    captured = graphs.pools[0].pool.captured
+    assert captured is not None and captured.shapes

@@ -137,6 +137,7 @@ def test_the_pool_step_computes_the_exported_step_over_ragged_rows(tiny_bundle: 
         "positions": np.full(len(order), P),
         "query_slots": np.array([4, 4, 3, 2, 1, 0]),  # slot 0's one row (twice), slot 1's and slot 2's two
         "row_slots": np.array([5, 4, 3, 2, 0]),
+        "total_length": np.array(W, dtype=np.int32),  # the buffer's width: each row reads its own P
     }
     got = dict(zip([o.name for o in pool.decoder.get_outputs()], pool.decoder.run(None, pooled), strict=True))
     np.testing.assert_allclose(got["log_probs"], expected["log_probs"][order], atol=2e-5)
