@@ -59,3 +59,15 @@ def test_an_engine_process_killed_under_load_fails_no_request(
 ) -> None:
     """Killed while its pool decodes: its batches are tried again on the other, none is lost."""
     assert_killed_engine_loses_nothing(pooled, pooled_server, [texts_body([s]) for s in SENTENCES] * 6)
+
+
+def test_the_pool_at_fixed_shapes_serves_the_rectangle_engines_translations(
+    client: httpx.Client, start_service: StartService
+) -> None:
+    """``MT_CUDA_GRAPHS`` (on the CPU: the pool's step at fixed shapes, nothing to capture):
+    concurrent requests get what the rectangle engine gives them."""
+    server = start_service(row_pool=True, cuda_graphs=True, streams=1, max_wait_ms=2)
+    expected = [client.post(ROUTE, json=texts_body([s])).json()["translations"][0]["text"] for s in SENTENCES]
+    responses = asyncio.run(concurrently(server.url, [texts_body([s], beam_size=4) for s in SENTENCES]))
+    assert [r.status_code for r in responses] == [200] * len(SENTENCES)
+    assert [r.json()["translations"][0]["text"] for r in responses] == expected
