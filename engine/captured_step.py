@@ -45,9 +45,10 @@ MIN_PLACES = 8  # the fewest rows (slots) a shape has: fewer shapes, each captur
 # What the step reads in host memory (TopK's count, the attention's total length, whether the head
 # returns every log-probability): bound there, so that nothing is copied out of the device mid-step.
 HOST_INPUTS = frozenset({"candidates", TOTAL_LENGTH, ALL_LOG_PROBS})
-# Graph ids are a session's; several pools may share one, so ids come from one count per process,
-# and runs that may capture take turns (a capture records the device's whole stream).
-_GRAPH_IDS = itertools.count()
+# Graph ids are a session's; several pools may share one, so ids come from one count per process
+# (from 1: onnxruntime keeps 0 for itself, -1 runs without a graph), and runs that may capture take
+# turns (a capture records the device's whole stream).
+_GRAPH_IDS = itertools.count(1)
 _CAPTURING = threading.Lock()
 
 
