@@ -42,6 +42,9 @@ from engine.pool_storage import CUDA, Block, Storage, address
 from engine.step_head import ALL_LOG_PROBS
 
 MIN_PLACES = 8  # the fewest rows (slots) a shape has: fewer shapes, each captured once
+# onnxruntime keeps a captured graph, and the memory its run held, for the session's life: at most
+# this many shapes are kept, and a step of any other shape runs uncaptured, its buffers made for it.
+MAX_SHAPES = 64
 # What the step reads in host memory (TopK's count, the attention's total length, whether the head
 # returns every log-probability): bound there, so that nothing is copied out of the device mid-step.
 HOST_INPUTS = frozenset({"candidates", TOTAL_LENGTH, ALL_LOG_PROBS})
@@ -122,7 +125,11 @@ class CapturedStep:
         host = tuple((name, feed[name].tobytes()) for name in sorted(HOST_INPUTS & feed.keys()))
         where = [(address(block), block.shape) for block in (blocks.cache, blocks.cross)]
         key = (rows, slots, queries, host, *where)
-        shape = self._shapes.get(key) or self._new_shape(key, feed, rows, slots, queries, blocks)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._new_shape(feed, rows, slots, queries, blocks)
+            if len(self._shapes) < MAX_SHAPES:
+                self._shapes[key] = shape
         _pad(feed, shape.inputs, blocks.rows, blocks.slots, queries)
         for value, staged in shape.inputs.values():
             value.update_inplace(staged)
@@ -151,9 +158,7 @@ class CapturedStep:
         options.add_run_config_entry("gpu_graph_id", str(graph_id))  # -1: run without a graph
         return options
 
-    def _new_shape(
-        self, key: tuple, feed: dict[str, np.ndarray], rows: int, slots: int, queries: int, blocks: Blocks
-    ) -> _Shape:
+    def _new_shape(self, feed: dict[str, np.ndarray], rows: int, slots: int, queries: int, blocks: Blocks) -> _Shape:
         binding = self.session.io_binding()
         inputs, host = {}, []
         for name, value in feed.items():
@@ -169,9 +174,7 @@ class CapturedStep:
             binding.bind_output(name, self.device, self.device_id)
         self.storage.bind(binding, self.cache_names, blocks.cache, rows, self.present_names)
         self.storage.bind(binding, self.cross_names, blocks.cross, slots)
-        shape = _Shape(next(_GRAPH_IDS), binding, inputs, host)
-        self._shapes[key] = shape
-        return shape
+        return _Shape(next(_GRAPH_IDS), binding, inputs, host)
 
 
 def _padded_length(name: str, rows: int, slots: int, queries: int) -> int:

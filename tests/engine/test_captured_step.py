@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_pool import BOS, EOS, member, run, runner_for, same, searched, sentences
 
-from engine import forced_decoding
+from engine import captured_step, forced_decoding
 from engine.captured_step import MIN_PLACES, bucket, power_of_two
 from engine.forced_decoding import Forced
 from engine.pool import PoolConfig, RowPool
@@ -82,6 +82,21 @@ def test_fixed_shapes_are_few_and_their_blocks_only_grow(pooled: Runner) -> None
     run(pool, {0: [member(pooled, small, searched(small, 4), results[0])]})
     assert (address(pool.cache), pool.source_width) == grown
     assert pool.source_width == power_of_two(pool.source_width)
+
+
+def test_past_the_most_shapes_a_step_runs_uncaptured(pooled: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Captured graphs are never released, so at most ``MAX_SHAPES`` are kept; a step of another
+    shape runs without one and decodes as the rest."""
+    monkeypatch.setattr(captured_step, "MAX_SHAPES", 2)
+    got = {}
+    for fixed in (False, True):
+        results: dict[int, list] = {i: [] for i in range(4)}
+        pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16, fixed_shapes=fixed))
+        run(pool, joins(pooled, 4, results))
+        got[fixed] = [results[i][0] for i in range(4)]
+    assert pool.captured is not None and len(pool.captured.shapes) == 2
+    for plain, fixed_shapes in zip(got[False], got[True], strict=True):
+        assert same(plain, fixed_shapes)
 
 
 def test_forced_decoding_at_fixed_shapes_scores_as_the_plain_pool(pooled: Runner) -> None:
