@@ -189,24 +189,24 @@ def _padded_length(name: str, rows: int, slots: int, queries: int) -> int:
 def _pad(
     feed: dict[str, np.ndarray],
     inputs: dict[str, tuple[ort.OrtValue, np.ndarray]],
-    rows: int,
-    slots: int,
+    live_rows: int,
+    live_slots: int,
     queries: int,
 ) -> None:
     """``feed`` into the shape's staging arrays, padded (module docstring)."""
-    given = len(feed[QUERY_SLOTS]) // max(slots, 1)  # each slot's queries in the plain step
+    given = len(feed[QUERY_SLOTS]) // max(live_slots, 1)  # each slot's queries in the plain step
     for name, (_, staged) in inputs.items():
         value = feed[name]
         if name == QUERY_SLOTS:
             staged[:] = 0
-            staged.reshape(-1, queries)[:slots, :given] = value.reshape(slots, given)
+            staged.reshape(-1, queries)[:live_slots, :given] = value.reshape(live_slots, given)
         elif name == ROW_SLOTS:
             staged[:] = 0
-            staged[:rows] = value // given * queries + value % given
+            staged[:live_rows] = value // given * queries + value % given
         elif name == "src_mask":
             staged[:] = False
             staged[:, 0] = True
-            staged[:slots] = value
+            staged[:live_slots] = value
         else:
             staged[:] = 0
             staged[: len(value)] = value
