@@ -97,13 +97,13 @@ class CapturedStep:
         self,
         session: ort.InferenceSession,
         storage: Storage,
-        device: str,
-        device_id: int,
         cache_names: Sequence[str],
         present_names: Sequence[str],
         cross_names: Sequence[str],
     ) -> None:
-        self.session, self.storage, self.device, self.device_id = session, storage, device, device_id
+        """``storage``: the pool's, whose device the step's inputs and outputs are kept on."""
+        self.session, self.storage = session, storage
+        self.device, self.device_id = storage.device, storage.device_id
         self.cache_names, self.present_names, self.cross_names = cache_names, present_names, cross_names
         self.capture = session.get_provider_options().get(CUDA, {}).get("enable_cuda_graph") == "1"
         self.output_names = [o.name for o in session.get_outputs() if o.name not in present_names]

@@ -115,15 +115,7 @@ class RowPool:
         self.src_mask = np.zeros((0, 0), dtype=bool)  # (Bs, S)
         self._allocate_slots(places, self._source_allocation(0))
         self.captured = (
-            CapturedStep(
-                session,
-                self.storage,
-                self.storage.device,
-                self.storage.device_id,
-                self.cache_names,
-                self.present_names,
-                self.cross_names,
-            )
+            CapturedStep(session, self.storage, self.cache_names, self.present_names, self.cross_names)
             if config.fixed_shapes
             else None
         )
