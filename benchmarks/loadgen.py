@@ -17,6 +17,7 @@ import itertools
 import json
 import multiprocessing
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -35,7 +36,11 @@ BATCH_METRIC = "mt_batch_size_sentences"
 # Processes of at most this many clients keep one process's event loop from becoming the bottleneck.
 CLIENTS_PER_PROCESS = 16
 CPU_SPLIT = ("http", "engine", "clients", "idle", "steal")
-START_DELAY_S = 3.0  # every client process has started and imported its client by then
+# The clients start this long after every client process has said it is ready (imported, its
+# bodies encoded), all of them and the parent at once: a barrier, not a guess at how long a spawn takes.
+START_AFTER_READY_S = 0.05
+READY_TIMEOUT_S = 60.0
+_ready: threading.Barrier | None = None  # in a client process: where it waits for the others
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,8 @@ class Level:
 
 async def closed_loop(url: str, bodies: Iterator[bytes], level: Level, load: Load, start: float) -> None:
     """``level.concurrency`` clients, each sending its next request when the previous one returns,
-    from ``start`` (``time.monotonic()``, shared by all client processes) for warmup + duration."""
+    from ``start`` (``time.monotonic()``, which every client process takes as the barrier releases
+    them all) for warmup + duration."""
     window_start, window_end = start + load.warmup, start + load.warmup + load.duration
 
     async def client_loop() -> None:
@@ -107,9 +113,16 @@ async def closed_loop(url: str, bodies: Iterator[bytes], level: Level, load: Loa
     level.window_s = time.monotonic() - window_start  # until the last measured request returned
 
 
-def client_process(url: str, texts: list[str], offset: int, concurrency: int, load: Load, start: float) -> Level:
+def _wait_at(barrier: threading.Barrier) -> None:
+    """A client process's initializer: the barrier its clients start from."""
+    global _ready
+    _ready = barrier
+
+
+def client_process(url: str, texts: list[str], offset: int, concurrency: int, load: Load) -> Level:
     """One process's share of the clients; each process starts at its own place in the test set.
-    Bodies are encoded beforehand: every millisecond the clients spend is taken from the service."""
+    Bodies are encoded beforehand: every millisecond the clients spend is taken from the service.
+    They start once every client process (and the parent) has reached the barrier."""
     level = Level(concurrency)
     encoded = [
         json.dumps(
@@ -118,7 +131,9 @@ def client_process(url: str, texts: list[str], offset: int, concurrency: int, lo
         for t in texts
     ]
     bodies = itertools.islice(itertools.cycle(encoded), offset, None)
-    uvloop.run(closed_loop(url, bodies, level, load, start))
+    assert _ready is not None, "client_process runs in run_level's processes"
+    _ready.wait(READY_TIMEOUT_S)
+    uvloop.run(closed_loop(url, bodies, level, load, time.monotonic() + START_AFTER_READY_S))
     return level
 
 
@@ -179,13 +194,15 @@ def run_level(url: str, service_pid: int, texts: list[str], concurrency: int, lo
     shares = [min(CLIENTS_PER_PROCESS, concurrency - i) for i in range(0, concurrency, CLIENTS_PER_PROCESS)]
     level = Level(concurrency)
     batched_before = batch_totals(url)
-    with ProcessPoolExecutor(len(shares), mp_context=multiprocessing.get_context("spawn")) as pool:
-        start = time.monotonic() + START_DELAY_S
+    context = multiprocessing.get_context("spawn")
+    ready = context.Barrier(len(shares) + 1)
+    with ProcessPoolExecutor(len(shares), mp_context=context, initializer=_wait_at, initargs=(ready,)) as pool:
         futures = [
-            pool.submit(client_process, url, texts, i * len(texts) // len(shares), n, load, start)
+            pool.submit(client_process, url, texts, i * len(texts) // len(shares), n, load)
             for i, n in enumerate(shares)
         ]
-        cpu_percent = cpu_percent_while(service_pid, start, load)
+        ready.wait(READY_TIMEOUT_S)
+        cpu_percent = cpu_percent_while(service_pid, time.monotonic() + START_AFTER_READY_S, load)
         for future in futures:
             level.add(future.result())
     batched_after = batch_totals(url)
