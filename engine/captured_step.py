@@ -38,7 +38,8 @@ import numpy as np
 import onnxruntime as ort
 
 from engine.pool_graph import QUERY_SLOTS, ROW_SLOTS, TOTAL_LENGTH
-from engine.pool_storage import CUDA, Block, Storage, address
+from engine.pool_storage import Block, Storage, address
+from engine.runner import CUDA
 from engine.step_head import ALL_LOG_PROBS
 
 MIN_PLACES = 8  # the fewest rows (slots) a shape has: fewer shapes, each captured once

@@ -280,7 +280,9 @@ class RowPool:
             "candidates": candidates,
             POSITIONS: lengths.copy(),
             # the longest row with its new position; with fixed shapes the width, which stays
-            TOTAL_LENGTH: np.array(self.width if self.captured else int(lengths.max(initial=0)) + 1, dtype=np.int32),
+            TOTAL_LENGTH: np.array(
+                self.width if self.config.fixed_shapes else int(lengths.max(initial=0)) + 1, dtype=np.int32
+            ),
             QUERY_SLOTS: query_slots,
             ROW_SLOTS: row_slots,
             "src_mask": self.src_mask[: self.n_slots],

@@ -30,7 +30,7 @@ from typing import Protocol
 import numpy as np
 import onnxruntime as ort
 
-CUDA = "CUDAExecutionProvider"
+from engine.runner import CUDA
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ class HostStorage:
     ) -> None:
         # Addresses are computed, not taken from a view of each layer: a view and its ``ctypes``
         # cost more than the binding.
-        address, stride = block.ctypes.data, block.strides[0]
-        _bind_layers(binding, "cpu", 0, block.dtype.type, block.shape, address, stride, names, count, outputs)
+        stride = block.strides[0]
+        _bind_layers(binding, "cpu", 0, block.dtype.type, block.shape, address(block), stride, names, count, outputs)
 
 
 @dataclass
@@ -176,14 +176,23 @@ class DeviceStorage:
     def bind(
         self, binding: ort.IOBinding, names: Sequence[str], block: DeviceBlock, count: int, outputs: Sequence[str] = ()
     ) -> None:
-        address, stride = block.value.data_ptr(), math.prod(block.shape[1:]) * np.dtype(block.dtype).itemsize
+        stride = math.prod(block.shape[1:]) * np.dtype(block.dtype).itemsize
         _bind_layers(
-            binding, self.device, self.device_id, block.dtype, block.shape, address, stride, names, count, outputs
+            binding,
+            self.device,
+            self.device_id,
+            block.dtype,
+            block.shape,
+            address(block),
+            stride,
+            names,
+            count,
+            outputs,
         )
 
     def _bind_whole(self, binding: ort.IOBinding, name: str, block: DeviceBlock, *, output: bool = False) -> None:
         bind = binding.bind_output if output else binding.bind_input
-        bind(name, self.device, self.device_id, block.dtype, list(block.shape), block.value.data_ptr())
+        bind(name, self.device, self.device_id, block.dtype, list(block.shape), address(block))
 
     def _zero(self, block: DeviceBlock) -> None:
         """Zeros into ``block``: a slot's masked positions are read, and 0 x NaN is not 0."""

@@ -76,10 +76,8 @@ def test_fixed_shapes_are_few_and_their_blocks_only_grow(pooled: Runner) -> None
     assert len(pool.lengths) >= 32 and address(pool.cache) != first  # grew for the last search
     grown = (address(pool.cache), pool.source_width)
     pool.release()
-    for i in range(2):  # a narrow search after them keeps the grown blocks
-        results[i] = []
-    small = sentences(2, 9, longest=5)
-    run(pool, {0: [member(pooled, small, searched(small, 4), results[0])]})
+    small, narrow = sentences(2, 9, longest=5), []  # a narrow search after them keeps the grown blocks
+    run(pool, {0: [member(pooled, small, searched(small, 4), narrow)]})
     assert (address(pool.cache), pool.source_width) == grown
     assert pool.source_width == power_of_two(pool.source_width)
 
