@@ -264,23 +264,41 @@ class SqliteDatabase:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._using = 0  # statements and transactions under way, in any thread
+        self._closed = False
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        with self._unavailable():
-            db = self._connection()
-            db.execute("BEGIN IMMEDIATE")
-        try:
-            yield _SqliteTransaction(db)
-        except BaseException:
-            if db.in_transaction:  # SQLite rolls back on its own after some errors (a full disk)
-                db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._in_use():
+            with self._unavailable():
+                db = self._connection()
+                db.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SqliteTransaction(db)
+            except BaseException:
+                if db.in_transaction:  # SQLite rolls back on its own after some errors (a full disk)
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     def statement(self, sql: str, params: Params | None = None) -> list[Row]:
-        with self._unavailable():
+        with self._in_use(), self._unavailable():
             return self._connection().execute(sql, params or {}).fetchall()
+
+    @contextmanager
+    def _in_use(self) -> Iterator[None]:
+        """Counted while a thread uses a connection, which ``close`` must not close under it."""
+        with self._idle:
+            if self._closed:
+                raise DatabaseUnavailable(f"the state database {self.path} is closed")
+            self._using += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._using -= 1
+                self._idle.notify_all()
 
     @contextmanager
     def _unavailable(self) -> Iterator[None]:
@@ -311,7 +329,14 @@ class SqliteDatabase:
         return db
 
     def close(self) -> None:
-        with self._lock:
+        """Refuse new statements, wait for those under way, close every connection. SQLite's
+        connections are shared between threads here: one closed while another thread's statement
+        runs on it crashes the process (a shutdown's cancelled task leaves its thread running)."""
+        with self._idle:
+            self._closed = True
+            if not self._idle.wait_for(lambda: self._using == 0, timeout=BUSY_TIMEOUT_S + 1):
+                log.warning("the state database %s is closed with statements still running", self.path)
+                return  # its connections go with the process
             for db in self._connections:
                 db.close()
             self._connections.clear()
