@@ -55,7 +55,7 @@ from benchmarks.common import (
     write_report,
 )
 from benchmarks.ct2_convert import convert
-from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, ct2_baseline, run_workers
+from benchmarks.systems import MULTI_STREAM, SYSTEMS, Schedule, Worker, ct2_baseline, ct2_model, run_workers
 from engine.bundle import load_bundle
 from engine.shortlist import Shortlist
 from engine.tokenizer import Tokenizer
@@ -67,7 +67,7 @@ REFERENCE = "torch-cache"
 SLOW = ("torch-nocache",)
 ENGINE_SYSTEMS = [name for name, (family, _) in SYSTEMS.items() if family != "transformers"]
 WITH_SHORTLIST = ("-shortlist", "-vmap")
-GPU_ONLY = ("ct2-float16",)
+GPU_ONLY = ("ct2-float16", "ours-fp16", "graph-fp16")
 DEFAULT_SYSTEMS = [
     n for n in ENGINE_SYSTEMS if not n.startswith("baseline-") and not n.endswith(WITH_SHORTLIST) and n not in GPU_ONLY
 ]
@@ -111,8 +111,7 @@ def worker(entry: Entry, streams: int, args: argparse.Namespace) -> Worker:
     elif family == "ours":
         cmd += ["--bundle", str(args.bundle)]
     elif family == "ct2":
-        stored = "float32" if precision == "float16" else precision  # float16 is computed from the float32 model
-        cmd += ["--ct2-dir", str(args.workdir / f"ct2-{stored}"), "--bundle", str(args.bundle)]
+        cmd += ["--ct2-dir", str(args.workdir / f"ct2-{ct2_model(precision)}"), "--bundle", str(args.bundle)]
     else:
         cmd += ["--checkpoint", str(args.checkpoint)]
     return Worker(name, cmd, args.workdir / f"{name}-streams{streams}-b{entry.batch}.log", child_env())

@@ -1,6 +1,7 @@
 """An OPUS-MT-sized MarianMT: our engine against CTranslate2 and transformers: ``python -m benchmarks.marian``.
 
     python -m benchmarks.marian [--size opus-mt|tiny] [--limit 256] [--streams 1 2] [--rounds 3] [--out FILE]
+    python -m benchmarks.marian --provider cuda --streams 1 --systems ours-fp16 graph-fp16 ct2-float16
 
 1. The model: a MarianMT checkpoint of OPUS-MT en-de's shape (6 + 6 layers, d_model 512, 8 heads,
    FFN 2048, SiLU, 58,101 vocabulary entries, tied embeddings) with random weights (fixed seed),
@@ -76,6 +77,7 @@ from benchmarks.systems import (
     Schedule,
     Worker,
     ct2_baseline,
+    ct2_model,
     length_sorted_batches,
     run_workers,
 )
@@ -84,6 +86,8 @@ from export.shortlist import main as build_shortlist
 
 MARIAN_SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
 POOL_SYSTEMS = ["pool-fp32", "pool-int8"]  # ours decoding in the row pool (engine.pool)
+# with --provider cuda: ours captured as CUDA graphs, and both in float16
+GPU_SYSTEMS = ["graph-fp32", "ours-fp16", "graph-fp16", "ct2-float16"]
 # with the vocabulary shortlist: ours with the bundle's, CTranslate2 with a vocabulary map of it
 SHORTLIST_SYSTEMS = ["ours-fp32-shortlist", "ours-int8-shortlist", "ct2-float32-vmap", "ct2-int8-vmap"]
 SHORTLIST_K, SHORTLIST_FREQUENT = 100, 1000  # en-de's choice on Multi30K val (RESULTS.md section 16)
@@ -156,9 +160,9 @@ def worker(name: str, streams: int, args: argparse.Namespace) -> Worker:
     cmd = ["--src", str(args.src), "--threads", str(args.threads), "--streams", str(streams)]
     cmd += ["--batch-size", str(args.batch_size), "--max-new-tokens", str(args.max_new_tokens)]
     family, precision = SYSTEMS[name]
-    cmd += ["--bundle", str(args.workdir / "bundle"), "--hf-dir", str(args.workdir / "hf")]
+    cmd += ["--bundle", str(args.workdir / "bundle"), "--hf-dir", str(args.workdir / "hf"), "--provider", args.provider]
     if family == "ct2":
-        cmd += ["--ct2-dir", str(args.workdir / f"ct2-{precision}")]
+        cmd += ["--ct2-dir", str(args.workdir / f"ct2-{ct2_model(precision)}")]
     return Worker(name, cmd, args.workdir / f"{name}-streams{streams}.log", child_env())
 
 
@@ -188,7 +192,7 @@ def table(results: dict[str, dict]) -> str:
               "= transformers"]  # fmt: skip
     rows = []
     reference = results.get(REFERENCE)
-    for name in [*MARIAN_SYSTEMS, *POOL_SYSTEMS, *SHORTLIST_SYSTEMS]:
+    for name in [*MARIAN_SYSTEMS, *POOL_SYSTEMS, *SHORTLIST_SYSTEMS, *GPU_SYSTEMS]:
         if (r := results.get(name)) is None:
             continue
         base = results.get(ct2_baseline(name)) if SYSTEMS[name][0] != "transformers" else None
@@ -443,7 +447,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--src", type=Path, default=TEST_SRC)
     parser.add_argument("--limit", type=int, default=256, help="the first N test sentences")
     parser.add_argument(
-        "--systems", nargs="+", choices=[*MARIAN_SYSTEMS, *POOL_SYSTEMS, *SHORTLIST_SYSTEMS], default=MARIAN_SYSTEMS
+        "--systems",
+        nargs="+",
+        choices=[*MARIAN_SYSTEMS, *POOL_SYSTEMS, *SHORTLIST_SYSTEMS, *GPU_SYSTEMS],
+        default=MARIAN_SYSTEMS,
+    )
+    parser.add_argument(
+        "--provider",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help=f"where the systems run; {', '.join(GPU_SYSTEMS)} need cuda",
     )
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)

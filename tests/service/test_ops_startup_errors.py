@@ -30,7 +30,7 @@ def _start_failure(settings: dict[str, str], log_path: Path) -> tuple[int, str]:
         ("preload", "MT_PRELOAD names no model of the repository: nosuch"),
         ("missing", "bundle directory does not exist"),
         ("file", "bundle directory does not exist"),
-        ("variant", "no variant 'fp16'"),
+        ("variant", "no variant 'int4'"),
     ],
 )
 def test_an_expected_start_up_failure_is_one_line(
@@ -42,7 +42,7 @@ def test_an_expected_start_up_failure_is_one_line(
         "preload": {"MT_MODEL_DIR": str(tiny_bundle), "MT_PRELOAD": "nosuch"},
         "missing": {"MT_MODEL_DIR": str(tmp_path / "no-such-bundle")},
         "file": {"MT_MODEL_DIR": str(blocker)},
-        "variant": {"MT_MODEL_DIR": str(tiny_bundle), "MT_VARIANT": "fp16"},
+        "variant": {"MT_MODEL_DIR": str(tiny_bundle), "MT_VARIANT": "int4"},
     }[setting]
     status, log = _start_failure({**settings, "MT_DATA_DIR": str(tmp_path / "data")}, tmp_path / "service.log")
     assert status == 1, log
