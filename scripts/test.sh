@@ -25,5 +25,6 @@ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/n
 ruff check .
 ruff format --check .
 # One worker per CPU: most tests wait on servers and processes they start, so two workers on two
-# CPUs take about 0.6x one worker's time. A later -n (-n 0 to debug) overrides it.
-python -m pytest -n "$(nproc)" "$@"
+# CPUs take about 0.6x one worker's time. Each test file runs in one worker, so that the servers
+# its module starts start once (tests/service/conftest.py). A later -n (-n 0 to debug) overrides it.
+python -m pytest -n "$(nproc)" --dist loadfile "$@"
