@@ -59,16 +59,26 @@ def pair(bundle: Path, variant: str) -> tuple[Translator, Translator]:
     return cpu, cuda
 
 
-def assert_same_translations(cpu: Translator, cuda: Translator, texts: list[str], options: TranslationOptions) -> None:
+def assert_same_translations(
+    cpu: Translator,
+    cuda: Translator,
+    texts: list[str],
+    options: TranslationOptions,
+    *,
+    share: float = 0.9,
+    tolerance: float = 1e-2,
+) -> None:
+    """At least ``share`` of the translations identical, and their scores and alignments within
+    ``tolerance``: other kernels' rounding may change a close call between candidates, no more."""
     on_cpu = cpu.translate_batch(texts, options).results
     on_gpu = cuda.translate_batch(texts, options).results
     same = [a.text == b.text for a, b in zip(on_cpu, on_gpu, strict=True)]
-    assert sum(same) >= 0.9 * len(texts), [(a.text, b.text) for a, b in zip(on_cpu, on_gpu, strict=True)]
+    assert sum(same) >= share * len(texts), [(a.text, b.text) for a, b in zip(on_cpu, on_gpu, strict=True)]
     for a, b, equal in zip(on_cpu, on_gpu, same, strict=True):
         if equal:
-            assert b.hypotheses[0].score == pytest.approx(a.hypotheses[0].score, abs=1e-2)
+            assert b.hypotheses[0].score == pytest.approx(a.hypotheses[0].score, abs=tolerance)
             if options.return_alignments:
-                np.testing.assert_allclose(b.alignment.weights, a.alignment.weights, atol=1e-2)
+                np.testing.assert_allclose(b.alignment.weights, a.alignment.weights, atol=tolerance)
 
 
 @pytest.mark.parametrize("variant", ["fp32", "int8"])

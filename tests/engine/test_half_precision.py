@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 from repo_root import REPO
-from test_cuda import SHIPPED_SENTENCES
+from test_cuda import SHIPPED_SENTENCES, assert_same_translations
 
 from engine.api import TranslationOptions
 from engine.beam_search import SearchOptions, search
@@ -76,13 +76,7 @@ def test_the_graphs_compute_in_float16_and_keep_float32_at_their_edges(tiny_bund
 
 def assert_near(reference: Translator, half: Translator, options: TranslationOptions) -> None:
     """Float16's rounding may change a close call between candidates, nothing more."""
-    wanted = reference.translate_batch(SHIPPED_SENTENCES, options).results
-    got = half.translate_batch(SHIPPED_SENTENCES, options).results
-    same = [a.text == b.text for a, b in zip(wanted, got, strict=True)]
-    assert sum(same) >= 0.85 * len(same), [(a.text, b.text) for a, b in zip(wanted, got, strict=True)]
-    for a, b, equal in zip(wanted, got, same, strict=True):
-        if equal:
-            assert b.hypotheses[0].score == pytest.approx(a.hypotheses[0].score, abs=0.05)
+    assert_same_translations(reference, half, SHIPPED_SENTENCES, options, share=0.85, tolerance=0.05)
 
 
 @pytest.mark.parametrize(
