@@ -8,13 +8,14 @@
 # for that Python with the versions constraints.txt pins for it, with the test set in .whl/data:
 #
 #   printf '/.whl/\n/.wc/\n' >> .git/info/exclude
-#   scripts/gpu_check.sh --wheels      # pip download into .whl/, the two largest in pieces in .wc/
+#   scripts/gpu_check.sh --wheels      # pip download into .whl/, the largest in pieces in .wc/
 #   mkdir -p .whl/data && cp ../shared/data/multi30k/{test_2016_flickr,train}.{en,de} .whl/data/
 #
 # A call carries 64 MiB with the working tree, and the tree alone is over that with both shipped
-# models. onnxruntime-gpu (256 MB) and ctranslate2 (43 MB) go first, unpacked, as one tar.xz (229 MB)
-# split into four pieces of 57 MB (.wc/p0-p3), a call each, with models/ out of the index (`git rm -r --cached
-# models`, /models/ in .git/info/exclude: 5 MB of tree), each copying its piece into /tmp/parts; the
+# models. onnxruntime-gpu (256 MB), ctranslate2 (43 MB), transformers, tokenizers and hf-xet go first,
+# unpacked, as one tar.xz (240 MB) split into five pieces of 57 MB (.wc/p0-p4), a call each, with
+# models/ out of the index (`git rm -r --cached models`, /models/ in .git/info/exclude: 6 MB of
+# tree; .whl is then 19 MB with the data), each copying its piece into /tmp/parts; the
 # machine stays warm 30 s between calls. The last call has models/en-de back in the index (not de-en),
 # carries .whl, unpacks the pieces into /tmp/site and runs this script:
 #
@@ -42,9 +43,10 @@ if [ "${1:-}" = "--wheels" ]; then
       --platform manylinux2014_x86_64 -d .whl "${pin:-$name}" ||
       python3 -m pip wheel -q --no-deps -w .whl "${pin:-$name}"  # a pure-Python sdist (srt)
   done
-  # The two too large for a call, unpacked as they would be installed, in pieces of a call each.
+  # The largest, unpacked as they would be installed, in pieces of a call each: what is left in .whl
+  # must travel beside the working tree and a shipped model in one call's 64 MiB.
   rm -rf /tmp/gpu-site .wc && mkdir -p /tmp/gpu-site .wc
-  for wheel in .whl/onnxruntime_gpu-*.whl .whl/ctranslate2-*.whl; do
+  for wheel in .whl/{onnxruntime_gpu,ctranslate2,transformers,tokenizers,hf_xet}-*.whl; do
     python3 -m zipfile -e "$wheel" /tmp/gpu-site && rm "$wheel"
   done
   tar -C /tmp/gpu-site -cf - . | xz -T0 -6 | split -b 57400000 -d -a 1 - .wc/p
