@@ -13,7 +13,7 @@
 #
 # A call carries 64 MiB with the working tree, and the tree alone is over that with both shipped
 # models. onnxruntime-gpu (256 MB), ctranslate2 (43 MB), transformers, tokenizers and hf-xet go first,
-# unpacked, as one tar.xz (240 MB) split into five pieces of 57 MB (.wc/p0-p4), a call each, with
+# unpacked, as one tar.xz (239 MB) split into five pieces of 57 MB (.wc/p0-p4), a call each, with
 # models/ out of the index (`git rm -r --cached models`, /models/ in .git/info/exclude: 6 MB of
 # tree; .whl is then 19 MB with the data), each copying its piece into /tmp/parts; the
 # machine stays warm 30 s between calls. The last call has models/en-de back in the index (not de-en),
