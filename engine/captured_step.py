@@ -81,12 +81,12 @@ class Blocks:
 
 @dataclass
 class _Shape:
-    """One fixed shape's graph id, binding, and its inputs and outputs."""
+    """One fixed shape's binding, its inputs and outputs, and the options its runs name its graph by."""
 
-    graph_id: int
     binding: ort.IOBinding
     inputs: dict[str, tuple[ort.OrtValue, np.ndarray]]  # each device input and its host staging array
     host: list[np.ndarray]  # the host inputs' arrays, which their OrtValues may share
+    replay: ort.RunOptions | None  # its runs' options: its graph id where capture is on
     outputs: dict[str, ort.OrtValue] | None = None  # bound once the first run has given their shapes
 
 
@@ -108,6 +108,7 @@ class CapturedStep:
         self.cache_names, self.present_names, self.cross_names = cache_names, present_names, cross_names
         self.capture = session.get_provider_options().get(CUDA, {}).get("enable_cuda_graph") == "1"
         self.output_names = [o.name for o in session.get_outputs() if o.name not in present_names]
+        self._uncaptured = self._options(-1)
         self._shapes: dict[tuple, _Shape] = {}
 
     @property
@@ -142,11 +143,11 @@ class CapturedStep:
 
     def _run(self, shape: _Shape) -> None:
         if shape.outputs is not None:
-            self.session.run_with_iobinding(shape.binding, self._options(shape.graph_id))
+            self.session.run_with_iobinding(shape.binding, shape.replay)
             return
         # The first run at a shape, not captured, allocates the outputs (bound first, before the
         # caches); bound where they are, later runs write into them, and capture records them there.
-        self.session.run_with_iobinding(shape.binding, self._options(-1))
+        self.session.run_with_iobinding(shape.binding, self._uncaptured)
         made = shape.binding.get_outputs()[: len(self.output_names)]
         shape.outputs = dict(zip(self.output_names, made, strict=True))
         for name, value in shape.outputs.items():
@@ -175,7 +176,7 @@ class CapturedStep:
             binding.bind_output(name, self.device, self.device_id)
         self.storage.bind(binding, self.cache_names, blocks.cache, rows, self.present_names)
         self.storage.bind(binding, self.cross_names, blocks.cross, slots)
-        return _Shape(next(_GRAPH_IDS), binding, inputs, host)
+        return _Shape(binding, inputs, host, self._options(next(_GRAPH_IDS)))
 
 
 def _padded_length(name: str, rows: int, slots: int, queries: int) -> int:

@@ -49,7 +49,8 @@ def to_float16(model: onnx.ModelProto, weights_dir: Path) -> onnx.ModelProto:
     read = list(dict.fromkeys(name for node in head for name in node.input if name not in made | given))
     read_types = _element_types(model, read)
     outputs = list(graph.output)
-    rest = [node for node in graph.node if all(node is not h for h in head)]
+    in_head = {id(node) for node in head}
+    rest = [node for node in graph.node if id(node) not in in_head]
     del graph.node[:], graph.output[:]
     graph.node.extend(rest)
     graph.output.extend([o for o in outputs if o.name not in made])

@@ -30,12 +30,12 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 import onnxruntime as ort
 
-from engine.bundle import POOL_INPUTS, ROW_INPUTS, per_layer
+from engine.bundle import per_layer
 from engine.decoder import Step
 from engine.half_precision import half_graph, to_float16
 from engine.heap import release_memory
@@ -45,9 +45,6 @@ from engine.shortlist import EXTERNAL_FOLDER, VOCAB_IDS, add_vocab_ids
 from engine.step_head import ALL_LOG_PROBS, with_row_chunked_head
 from engine.step_rows import CACHE_ROWS, SOURCE_ROWS, with_row_inputs
 from engine.top_k import with_chunked_top_k
-
-if TYPE_CHECKING:  # onnx is imported where a graph is edited
-    import onnx
 
 log = logging.getLogger(__name__)
 
@@ -279,22 +276,10 @@ def decoder_graph(
     edited |= not (mapped and external and not needs_vocab_ids) and with_chunked_top_k(model)
     if needs_vocab_ids:
         add_vocab_ids(model, str(path.parent))
-        _row_inputs_last(model)
         edited = True
     if not cuda:
         edited |= with_row_chunked_head(model)
     return model.SerializeToString() if edited else None
-
-
-def _row_inputs_last(model: onnx.ModelProto) -> None:
-    """The inputs by which a step picks its rows after ``vocab_ids``, in the signature's order
-    (``engine.bundle.decoder_signature``), whichever edit added them first."""
-    import onnx
-
-    names = {spec.name for spec in (*ROW_INPUTS, *POOL_INPUTS)}
-    inputs = [onnx.ValueInfoProto.FromString(i.SerializeToString()) for i in model.graph.input]
-    del model.graph.input[:]
-    model.graph.input.extend(sorted(inputs, key=lambda i: i.name in names))
 
 
 def resolve_provider(requested: Provider) -> Literal["cpu", "cuda"]:

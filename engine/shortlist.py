@@ -111,7 +111,9 @@ def add_vocab_ids(model: onnx.ModelProto, base_dir: str = "") -> None:
     ]
     del graph.node[:]
     graph.node.extend(kept + switch)
-    graph.input.append(helper.make_tensor_value_info(VOCAB_IDS, TensorProto.INT64, ["M"]))
+    # After candidates, as engine.bundle's signature lists it, whichever inputs other edits added
+    after = next(i for i, value in enumerate(graph.input) if value.name == "candidates") + 1
+    graph.input.insert(after, helper.make_tensor_value_info(VOCAB_IDS, TensorProto.INT64, ["M"]))
     log_probs = next(o for o in graph.output if o.name == "log_probs")
     log_probs.type.tensor_type.shape.dim[1].dim_param = "M"  # (N, M): V when the ids are all of them
 

@@ -298,7 +298,8 @@ class SqliteDatabase:
         finally:
             with self._idle:
                 self._using -= 1
-                self._idle.notify_all()
+                if self._closed:  # close() waits for the last one
+                    self._idle.notify_all()
 
     @contextmanager
     def _unavailable(self) -> Iterator[None]:

@@ -116,13 +116,13 @@ def test_the_step_cuda_s_rectangles_run_computes_in_float16_on_the_device_path()
 def test_fp16_of_a_bundle_without_fp32_is_a_clear_error(tiny_bundle: Path, tmp_path: Path) -> None:
     manifest = (tiny_bundle / "manifest.json").read_text()
     assert '"fp32"' in manifest
+    bundle = tmp_path / "without-fp32"
+    bundle.mkdir()
+    for path in tiny_bundle.iterdir():
+        (bundle / path.name).symlink_to(path)
+    (bundle / "manifest.json").unlink()
+    (bundle / "manifest.json").write_text(manifest.replace('"fp32"', '"f32"'))
     with pytest.raises(BundleError, match="computes the 'fp32' variant in float16"):
-        bundle = tmp_path / "int8-only"
-        bundle.mkdir()
-        for path in tiny_bundle.iterdir():
-            (bundle / path.name).symlink_to(path)
-        (bundle / "manifest.json").unlink()
-        (bundle / "manifest.json").write_text(manifest.replace('"fp32"', '"f32"'))
         Translator(TranslatorConfig(model_dir=bundle, provider="cpu", variant="fp16", warmup=False))
 
 
