@@ -221,6 +221,23 @@ def require_paths(parser: argparse.ArgumentParser, paths: Sequence[Path]) -> Non
             parser.error(f"{path} not found")
 
 
+def add_setting_argument(parser: argparse.ArgumentParser) -> None:
+    """``--setting MT_NAME=VALUE``, any number of times: settings of the service besides the
+    benchmark's own (``given_settings``)."""
+    parser.add_argument("--setting", action="append", default=[], type=_setting, metavar="MT_NAME=VALUE")
+
+
+def _setting(text: str) -> str:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MT_NAME=VALUE")
+    return text
+
+
+def given_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--setting`` arguments as the service's environment."""
+    return dict(setting.split("=", 1) for setting in args.setting)
+
+
 def settings_record(args: argparse.Namespace) -> dict:
     """An entry point's parsed arguments as JSON values, for its result file."""
     return {name: str(value) if isinstance(value, Path) else value for name, value in vars(args).items()}

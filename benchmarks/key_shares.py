@@ -64,6 +64,8 @@ from benchmarks.common import (
     RESULTS,
     RUNS,
     TEST_SRC,
+    add_setting_argument,
+    given_settings,
     markdown_table,
     read_lines,
     settings_record,
@@ -423,20 +425,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of attack before the victim starts")
     parser.add_argument("--probe-interval", type=float, default=0.5)
     parser.add_argument("--upload-interval", type=float, default=2.0)
-    parser.add_argument("--setting", action="append", default=[], metavar="MT_NAME=VALUE")
+    add_setting_argument(parser)
     parser.add_argument("--src", type=Path, default=TEST_SRC, help="the sentences of the victim's and attacker's texts")
     parser.add_argument("--out", type=Path, default=RESULTS / "key_shares.json")
     parser.add_argument("--workdir", type=Path, default=RUNS / "key_shares")
     args = parser.parse_args(argv)
-    if any("=" not in setting for setting in args.setting):
-        parser.error("--setting takes MT_NAME=VALUE")
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     start = start_run("benchmarks.key_shares", argv)
     args = parse_args(start.argv)
-    given = dict(setting.split("=", 1) for setting in args.setting)
+    given = given_settings(args)
     levels = []
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         for kind in args.attack:

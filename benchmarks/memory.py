@@ -1,11 +1,12 @@
 """The default service's memory through its heaviest requests: ``python -m benchmarks.memory``.
 
-    python -m benchmarks.memory [--data DIR] [--models-dir DIR] [--long-chars 19900] [--admitted-texts 4]
-                                [--docx-mb 250] [--beam-texts 64] [--beam-chars 250] [--out FILE]
+    python -m benchmarks.memory [--data DIR] [--models-dir DIR] [--setting MT_NAME=VALUE ...]
+                                [--long-chars 19900] [--admitted-texts 4] [--docx-mb 250]
+                                [--beam-texts 64] [--beam-chars 250] [--out FILE]
 
 Starts the service as the README's serve command does (``service.launcher``: the shipped models of
-``models/``, every setting at its default; ``--models-dir`` serves another repository) and sends it,
-one after another, each with ``--timeout-s`` (120 s) to be answered:
+``models/``, every setting at its default; ``--models-dir`` serves another repository, ``--setting``
+sets any other) and sends it, one after another, each with ``--timeout-s`` (120 s) to be answered:
 
 1. ``--long-texts`` (8) distinct texts of ``--long-chars`` (19,900) characters, one request each,
    with ``return_alignments``: a text's alignment matrix grows with the square of its length (an
@@ -50,6 +51,8 @@ from benchmarks.common import (
     DATA_DIR,
     RESULTS,
     RUNS,
+    add_setting_argument,
+    given_settings,
     markdown_table,
     read_lines,
     require_paths,
@@ -151,8 +154,10 @@ def word_bomb(expanded_bytes: int) -> bytes:
 
 
 def service_settings(args: argparse.Namespace) -> dict[str, str]:
-    """The service's ``MT_*`` settings: its defaults, serving ``--models-dir`` if given."""
-    return {} if args.models_dir is None else {"MT_MODELS_DIR": str(args.models_dir.resolve())}
+    """The service's ``MT_*`` settings: its defaults, serving ``--models-dir`` if given, and the
+    ``--setting`` ones."""
+    models = {} if args.models_dir is None else {"MT_MODELS_DIR": str(args.models_dir.resolve())}
+    return models | given_settings(args)
 
 
 def requests(args: argparse.Namespace) -> list[Request]:
@@ -318,6 +323,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA_DIR, help="Multi30K: train.en")
     parser.add_argument("--models-dir", type=Path, help="MT_MODELS_DIR (default: the service's, models/)")
+    add_setting_argument(parser)
     parser.add_argument("--long-texts", type=int, default=8, help="long texts with alignments, a request each")
     parser.add_argument("--long-chars", type=int, default=19_900, help="characters of each long text")
     parser.add_argument("--admitted-texts", type=int, default=4, help="texts as long as the limits admit, aligned")

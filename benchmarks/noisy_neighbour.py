@@ -58,6 +58,8 @@ from benchmarks.common import (
     RUNS,
     TEST_SRC,
     CpuTimes,
+    add_setting_argument,
+    given_settings,
     markdown_table,
     read_lines,
     settings_record,
@@ -411,7 +413,7 @@ def service_settings(args: argparse.Namespace) -> dict[str, str]:
         "MT_MAX_TEXTS": str(args.max_texts),
         "MT_DATA_DIR": str(args.workdir / "data"),
     }
-    return settings | dict(setting.split("=", 1) for setting in args.setting)
+    return settings | given_settings(args)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -422,9 +424,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--probe-interval", type=float, default=0.5)
     parser.add_argument("--max-chars", type=int, default=DEFAULTS["max_chars"].default, help="MT_MAX_CHARS")
     parser.add_argument("--max-texts", type=int, default=DEFAULTS["max_texts"].default, help="MT_MAX_TEXTS")
-    parser.add_argument(
-        "--setting", action="append", default=[], metavar="MT_NAME=VALUE", help="another setting of the service"
-    )
+    add_setting_argument(parser)
     parser.add_argument("--src", type=Path, default=TEST_SRC, help="the probe's sentences")
     parser.add_argument(
         "--heavy-src", type=Path, default=DATA_DIR / "train.en", help="the sentences heavy requests are made of"
@@ -434,8 +434,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.clients) < 0 or args.duration <= 0 or args.probe_interval <= 0:
         parser.error("--clients must be >= 0, --duration and --probe-interval > 0")
-    if any("=" not in setting for setting in args.setting):
-        parser.error("--setting takes MT_NAME=VALUE")
     return args
 
 

@@ -59,7 +59,9 @@ from engine.step_head import ALL_LOG_PROBS
 
 @dataclass(frozen=True)
 class PoolConfig:
-    rows: int = 128  # rows decoded together at most; a member larger than that runs alone
+    # rows the large members hold together at most (small ones have a reserve beyond it: engine.pool_scheduler);
+    # a member larger than that runs without other large ones
+    rows: int = 128
     positions: int = 256  # W: the most positions a row can cache (the model's positions)
     source_bucket: int = 8  # source positions are allocated by this many
     # The step at a few fixed shapes (engine.captured_step), captured as CUDA graphs where the session

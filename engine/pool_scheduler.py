@@ -7,10 +7,16 @@ wait for their results. Between two steps:
 1. searches whose call is cancelled (a request that timed out, a client that left) leave: their
    rows and slots are free before the next step, and their callers get ``Cancelled``;
 2. queued searches join while the pool has room for their rows, the call with the least model
-   time so far first ("least attained service", as ``engine.scheduler`` hands out turns): a light
-   request arriving while a heavy one decodes joins at the next step with room, and is decoded
-   with it row by row. A search larger than the pool joins an empty pool; none is refused. The
-   sources of every search that joins at a boundary are encoded in one encoder run;
+   time so far first ("least attained service", as ``engine.scheduler`` hands out turns). Large
+   searches (more rows than ``reserve_rows``, a quarter of the pool's by default) hold the pool's
+   ``rows`` at most between them; small ones join while all rows together stay within ``rows``,
+   or within the large ones' rows plus the reserve where that is more. So a short request
+   arriving while long ones fill the pool joins at the next step and is decoded with them row by
+   row, and a long one never waits for short ones to drain: each kind waits only for its own.
+   Short requests alone fill no more than ``rows``: every row more widens the slots that all
+   rows read, to the longest sentence's source. A large search larger than the pool joins when no other
+   large one holds rows; none is refused. The sources of every search that joins at a boundary
+   are encoded in one encoder run;
 3. one step decodes every live row, and each call is charged its rows' share of the step's time.
 
 A search that finishes leaves within the step that finished it, so its rows are free for the next
@@ -90,16 +96,19 @@ class PoolScheduler:
         searches: SearchFactory | None = None,
         name: str = "mt-pool",
         release_idle_s: float = 1.0,
+        reserve_rows: int | None = None,
     ) -> None:
         """``release_idle_s``: how long the pool stays empty and unasked before its cache's pages
         go back (``RowPool.release``): not as it empties, which between one call's sub-batches
-        cost the offline engine 12% of its speed faulting them in again."""
+        cost the offline engine 12% of its speed faulting them in again. ``reserve_rows``: the
+        rows beyond the pool's that small searches (at most that many rows each) may take
+        (module docstring); None: a quarter of the pool's rows."""
         self.pool, self.encode, self.pad_id, self.searches = pool, encode, pad_id, searches
         self.release_idle_s = release_idle_s
+        self.reserve_rows = pool.config.rows // 4 if reserve_rows is None else reserve_rows
         self._queue: list[_Queued] = []
-        self._tasks: dict[Member, Task] = {}
+        self._members: dict[Member, _Queued] = {}  # each member's call (not the shared searches')
         self._shared: dict[SearchOptions, _Shared] = {}
-        self._growth = 0  # rows the searches that joined will grow by at their first step
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._closed = False
@@ -193,8 +202,8 @@ class PoolScheduler:
                 joining = self._admit()
             for q in cancelled:
                 q.future.set_exception(Cancelled("the translation was cancelled"))
-            for member, task in list(self._tasks.items()):
-                if task.cancellation.is_set():
+            for member, q in list(self._members.items()):
+                if q.task.cancellation.is_set():
                     self.pool.remove(member, Cancelled("the translation was cancelled"))
             for shared in list(self._shared.values()):
                 self._drop_cancelled(shared)
@@ -203,18 +212,36 @@ class PoolScheduler:
             self._step()
 
     def _admit(self) -> list[_Queued]:
-        """The queued searches that join now: by least attained service, while they fit."""
-        held = self.pool.rows_held + self._growth
+        """The queued searches that join now (module docstring): of each kind by least attained
+        service, while they fit. None passes a search of its own kind that waits: the largest
+        would wait for ever."""
+        rows, reserve = self.pool.config.rows, self.reserve_rows
+        small, large = self._held()
+        queue = sorted(self._queue, key=lambda q: (q.task.attained_s, q.task.order, q.order))
         joining: list[_Queued] = []
-        for q in sorted(self._queue, key=lambda q: (q.task.attained_s, q.task.order, q.order)):
-            empty = not self.pool.members and not joining
-            if not empty and held + q.rows > self.pool.config.rows:
-                break  # no smaller search passes it: the largest would wait for ever
+        for q in (q for q in queue if q.rows > reserve):
+            if large and large + q.rows > rows:
+                break
             joining.append(q)
-            held += q.rows
+            large += q.rows
+        for q in (q for q in queue if q.rows <= reserve):
+            if small + large + q.rows > max(rows, large + reserve):
+                break
+            joining.append(q)
+            small += q.rows
         for q in joining:
             self._queue.remove(q)
         return joining
+
+    def _held(self) -> tuple[int, int]:
+        """The rows that the small and the large searches in the pool hold from the next step
+        on: a member's all it may hold, a sentence of the shared searches its beams."""
+        held = [(q, q.rows) for q in self._members.values()]
+        for shared in self._shared.values():
+            beams = shared.search.options.beam_size
+            held += [(q, beams) for q, _ in shared.owners.values()]
+        small = sum(n for q, n in held if q.rows <= self.reserve_rows)
+        return small, sum(n for _, n in held) - small
 
     def _join(self, joining: list[_Queued]) -> None:
         """Encode the joiners' sentences in one run and give each its rows."""
@@ -236,13 +263,12 @@ class PoolScheduler:
             source = {name: value[sentences, ..., :width, :] for name, value in encoded.items() if name != "src_mask"}
             source["src_mask"] = encoded["src_mask"][sentences, :width]
             timing = Timing(encode_seconds=seconds * len(q.ids))
-            self._growth += max(q.rows - len(q.ids), 0)
             if q.steps is None:
                 self._join_search(q, source, timing)
                 continue
             member = Member(q.steps, q.alignments, q.vocab_ids)
             member.on_done = functools.partial(self._done, member, q, timing)
-            self._tasks[member] = q.task
+            self._members[member] = q
             self.pool.join(member, source)
 
     def _join_search(self, q: _Queued, source: dict[str, np.ndarray], timing: Timing) -> None:
@@ -302,7 +328,7 @@ class PoolScheduler:
 
     def _done(self, member: Member, q: _Queued, timing: Timing, result: object, error: BaseException | None) -> None:
         """A member left the pool: finished, failed or cancelled."""
-        del self._tasks[member]
+        del self._members[member]
         timing.decode_seconds = time.perf_counter() - timing.started
         if error is not None:
             q.future.set_exception(error)
@@ -311,7 +337,7 @@ class PoolScheduler:
 
     def _step(self) -> None:
         """One step of the pool; each call is charged its rows' share of its time."""
-        charged = [(self._tasks[m], len(m.rows)) for m in self.pool.members if m in self._tasks]
+        charged = [(self._members[m].task, len(m.rows)) for m in self.pool.members if m in self._members]
         for shared in self._shared.values():
             rows = zip(shared.search.sentences(), shared.search.rows_per_sentence(), strict=True)
             charged += [(shared.owners[i][0].task, int(n)) for i, n in rows]
@@ -323,7 +349,6 @@ class PoolScheduler:
         except Exception as e:  # onnxruntime failed: the searches in the step fail, not the pool
             for member in list(self.pool.members):
                 self.pool.remove(member, e)
-        self._growth = 0
         seconds = time.perf_counter() - start
         total = sum(n for _, n in charged) or 1
         with self._changed:

@@ -106,7 +106,7 @@ class TranslatorConfig:
     # rectangle of rows. Off by default until the pool is at least as fast (benchmarks/RESULTS.md,
     # sections 21, 24 and 33; on a GPU not yet measured).
     pool: bool = False
-    pool_rows: int = 128  # decoder rows a stream's pool decodes together at most
+    pool_rows: int = 128  # decoder rows a stream's pool gives large searches (engine.pool.PoolConfig.rows)
     # With the pool: its step at a few fixed shapes (engine.captured_step), captured as CUDA graphs
     # on CUDA (on the CPU the same shapes without capture, for tests). Every step then scores the
     # whole vocabulary: a shortlist's step varies in shape

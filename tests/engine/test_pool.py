@@ -445,20 +445,32 @@ def test_a_cancelled_call_leaves_at_the_next_step_and_others_go_on(pooled: Runne
     assert scheduler.pool.rows_held == 0
 
 
-def test_the_least_served_call_joins_first(pooled: Runner) -> None:
-    """A heavy call's searches wait for room; a light call submitted after them joins before the
-    heavy call's next one, since it has had no model time yet."""
-    joined: list[str] = []
-    scheduler = PoolScheduler(RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16)), pooled.encode, pad_id=0)
+def recorded_joins(scheduler: PoolScheduler) -> tuple[dict[int, str], list[tuple[str, int]]]:
+    """The names to give searches' steps, and the searches that join ``scheduler``'s pool, in
+    order, each with the rows the pool held as it joined."""
+    names: dict[int, str] = {}
+    joined: list[tuple[str, int]] = []
     original = scheduler.pool.join
 
     def recording(m: Member, source: dict[str, np.ndarray]) -> None:
-        joined.append(names[id(m.steps)])
+        joined.append((names[id(m.steps)], scheduler.pool.rows_held))
         original(m, source)
 
     scheduler.pool.join = recording  # type: ignore[method-assign]
+    return names, joined
+
+
+def order(joined: list[tuple[str, int]]) -> list[str]:
+    return [name for name, _ in joined]
+
+
+def test_the_least_served_call_joins_first(pooled: Runner) -> None:
+    """A heavy call's searches wait for room; a light call (as large: no reserve) submitted after
+    them joins before the heavy call's next one, since it has had no model time yet."""
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
+    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, reserve_rows=0)
+    names, joined = recorded_joins(scheduler)
     tasks = StepScheduler()
-    names: dict[int, str] = {}
     try:
         with tasks.task() as heavy, tasks.task(Cancellation()) as light:
             futures = []
@@ -476,7 +488,84 @@ def test_the_least_served_call_joins_first(pooled: Runner) -> None:
                 future.result(timeout=60)
     finally:
         scheduler.close()
-    assert joined.index("light") < joined.index("heavy-2")
+    assert order(joined).index("light") < order(joined).index("heavy-2")
+
+
+def test_a_small_search_joins_a_pool_that_large_ones_fill(pooled: Runner) -> None:
+    """Large searches hold all of the pool's rows and more wait; a one-sentence search, though its
+    call is served as much as theirs, joins at the next step, in the reserve, and gets what it
+    gets alone."""
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
+    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0)
+    assert scheduler.reserve_rows == 4
+    names, joined = recorded_joins(scheduler)
+    tasks = StepScheduler()
+    started, release = threading.Event(), threading.Event()
+    long = [[*range(4, 60), EOS]] * 4
+    try:
+        with tasks.task() as heavy, tasks.task() as light:
+            first = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
+            steps = held_after_its_first_step(first, started, release)
+            names[id(steps)] = "heavy-0"
+            futures = [scheduler.submit(long, steps, rows=16, task=heavy)]
+            assert started.wait(timeout=60)  # the pool's thread holds heavy-0 in its first step
+            ids = sentences(4, 40)
+            steps = searched(ids, 4)
+            names[id(steps)] = "heavy-1"
+            futures.append(scheduler.submit(ids, steps, rows=16, task=heavy))
+            ids = sentences(1, 41)
+            steps = searched(ids, 4)
+            names[id(steps)] = "light"
+            light.attained_s = heavy.attained_s = 1.0
+            small = scheduler.submit(ids, steps, rows=4, task=light)
+            release.set()
+            assert same(small.result(timeout=60)[0], alone(pooled, ids, 4))  # type: ignore[arg-type]
+            for future in futures:
+                future.result(timeout=60)
+    finally:
+        scheduler.close()
+    assert order(joined) == ["heavy-0", "light", "heavy-1"]
+    assert joined[1][1] == 16  # heavy-0's 16 rows were in the pool as the light search joined
+
+
+def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) -> None:
+    """Small searches alone fill the pool's rows, no more (another waits); a large search joins
+    beside them at the next step (its rows are the pool's, not theirs), ahead of the small one."""
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
+    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, reserve_rows=4)
+    names, joined = recorded_joins(scheduler)
+    tasks = StepScheduler()
+    holds = [(threading.Event(), threading.Event()) for _ in range(2)]
+    long = [[*range(4, 60), EOS]]
+    futures = []
+
+    def submit(name: str, ids: list[list[int]], steps: Steps, rows: int) -> None:
+        names[id(steps)] = name
+        futures.append(scheduler.submit(ids, steps, rows=rows, task=task))
+
+    def held(i: int) -> Steps:
+        search = beam_search.search_steps([120], SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
+        return held_after_its_first_step(search, *holds[i])
+
+    try:
+        with tasks.task() as task:
+            submit("small-0", long, held(0), 4)
+            assert holds[0][0].wait(timeout=60)
+            submit("small-1", long, held(1), 4)
+            for i in range(2, 5):
+                ids = sentences(1, 50 + i)
+                submit(f"small-{i}", ids, searched(ids, 4), 4)
+            holds[0][1].set()
+            assert holds[1][0].wait(timeout=60)  # smalls 0-3 in the pool, its 16 rows; small-4 waits
+            ids = sentences(4, 60)
+            submit("large", ids, searched(ids, 4), 16)
+            holds[1][1].set()
+            for future in futures:
+                future.result(timeout=60)
+    finally:
+        scheduler.close()
+    assert order(joined) == ["small-0", "small-1", "small-2", "small-3", "large", "small-4"]
+    assert joined[4][1] == 16
 
 
 # -- the translator and the service on the pool -----------------------------------------------
