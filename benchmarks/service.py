@@ -199,12 +199,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-wait-ms", type=float, default=DEFAULTS["max_wait_ms"].default, help="MT_MAX_WAIT_MS")
     parser.add_argument("--client", choices=get_args(ClientKind), default="raw", help="the clients' HTTP client")
     parser.add_argument(
-        "--row-pool", choices=("on", "off"), default="on", help="MT_ROW_POOL (and the offline engine's)"
+        "--row-pool", choices=("on", "off"), default=_on_off("row_pool"), help="MT_ROW_POOL (and the offline engine's)"
     )
     parser.add_argument(
         "--cuda-graphs",
         choices=("on", "off"),
-        default="off",
+        default=_on_off("cuda_graphs"),
         help="MT_CUDA_GRAPHS (and the offline engine's); needs the pool",
     )
     parser.add_argument("--workdir", type=Path, default=RUNS / "service", help="the service's logs")
@@ -217,6 +217,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.cuda_graphs == "on" and args.row_pool == "off":
         parser.error("--cuda-graphs on captures the row pool's step: it needs --row-pool on")
     return args
+
+
+def _on_off(setting: str) -> str:
+    """A switch's default as the service has it."""
+    return "on" if DEFAULTS[setting].default else "off"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -85,8 +85,8 @@ python3 -m benchmarks.engine --provider cuda --systems ours-fp32 pool-fp32 graph
   ct2-float32 ct2-float16 --streams 1 --beams 4 --batch-size 32 128 --rounds 3 --out "$OUT/engine-cuda.json" \
   2>&1 | tee "$OUT/engine-cuda.log"
 
-# 4. The service on the GPU at 64 clients against the offline engine.
-python3 -m benchmarks.service --provider cuda --streams 1 --concurrency 64 --rounds 1 --duration 6 --warmup 2 \
+# 4. The service on the GPU at 64 clients against the offline engine: the rectangles (the default) ...
+python3 -m benchmarks.service --provider cuda --row-pool off --streams 1 --concurrency 64 --rounds 1 --duration 6 --warmup 2 \
   --limit 300 --out "$OUT/service-cuda.json" 2>&1 | tee "$OUT/service-cuda.log"
 # ... and with the row pool (MT_ROW_POOL), its caches in float16 on the GPU.
 python3 -m benchmarks.service --provider cuda --row-pool on --streams 1 --concurrency 64 --rounds 1 --duration 6 \

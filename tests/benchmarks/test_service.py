@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.loadgen import CPU_SPLIT
 from benchmarks.service import summarize
+from service.settings import Settings
 
 
 def load_report(tiny_results: Path) -> dict:
@@ -20,6 +21,15 @@ def load_report(tiny_results: Path) -> dict:
 
 def setups(tiny_results: Path) -> dict[tuple[int, str], dict]:
     return {(setup["streams"], setup["batching"]): setup for setup in load_report(tiny_results)["setups"]}
+
+
+def test_it_measures_the_decoder_the_service_runs_by_default(tiny_results: Path) -> None:
+    """Run without ``--row-pool`` or ``--cuda-graphs``, it measures what ``python -m service``
+    serves unless told otherwise."""
+    settings = load_report(tiny_results)["settings"]
+    defaults = Settings()
+    assert settings["row_pool"] == ("on" if defaults.row_pool else "off")
+    assert settings["cuda_graphs"] == ("on" if defaults.cuda_graphs else "off")
 
 
 def test_each_measurement_lies_between_two_offline_runs(tiny_results: Path) -> None:
