@@ -16,7 +16,11 @@ wait for their results. Between two steps:
    waits for short ones to drain: each kind waits only for its own. Short requests alone fill no
    more than ``rows``: with the reserve as well, the service served 0.95× the sentences a second
    at 64 clients (benchmarks/RESULTS.md, section 38). None is refused. The sources of every
-   search that joins at a boundary are encoded in one encoder run;
+   search that joins at a boundary are encoded in runs of like widths, each within
+   ``encode_tokens`` padded source positions (a sub-batch's worth) or one search; while rows are
+   in flight a boundary encodes that many at most (the most deserving joiner always, then the
+   smallest), and the other joiners wait for the next, so that the rows in flight are not held
+   up by many joiners' encoding at once;
 3. one step decodes every live row, and each call is charged its rows' share of the step's time.
 
 A search that finishes leaves within the step that finished it, so its rows are free for the next
@@ -97,15 +101,18 @@ class PoolScheduler:
         name: str = "mt-pool",
         release_idle_s: float = 1.0,
         reserve_rows: int | None = None,
+        encode_tokens: int = 4096,
     ) -> None:
         """``release_idle_s``: how long the pool stays empty and unasked before its cache's pages
         go back (``RowPool.release``): not as it empties, which between one call's sub-batches
         cost the offline engine 12% of its speed faulting them in again. ``reserve_rows``: the
         rows beyond the pool's that small searches (at most that many rows each) may take
-        (module docstring); None: a quarter of the pool's rows."""
+        (module docstring); None: a quarter of the pool's rows. ``encode_tokens``: the padded
+        source positions encoded between two steps while rows are in flight (module docstring)."""
         self.pool, self.encode, self.pad_id, self.searches = pool, encode, pad_id, searches
         self.release_idle_s = release_idle_s
         self.reserve_rows = pool.config.rows // 4 if reserve_rows is None else reserve_rows
+        self.encode_tokens = encode_tokens
         self._queue: list[_Queued] = []
         self._members: dict[Member, _Queued] = {}  # each member's call (not the shared searches')
         self._shared: dict[SearchOptions, _Shared] = {}
@@ -217,7 +224,7 @@ class PoolScheduler:
         would wait for ever."""
         rows, reserve = self.pool.config.rows, self.reserve_rows
         small, large = self._held()
-        queue = sorted(self._queue, key=lambda q: (q.task.attained_s, q.task.order, q.order))
+        queue = sorted(self._queue, key=_rank)
         joining: list[_Queued] = []
         for q in (q for q in queue if q.rows > reserve):
             if large and large + q.rows > rows:
@@ -229,9 +236,22 @@ class PoolScheduler:
                 break
             joining.append(q)
             small += q.rows
+        joining = self._encoded_now(joining)
         for q in joining:
             self._queue.remove(q)
         return joining
+
+    def _encoded_now(self, joining: list[_Queued]) -> list[_Queued]:
+        """Of ``joining``, those whose sources one encoder run takes now (module docstring)."""
+        if not joining or not self.pool.members:
+            return joining
+        first = min(joining, key=_rank)
+        taken, sentences, width = [first], len(first.ids), _width(first)
+        for q in sorted((q for q in joining if q is not first), key=lambda q: q.rows):
+            if (sentences + len(q.ids)) * max(width, _width(q)) <= self.encode_tokens:
+                taken.append(q)
+                sentences, width = sentences + len(q.ids), max(width, _width(q))
+        return taken
 
     def _held(self) -> tuple[int, int]:
         """The rows that the small and the large searches in the pool hold from the next step
@@ -244,32 +264,50 @@ class PoolScheduler:
         return small, sum(n for _, n in held) - small
 
     def _join(self, joining: list[_Queued]) -> None:
-        """Encode the joiners' sentences in one run and give each its rows."""
-        ids = [s for q in joining for s in q.ids]
-        src = pad_batch(ids, self.pad_id)
-        start = time.perf_counter()
-        try:
-            encoded = self.encode(src).source
-        except Exception as e:
-            for q in joining:
-                q.future.set_exception(e)
-            return
-        seconds = (time.perf_counter() - start) / len(ids)
-        first = 0
-        for q in joining:
-            sentences = slice(first, first + len(q.ids))
-            first += len(q.ids)
-            width = max(map(len, q.ids)) + 1  # its own batch's width, as it would have been encoded alone
-            source = {name: value[sentences, ..., :width, :] for name, value in encoded.items() if name != "src_mask"}
-            source["src_mask"] = encoded["src_mask"][sentences, :width]
-            timing = Timing(encode_seconds=seconds * len(q.ids))
-            if q.steps is None:
-                self._join_search(q, source, timing)
+        """Encode the joiners' sentences and give each its rows: in runs of joiners of like widths,
+        each run within ``encode_tokens`` padded positions (or one joiner), so that none is
+        padded to another's much wider sources."""
+        for run in self._runs(joining):
+            ids = [s for q in run for s in q.ids]
+            start = time.perf_counter()
+            try:
+                encoded = self.encode(pad_batch(ids, self.pad_id)).source
+            except Exception as e:
+                for q in run:
+                    q.future.set_exception(e)
                 continue
-            member = Member(q.steps, q.alignments, q.vocab_ids)
-            member.on_done = functools.partial(self._done, member, q, timing)
-            self._members[member] = q
-            self.pool.join(member, source)
+            seconds = (time.perf_counter() - start) / len(ids)
+            first = 0
+            for q in run:
+                sentences = slice(first, first + len(q.ids))
+                first += len(q.ids)
+                width = _width(q)  # its own batch's, as it would have been encoded alone
+                source = {n: v[sentences, ..., :width, :] for n, v in encoded.items() if n != "src_mask"}
+                source["src_mask"] = encoded["src_mask"][sentences, :width]
+                self._enter(q, source, Timing(encode_seconds=seconds * len(q.ids)))
+
+    def _runs(self, joining: list[_Queued]) -> list[list[_Queued]]:
+        """``joining`` by width, cut into encoder runs of ``encode_tokens`` padded positions at most."""
+        runs: list[list[_Queued]] = []
+        sentences = 0
+        for q in sorted(joining, key=_width):
+            if runs and (sentences + len(q.ids)) * _width(q) <= self.encode_tokens:
+                runs[-1].append(q)
+                sentences += len(q.ids)
+            else:
+                runs.append([q])
+                sentences = len(q.ids)
+        return runs
+
+    def _enter(self, q: _Queued, source: dict[str, np.ndarray], timing: Timing) -> None:
+        """``q`` into the pool with its encoded ``source``."""
+        if q.steps is None:
+            self._join_search(q, source, timing)
+            return
+        member = Member(q.steps, q.alignments, q.vocab_ids)
+        member.on_done = functools.partial(self._done, member, q, timing)
+        self._members[member] = q
+        self.pool.join(member, source)
 
     def _join_search(self, q: _Queued, source: dict[str, np.ndarray], timing: Timing) -> None:
         """``q``'s sentences into the pool's search for its options, begun if there is none."""
@@ -354,3 +392,13 @@ class PoolScheduler:
         with self._changed:
             for task, n in charged:
                 task.attained_s += seconds * n / total
+
+
+def _rank(q: _Queued) -> tuple[float, int, int]:
+    """Who deserves to join first: the call with the least model time, then the older."""
+    return q.task.attained_s, q.task.order, q.order
+
+
+def _width(q: _Queued) -> int:
+    """The source positions its sentences are encoded at: the longest, and one more."""
+    return max(map(len, q.ids)) + 1

@@ -564,8 +564,56 @@ def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) ->
                 future.result(timeout=60)
     finally:
         scheduler.close()
-    assert order(joined) == ["small-0", "small-1", "small-2", "small-3", "large", "small-4"]
+    joins = order(joined)
+    assert joins[0] == "small-0" and set(joins[1:4]) == {"small-1", "small-2", "small-3"}  # one boundary
+    assert joins[4:] == ["large", "small-4"]
     assert joined[4][1] == 16
+
+
+def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runner) -> None:
+    """While rows are in flight, one boundary encodes at most ``encode_tokens`` padded source
+    positions (the most deserving joiner at least): of two searches that together pass it, the
+    second joins a step later."""
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
+    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, encode_tokens=200)
+    names, joined = recorded_joins(scheduler)
+    steps_run = [0]
+    original_step = pool.step
+
+    def counted() -> None:
+        steps_run[0] += 1
+        original_step()
+
+    pool.step = counted  # type: ignore[method-assign]
+    at: dict[str, int] = {}
+    original_join = pool.join
+
+    def when(m: Member, source: dict[str, np.ndarray]) -> None:
+        at[names[id(m.steps)]] = steps_run[0]
+        original_join(m, source)
+
+    pool.join = when  # type: ignore[method-assign]
+    tasks = StepScheduler()
+    started, release = threading.Event(), threading.Event()
+    wide = [[*range(4, 40), EOS]] * 4  # 38 positions each: one is 152, two 304
+    try:
+        with tasks.task() as task:
+            first = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
+            steps = held_after_its_first_step(first, started, release)
+            names[id(steps)] = "running"
+            futures = [scheduler.submit(wide, steps, rows=16, task=task)]
+            assert started.wait(timeout=60)
+            for name in ("a", "b"):
+                steps = searched(wide, 4)
+                names[id(steps)] = name
+                futures.append(scheduler.submit(wide, steps, rows=16, task=task))
+            release.set()
+            for future in futures:
+                future.result(timeout=60)
+    finally:
+        scheduler.close()
+    assert order(joined) == ["running", "a", "b"]
+    assert at["b"] == at["a"] + 1
 
 
 # -- the translator and the service on the pool -----------------------------------------------
