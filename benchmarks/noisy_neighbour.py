@@ -218,7 +218,15 @@ def cpu_seconds(processes: list[psutil.Process]) -> float:
 def engine_cpu_seconds(service_pid: int) -> float:
     """CPU time used so far by the service's engine processes."""
     children = psutil.Process(service_pid).children(recursive=True)
-    return cpu_seconds([c for c in children if "spawn_main" in " ".join(c.cmdline())])
+    return cpu_seconds([c for c in children if _is_spawned(c)])
+
+
+def _is_spawned(process: psutil.Process) -> bool:
+    """Whether ``process`` runs multiprocessing's spawn entry point; not if it has exited since
+    (a zombie has no command line)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return "spawn_main" in " ".join(process.cmdline())
+    return False
 
 
 def tree_cpu_seconds(pid: int) -> float:
