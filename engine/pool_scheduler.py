@@ -18,9 +18,9 @@ wait for their results. Between two steps:
    at 64 clients (benchmarks/RESULTS.md, section 38). None is refused. The sources of every
    search that joins at a boundary are encoded in runs of like widths, each within
    ``encode_tokens`` padded source positions (a sub-batch's worth) or one search; while rows are
-   in flight a boundary encodes that many at most (the most deserving joiner always, then the
-   smallest), and the other joiners wait for the next, so that the rows in flight are not held
-   up by many joiners' encoding at once;
+   in flight a boundary encodes that many at most (the most deserving joiner and any left over
+   from the last boundary always, then the smallest), and the other joiners wait for the next,
+   so that the rows in flight are not held up by many joiners' encoding at once;
 3. one step decodes every live row, and each call is charged its rows' share of the step's time.
 
 A search that finishes leaves within the step that finished it, so its rows are free for the next
@@ -70,6 +70,7 @@ class _Queued:
     max_lengths: list[int] = field(default_factory=list)
     results: list[list[Hypothesis] | None] = field(default_factory=list)  # of a joining one, as they finish
     timing: Timing | None = None
+    deferred: bool = False  # admitted once, its encoding left for the next boundary: not again
 
 
 @dataclass(eq=False)
@@ -242,15 +243,21 @@ class PoolScheduler:
         return joining
 
     def _encoded_now(self, joining: list[_Queued]) -> list[_Queued]:
-        """Of ``joining``, those whose sources one encoder run takes now (module docstring)."""
+        """Of ``joining``, those whose sources are encoded now (module docstring): the most
+        deserving and any left over at the last boundary, whatever their size, then the smallest
+        while the run stays within ``encode_tokens``. The others are left for the next boundary,
+        once: however many small searches keep joining, a large one waits one boundary at most."""
         if not joining or not self.pool.members:
             return joining
         first = min(joining, key=_rank)
-        taken, sentences, width = [first], len(first.ids), _width(first)
-        for q in sorted((q for q in joining if q is not first), key=lambda q: q.rows):
+        taken = [q for q in joining if q is first or q.deferred]
+        sentences, width = sum(len(q.ids) for q in taken), max(map(_width, taken))
+        for q in sorted((q for q in joining if q not in taken), key=lambda q: q.rows):
             if (sentences + len(q.ids)) * max(width, _width(q)) <= self.encode_tokens:
                 taken.append(q)
                 sentences, width = sentences + len(q.ids), max(width, _width(q))
+            else:
+                q.deferred = True
         return taken
 
     def _held(self) -> tuple[int, int]:

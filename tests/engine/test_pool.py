@@ -572,8 +572,9 @@ def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) ->
 
 def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runner) -> None:
     """While rows are in flight, one boundary encodes at most ``encode_tokens`` padded source
-    positions (the most deserving joiner at least): of two searches that together pass it, the
-    second joins a step later."""
+    positions (the most deserving joiner at least): of three searches any two of which pass it,
+    the first joins at once and the other two a step later, together: a search left over once is
+    not left over again."""
     pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
     scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, encode_tokens=200)
     names, joined = recorded_joins(scheduler)
@@ -603,7 +604,7 @@ def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runne
             names[id(steps)] = "running"
             futures = [scheduler.submit(wide, steps, rows=16, task=task)]
             assert started.wait(timeout=60)
-            for name in ("a", "b"):
+            for name in ("a", "b", "c"):
                 steps = searched(wide, 4)
                 names[id(steps)] = name
                 futures.append(scheduler.submit(wide, steps, rows=16, task=task))
@@ -612,8 +613,8 @@ def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runne
                 future.result(timeout=60)
     finally:
         scheduler.close()
-    assert order(joined) == ["running", "a", "b"]
-    assert at["b"] == at["a"] + 1
+    assert order(joined)[:2] == ["running", "a"]
+    assert at["b"] == at["c"] == at["a"] + 1
 
 
 # -- the translator and the service on the pool -----------------------------------------------
