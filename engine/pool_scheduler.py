@@ -223,16 +223,18 @@ class PoolScheduler:
         """The queued searches that join now (module docstring): of each kind by least attained
         service, while they fit. None passes a search of its own kind that waits: the largest
         would wait for ever."""
+        if not self._queue:  # every step comes here: the rows held are counted only for a joiner
+            return []
         rows, reserve = self.pool.config.rows, self.reserve_rows
         small, large = self._held()
         queue = sorted(self._queue, key=_rank)
         joining: list[_Queued] = []
-        for q in (q for q in queue if q.rows > reserve):
+        for q in (q for q in queue if not self._small(q)):
             if large and large + q.rows > rows:
                 break
             joining.append(q)
             large += q.rows
-        for q in (q for q in queue if q.rows <= reserve):
+        for q in (q for q in queue if self._small(q)):
             if small + large + q.rows > max(rows, large + reserve):
                 break
             joining.append(q)
@@ -267,8 +269,12 @@ class PoolScheduler:
         for shared in self._shared.values():
             beams = shared.search.options.beam_size
             held += [(q, beams) for q, _ in shared.owners.values()]
-        small = sum(n for q, n in held if q.rows <= self.reserve_rows)
+        small = sum(n for q, n in held if self._small(q))
         return small, sum(n for _, n in held) - small
+
+    def _small(self, q: _Queued) -> bool:
+        """Whether ``q`` is a small search, which may take the reserve."""
+        return q.rows <= self.reserve_rows
 
     def _join(self, joining: list[_Queued]) -> None:
         """Encode the joiners' sentences and give each its rows: in runs of joiners of like widths,
