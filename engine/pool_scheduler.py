@@ -12,16 +12,28 @@ wait for their results. Between two steps:
    ``rows`` at most between them, and one larger than the pool joins when no other large one
    holds rows; small ones join while all rows together stay within ``rows``, or within the large
    ones' rows plus the reserve where that is more. So a short request arriving while long ones
-   fill the pool joins at the next step and is decoded with them row by row, and a long one never
-   waits for short ones to drain: each kind waits only for its own. Short requests alone fill no
-   more than ``rows``: with the reserve as well, the service served 0.95× the sentences a second
-   at 64 clients (benchmarks/RESULTS.md, section 38). None is refused. The sources of every
-   search that joins at a boundary are encoded in runs of like widths, each within
-   ``encode_tokens`` padded source positions (a sub-batch's worth) or one search; while rows are
-   in flight a boundary encodes that many at most (the most deserving joiner and any left over
-   from the last boundary always, then the smallest), and the other joiners wait for the next,
-   so that the rows in flight are not held up by many joiners' encoding at once;
-3. one step decodes every live row, and each call is charged its rows' share of the step's time.
+   fill the pool joins at the next step, and a long one never waits for short ones to drain:
+   each kind waits only for its own. Short requests alone fill no more than ``rows``: with the
+   reserve as well, the service served 0.95× the sentences a second at 64 clients
+   (benchmarks/RESULTS.md, section 38). None is refused.
+
+   While a heavy call (one whose searches, in the pool and queued, take or took more rows than
+   the pool's) has searches in the pool, a small search of a call served less than every such
+   call joins the **express pool** instead, while its ``reserve_rows`` rows have room: a second
+   ``RowPool`` over the same session, stepped apart (3.), so that a short request beside long
+   ones does not pay for their rows at each of its steps (in one pool, 0.22 s at the median
+   beside two heavy clients: section 38). Fixed shapes (CUDA graphs) have none: a session's
+   captured graphs belong to one pool's blocks.
+
+   The sources of every search that joins at a boundary are encoded in runs of like widths,
+   each within ``encode_tokens`` padded source positions (a sub-batch's worth) or one search;
+   while rows are in flight a boundary encodes that many at most (the most deserving joiner and
+   any left over from the last boundary always, then the smallest), and the other joiners wait
+   for the next, so that the rows in flight are not held up by many joiners' encoding at once;
+3. one step decodes every live row of a pool, and each call is charged its rows' share of the
+   step's time. With both pools busy, the one whose least-served call has had the least model
+   time steps: a short request takes consecutive steps of its own few rows until it has had as
+   much as the long ones, as ``engine.scheduler`` gives it turns on the rectangles.
 
 A search that finishes leaves within the step that finished it, so its rows are free for the next
 joiner at once, and a caller's other searches go on.
@@ -39,9 +51,11 @@ import functools
 import itertools
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from math import inf
 
 import numpy as np
 
@@ -71,6 +85,7 @@ class _Queued:
     results: list[list[Hypothesis] | None] = field(default_factory=list)  # of a joining one, as they finish
     timing: Timing | None = None
     deferred: bool = False  # admitted once, its encoding left for the next boundary: not again
+    pool: RowPool | None = None  # the pool it joins (module docstring)
 
 
 @dataclass(eq=False)
@@ -79,7 +94,12 @@ class _Shared:
 
     search: JoinableSearch
     member: Member
+    pool: RowPool
     owners: dict[int, tuple[_Queued, int]] = field(default_factory=dict)  # sentence -> (its search, position)
+
+    @property
+    def key(self) -> tuple[RowPool, SearchOptions]:
+        return self.pool, self.search.options
 
 
 @dataclass
@@ -114,9 +134,16 @@ class PoolScheduler:
         self.release_idle_s = release_idle_s
         self.reserve_rows = pool.config.rows // 4 if reserve_rows is None else reserve_rows
         self.encode_tokens = encode_tokens
+        self.express = (
+            RowPool(pool.session, pool.shape, replace(pool.config, rows=self.reserve_rows), pool.storage)
+            if self.reserve_rows and not pool.config.fixed_shapes
+            else None
+        )
+        self._pools = [p for p in (pool, self.express) if p is not None]
         self._queue: list[_Queued] = []
         self._members: dict[Member, _Queued] = {}  # each member's call (not the shared searches')
-        self._shared: dict[SearchOptions, _Shared] = {}
+        self._shared: dict[tuple[RowPool, SearchOptions], _Shared] = {}
+        self._heavy: set[Task] = set()  # _heavy_calls
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._closed = False
@@ -127,7 +154,7 @@ class PoolScheduler:
     def load(self) -> int:
         """Rows held and queued: where the next search is best sent."""
         with self._changed:
-            return self.pool.rows_held + sum(q.rows for q in self._queue)
+            return sum(p.rows_held for p in self._pools) + sum(q.rows for q in self._queue)
 
     def submit(
         self,
@@ -189,7 +216,7 @@ class PoolScheduler:
             with self._changed:
                 self._closed = True
                 queued, self._queue = self._queue, []
-            for member in list(self.pool.members):
+            for member in [m for p in self._pools for m in p.members]:
                 if member.on_done is not None:
                     member.on_done(None, e)
             for q in queued:
@@ -199,10 +226,11 @@ class PoolScheduler:
     def _serve(self) -> None:
         while True:
             with self._changed:
-                while not (self._queue or self.pool.members or self._closed):
+                while not (self._queue or self._busy() or self._closed):
                     if not self._changed.wait(self.release_idle_s):
-                        self.pool.release()
-                if self._closed and not (self._queue or self.pool.members):
+                        for pool in self._pools:
+                            pool.release()
+                if self._closed and not (self._queue or self._busy()):
                     return
                 cancelled = [q for q in self._queue if q.task.cancellation.is_set()]
                 for q in cancelled:
@@ -212,12 +240,16 @@ class PoolScheduler:
                 q.future.set_exception(Cancelled("the translation was cancelled"))
             for member, q in list(self._members.items()):
                 if q.task.cancellation.is_set():
-                    self.pool.remove(member, Cancelled("the translation was cancelled"))
+                    assert q.pool is not None
+                    q.pool.remove(member, Cancelled("the translation was cancelled"))
             for shared in list(self._shared.values()):
                 self._drop_cancelled(shared)
             if joining:
                 self._join(joining)
             self._step()
+
+    def _busy(self) -> bool:
+        return any(p.members for p in self._pools)
 
     def _admit(self) -> list[_Queued]:
         """The queued searches that join now (module docstring): of each kind by least attained
@@ -226,19 +258,28 @@ class PoolScheduler:
         if not self._queue:  # every step comes here: the rows held are counted only for a joiner
             return []
         rows, reserve = self.pool.config.rows, self.reserve_rows
-        small, large = self._held()
+        held = self._held(self.pool)
+        small = sum(n for q, n in held if self._small(q))
+        large = sum(n for q, n in held if not self._small(q))
+        express = sum(n for _, n in self._held(self.express)) if self.express is not None else 0
+        self._heavy = self._heavy_calls(held)
         queue = sorted(self._queue, key=_rank)
         joining: list[_Queued] = []
         for q in (q for q in queue if not self._small(q)):
             if large and large + q.rows > rows:
                 break
+            q.pool, large = self.pool, large + q.rows
             joining.append(q)
-            large += q.rows
+        in_pool = [q for q, _ in held] + joining
+        lightest = min((q.task.attained_s for q in in_pool if q.task in self._heavy), default=-inf)
         for q in (q for q in queue if self._small(q)):
-            if small + large + q.rows > max(rows, large + reserve):
+            if self.express is not None and q.task.attained_s < lightest and express + q.rows <= reserve:
+                q.pool, express = self.express, express + q.rows
+            elif small + large + q.rows > max(rows, large + reserve):
                 break
+            else:
+                q.pool, small = self.pool, small + q.rows
             joining.append(q)
-            small += q.rows
         joining = self._encoded_now(joining)
         for q in joining:
             self._queue.remove(q)
@@ -249,7 +290,7 @@ class PoolScheduler:
         deserving and any left over at the last boundary, whatever their size, then the smallest
         while the run stays within ``encode_tokens``. The others are left for the next boundary,
         once: however many small searches keep joining, a large one waits one boundary at most."""
-        if not joining or not self.pool.members:
+        if not joining or not self._busy():
             return joining
         first = min(joining, key=_rank)
         taken = [q for q in joining if q is first or q.deferred]
@@ -262,15 +303,23 @@ class PoolScheduler:
                 q.deferred = True
         return taken
 
-    def _held(self) -> tuple[int, int]:
-        """The rows that the small and the large searches in the pool hold from the next step
-        on: a member's all it may hold, a sentence of the shared searches its beams."""
-        held = [(q, q.rows) for q in self._members.values()]
+    def _held(self, pool: RowPool) -> list[tuple[_Queued, int]]:
+        """The searches in ``pool``, each with the rows it holds from the next step on: a
+        member's all it may hold, a sentence of the shared searches its beams."""
+        held = [(q, q.rows) for q in self._members.values() if q.pool is pool]
         for shared in self._shared.values():
-            beams = shared.search.options.beam_size
-            held += [(q, beams) for q, _ in shared.owners.values()]
-        small = sum(n for q, n in held if self._small(q))
-        return small, sum(n for _, n in held) - small
+            if shared.pool is pool:
+                beams = shared.search.options.beam_size
+                held += [(q, beams) for q, _ in shared.owners.values()]
+        return held
+
+    def _heavy_calls(self, held: list[tuple[_Queued, int]]) -> set[Task]:
+        """The calls whose searches, ``held`` in the pool and queued, take or once took more rows
+        than the pool's: calls that fill it alone for a while, to their last search."""
+        rows: Counter[Task] = Counter()
+        for q, n in [*held, *((q, q.rows) for q in self._queue)]:
+            rows[q.task] += n
+        return {task for task in rows if task in self._heavy or rows[task] > self.pool.config.rows}
 
     def _small(self, q: _Queued) -> bool:
         """Whether ``q`` is a small search, which may take the reserve."""
@@ -317,34 +366,36 @@ class PoolScheduler:
         if q.steps is None:
             self._join_search(q, source, timing)
             return
+        assert q.pool is not None
         member = Member(q.steps, q.alignments, q.vocab_ids)
         member.on_done = functools.partial(self._done, member, q, timing)
         self._members[member] = q
-        self.pool.join(member, source)
+        q.pool.join(member, source)
 
     def _join_search(self, q: _Queued, source: dict[str, np.ndarray], timing: Timing) -> None:
         """``q``'s sentences into the pool's search for its options, begun if there is none."""
-        assert q.options is not None and self.searches is not None
+        assert q.options is not None and q.pool is not None and self.searches is not None
         q.timing = timing
-        shared = self._shared.get(q.options)
+        key = (q.pool, q.options)
+        shared = self._shared.get(key)
         if shared is None:
-            search = self.searches(q.options, functools.partial(self._sentence_done, q.options))
-            shared = _Shared(search, Member(search.steps, False, None))
+            search = self.searches(q.options, functools.partial(self._sentence_done, key))
+            shared = _Shared(search, Member(search.steps, False, None), q.pool)
             shared.member.on_done = functools.partial(self._search_left, shared)
-            self._shared[q.options] = shared
+            self._shared[key] = shared
             self._own(shared, q, search.add(q.max_lengths))
-            self.pool.join(shared.member, source)
+            q.pool.join(shared.member, source)
         else:
             self._own(shared, q, shared.search.add(q.max_lengths))
-            self.pool.extend(shared.member, source, rows=len(q.ids))  # one row each at the first step
+            q.pool.extend(shared.member, source, rows=len(q.ids))  # one row each at the first step
             shared.member.request = shared.search.request()
 
     def _own(self, shared: _Shared, q: _Queued, indices: list[int]) -> None:
         for position, index in enumerate(indices):
             shared.owners[index] = (q, position)
 
-    def _sentence_done(self, options: SearchOptions, index: int, hypotheses: list[Hypothesis]) -> None:
-        q, position = self._shared[options].owners.pop(index)
+    def _sentence_done(self, key: tuple[RowPool, SearchOptions], index: int, hypotheses: list[Hypothesis]) -> None:
+        q, position = self._shared[key].owners.pop(index)
         q.results[position] = hypotheses
         if all(r is not None for r in q.results):
             assert q.timing is not None
@@ -353,8 +404,8 @@ class PoolScheduler:
 
     def _search_left(self, shared: _Shared, result: object, error: BaseException | None) -> None:
         """The pool's search for some options ended: every sentence finished, or it failed."""
-        if self._shared.get(shared.search.options) is shared:
-            del self._shared[shared.search.options]
+        if self._shared.get(shared.key) is shared:
+            del self._shared[shared.key]
         for q in {q for q, _ in shared.owners.values()}:
             if not q.future.done():
                 q.future.set_exception(error or RuntimeError("the search ended before its sentences"))
@@ -372,9 +423,9 @@ class PoolScheduler:
             q.future.set_exception(Cancelled("the translation was cancelled"))
         selection = shared.search.drop(indices)
         if not shared.owners:
-            self.pool.remove(shared.member, Cancelled("the translation was cancelled"))
+            shared.pool.remove(shared.member, Cancelled("the translation was cancelled"))
         elif selection is not None:
-            self.pool.apply(shared.member, selection)
+            shared.pool.apply(shared.member, selection)
             shared.member.request = shared.search.request()
 
     def _done(self, member: Member, q: _Queued, timing: Timing, result: object, error: BaseException | None) -> None:
@@ -387,24 +438,32 @@ class PoolScheduler:
             q.future.set_result((result, timing))
 
     def _step(self) -> None:
-        """One step of the pool; each call is charged its rows' share of its time."""
-        charged = [(self._members[m].task, len(m.rows)) for m in self.pool.members if m in self._members]
-        for shared in self._shared.values():
-            rows = zip(shared.search.sentences(), shared.search.rows_per_sentence(), strict=True)
-            charged += [(shared.owners[i][0].task, int(n)) for i, n in rows]
-        if not charged:
+        """One step of a pool (module docstring); each call is charged its rows' share of its time."""
+        charges = {pool: self._charged(pool) for pool in self._pools if pool.members}
+        if not charges:
             return
+        pool = min(charges, key=lambda p: min((task.attained_s for task, _ in charges[p]), default=inf))
+        charged = charges[pool]
         start = time.perf_counter()
         try:
-            self.pool.step()
+            pool.step()
         except Exception as e:  # onnxruntime failed: the searches in the step fail, not the pool
-            for member in list(self.pool.members):
-                self.pool.remove(member, e)
+            for member in list(pool.members):
+                pool.remove(member, e)
         seconds = time.perf_counter() - start
         total = sum(n for _, n in charged) or 1
         with self._changed:
             for task, n in charged:
                 task.attained_s += seconds * n / total
+
+    def _charged(self, pool: RowPool) -> list[tuple[Task, int]]:
+        """The calls ``pool``'s next step decodes, each with its rows."""
+        charged = [(self._members[m].task, len(m.rows)) for m in pool.members if m in self._members]
+        for shared in self._shared.values():
+            if shared.pool is pool:
+                rows = zip(shared.search.sentences(), shared.search.rows_per_sentence(), strict=True)
+                charged += [(shared.owners[i][0].task, int(n)) for i, n in rows]
+        return charged
 
 
 def _rank(q: _Queued) -> tuple[float, int, int]:

@@ -14,6 +14,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -445,23 +446,49 @@ def test_a_cancelled_call_leaves_at_the_next_step_and_others_go_on(pooled: Runne
     assert scheduler.pool.rows_held == 0
 
 
-def recorded_joins(scheduler: PoolScheduler) -> tuple[dict[int, str], list[tuple[str, int]]]:
-    """The names to give searches' steps, and the searches that join ``scheduler``'s pool, in
-    order, each with the rows the pool held as it joined."""
+class Joined(NamedTuple):
+    name: str
+    express: bool  # into the express pool
+    held: int  # the rows the (main) pool held as it joined
+    step: int  # the (main) pool's steps before it joined
+
+
+def recorded_joins(scheduler: PoolScheduler) -> tuple[dict[int, str], list[Joined], list[int]]:
+    """The names to give searches' steps, the searches that join ``scheduler``'s pools, in order,
+    and a counter of the (main) pool's steps."""
     names: dict[int, str] = {}
-    joined: list[tuple[str, int]] = []
-    original = scheduler.pool.join
+    joined: list[Joined] = []
+    steps = counted_steps(scheduler.pool)
 
-    def recording(m: Member, source: dict[str, np.ndarray]) -> None:
-        joined.append((names[id(m.steps)], scheduler.pool.rows_held))
-        original(m, source)
+    def record(pool: RowPool) -> None:
+        original = pool.join
 
-    scheduler.pool.join = recording  # type: ignore[method-assign]
-    return names, joined
+        def recording(m: Member, source: dict[str, np.ndarray]) -> None:
+            joined.append(Joined(names[id(m.steps)], pool is scheduler.express, scheduler.pool.rows_held, steps[0]))
+            original(m, source)
+
+        pool.join = recording  # type: ignore[method-assign]
+
+    for pool in filter(None, (scheduler.pool, scheduler.express)):
+        record(pool)
+    return names, joined, steps
 
 
-def order(joined: list[tuple[str, int]]) -> list[str]:
-    return [name for name, _ in joined]
+def order(joined: list[Joined]) -> list[str]:
+    return [j.name for j in joined]
+
+
+def counted_steps(pool: RowPool) -> list[int]:
+    """A counter of ``pool``'s steps from now on."""
+    steps = [0]
+    original = pool.step
+
+    def counted() -> None:
+        steps[0] += 1
+        original()
+
+    pool.step = counted  # type: ignore[method-assign]
+    return steps
 
 
 def test_the_least_served_call_joins_first(pooled: Runner) -> None:
@@ -469,7 +496,7 @@ def test_the_least_served_call_joins_first(pooled: Runner) -> None:
     them joins before the heavy call's next one, since it has had no model time yet."""
     pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
     scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, reserve_rows=0)
-    names, joined = recorded_joins(scheduler)
+    names, joined, _ = recorded_joins(scheduler)
     tasks = StepScheduler()
     try:
         with tasks.task() as heavy, tasks.task(Cancellation()) as light:
@@ -491,19 +518,25 @@ def test_the_least_served_call_joins_first(pooled: Runner) -> None:
     assert order(joined).index("light") < order(joined).index("heavy-2")
 
 
-def test_a_small_search_joins_a_pool_that_large_ones_fill(pooled: Runner) -> None:
-    """Large searches hold all of the pool's rows and more wait; a one-sentence search, though its
-    call is served as much as theirs, joins at the next step, in the reserve, and gets what it
-    gets alone."""
+@pytest.mark.parametrize(("heavy_call", "light_served"), [(True, 1.0), (True, 20.0), (False, 1.0)])
+def test_a_small_search_beside_large_ones_joins_at_the_next_step(
+    pooled: Runner, heavy_call: bool, light_served: float
+) -> None:
+    """Large searches hold all of the pool's rows and more wait; a one-sentence search joins at the
+    next step and gets what it gets alone. Beside a heavy call (its searches more rows than the
+    pool's) served more than it, it joins the express pool and takes every step until it is done,
+    as the rectangles' scheduler gives it turns. Served more than the heavy call, or beside calls
+    that are not heavy, it joins the pool's reserve and shares the large ones' steps."""
     pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
     scheduler = PoolScheduler(pool, pooled.encode, pad_id=0)
-    assert scheduler.reserve_rows == 4
-    names, joined = recorded_joins(scheduler)
+    assert scheduler.reserve_rows == 4 and scheduler.express is not None
+    names, joined, main_steps = recorded_joins(scheduler)
+    finished_at = []
     tasks = StepScheduler()
     started, release = threading.Event(), threading.Event()
     long = [[*range(4, 60), EOS]] * 4
     try:
-        with tasks.task() as heavy, tasks.task() as light:
+        with tasks.task() as heavy, tasks.task() as other, tasks.task() as light:
             first = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
             steps = held_after_its_first_step(first, started, release)
             names[id(steps)] = "heavy-0"
@@ -512,12 +545,13 @@ def test_a_small_search_joins_a_pool_that_large_ones_fill(pooled: Runner) -> Non
             ids = sentences(4, 40)
             steps = searched(ids, 4)
             names[id(steps)] = "heavy-1"
-            futures.append(scheduler.submit(ids, steps, rows=16, task=heavy))
+            futures.append(scheduler.submit(ids, steps, rows=16, task=heavy if heavy_call else other))
             ids = sentences(1, 41)
             steps = searched(ids, 4)
             names[id(steps)] = "light"
-            light.attained_s = heavy.attained_s = 1.0
+            heavy.attained_s, other.attained_s, light.attained_s = 10.0, 10.0, light_served
             small = scheduler.submit(ids, steps, rows=4, task=light)
+            small.add_done_callback(lambda _: finished_at.append(main_steps[0]))  # in the pool's thread
             release.set()
             assert same(small.result(timeout=60)[0], alone(pooled, ids, 4))  # type: ignore[arg-type]
             for future in futures:
@@ -525,7 +559,53 @@ def test_a_small_search_joins_a_pool_that_large_ones_fill(pooled: Runner) -> Non
     finally:
         scheduler.close()
     assert order(joined) == ["heavy-0", "light", "heavy-1"]
-    assert joined[1][1] == 16  # heavy-0's 16 rows were in the pool as the light search joined
+    assert joined[1].held == 16  # heavy-0's 16 rows were in the pool as it joined
+    assert joined[1].express == (heavy_call and light_served < 10.0)
+    if joined[1].express:
+        assert finished_at == [joined[1].step]  # no step of the large ones' pool in between
+    else:
+        assert finished_at[0] > joined[1].step
+    assert scheduler.express.rows_held == pool.rows_held == 0
+
+
+def test_a_small_search_joins_the_reserve_when_the_express_pool_is_full(pooled: Runner) -> None:
+    """Two small searches beside a heavy call: the first fills the express pool, the second joins
+    the pool's reserve at the same step rather than wait for it."""
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
+    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0)
+    names, joined, _ = recorded_joins(scheduler)
+    tasks = StepScheduler()
+    started, release = threading.Event(), threading.Event()
+    try:
+        with tasks.task() as heavy, tasks.task() as first, tasks.task() as second:
+            heavy.attained_s, first.attained_s, second.attained_s = 5.0, 1.0, 2.0
+            search = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
+            steps = held_after_its_first_step(search, started, release)
+            names[id(steps)] = "large"
+            futures = [scheduler.submit([[*range(4, 60), EOS]] * 4, steps, rows=16, task=heavy)]
+            assert started.wait(timeout=60)
+            ids = sentences(4, 72)
+            steps = searched(ids, 4)
+            names[id(steps)] = "large-1"  # waits: the heavy call's rows are more than the pool's
+            futures.append(scheduler.submit(ids, steps, rows=16, task=heavy))
+            smalls = {}
+            for name, seed, task in (("first", 70, first), ("second", 71, second)):
+                smalls[name] = sentences(1, seed)
+                steps = searched(smalls[name], 4)
+                names[id(steps)] = name
+                futures.append(scheduler.submit(smalls[name], steps, rows=4, task=task))
+            release.set()
+            results = [future.result(timeout=60)[0] for future in futures]
+    finally:
+        scheduler.close()
+    assert {j.name: (j.express, j.step) for j in joined[:3]} == {
+        "large": (False, 0),
+        "first": (True, 1),
+        "second": (False, 1),
+    }
+    assert order(joined)[3:] == ["large-1"]
+    for ids, result in zip(smalls.values(), results[2:], strict=True):
+        assert same(result, alone(pooled, ids, 4))  # type: ignore[arg-type]
 
 
 def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) -> None:
@@ -533,7 +613,7 @@ def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) ->
     beside them at the next step (its rows are the pool's, not theirs), ahead of the small one."""
     pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
     scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, reserve_rows=4)
-    names, joined = recorded_joins(scheduler)
+    names, joined, _ = recorded_joins(scheduler)
     tasks = StepScheduler()
     holds = [(threading.Event(), threading.Event()) for _ in range(2)]
     long = [[*range(4, 60), EOS]]
@@ -566,8 +646,8 @@ def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) ->
         scheduler.close()
     joins = order(joined)
     assert joins[0] == "small-0" and set(joins[1:4]) == {"small-1", "small-2", "small-3"}  # one boundary
-    assert joins[4:] == ["large", "small-4"]
-    assert joined[4][1] == 16
+    assert joins[4:] == ["large", "small-4"] and joined[4].held == 16
+    assert not any(j.express for j in joined)  # one call: the small ones are served as much as the large one
 
 
 def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runner) -> None:
@@ -577,23 +657,7 @@ def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runne
     not left over again."""
     pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
     scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, encode_tokens=200)
-    names, joined = recorded_joins(scheduler)
-    steps_run = [0]
-    original_step = pool.step
-
-    def counted() -> None:
-        steps_run[0] += 1
-        original_step()
-
-    pool.step = counted  # type: ignore[method-assign]
-    at: dict[str, int] = {}
-    original_join = pool.join
-
-    def when(m: Member, source: dict[str, np.ndarray]) -> None:
-        at[names[id(m.steps)]] = steps_run[0]
-        original_join(m, source)
-
-    pool.join = when  # type: ignore[method-assign]
+    names, joined, _ = recorded_joins(scheduler)
     tasks = StepScheduler()
     started, release = threading.Event(), threading.Event()
     wide = [[*range(4, 40), EOS]] * 4  # 38 positions each: one is 152, two 304
@@ -614,6 +678,7 @@ def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runne
     finally:
         scheduler.close()
     assert order(joined)[:2] == ["running", "a"]
+    at = {j.name: j.step for j in joined}
     assert at["b"] == at["c"] == at["a"] + 1
 
 
