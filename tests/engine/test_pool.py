@@ -724,3 +724,46 @@ def test_the_translator_on_the_pool_translates_as_on_rectangles(tiny_bundle: Pat
     finally:
         for translator in translators.values():
             translator.close()
+
+
+def test_the_translator_s_light_calls_beside_a_heavy_one_take_the_express_pool(tiny_bundle: Path) -> None:
+    """Through the translator: one-sentence calls made while a heavy call (its sub-batches many
+    times the pool's rows) runs join the express pool, and each gets what it gets alone."""
+    from engine.api import TranslationOptions
+    from engine.translator import Translator, TranslatorConfig
+
+    words = ["a", "the", "man", "woman", "dog", "cat", "child", "red", "big", "runs", "sits", "plays", "in", "park"]
+    rng = np.random.default_rng(5)
+    heavy = [" ".join(rng.choice(words, int(rng.integers(10, 30)))).capitalize() + "." for _ in range(64)]
+    lights = [" ".join(rng.choice(words, 5)).capitalize() + "." for _ in range(4)]
+    config = TranslatorConfig(
+        model_dir=tiny_bundle, provider="cpu", threads=1, pool=True, pool_rows=16, max_batch_sentences=4
+    )
+    translator = Translator(config)
+    assert translator.pools is not None
+    scheduler = translator.pools[0]
+    express = scheduler.express
+    assert express is not None and scheduler.reserve_rows == 4  # one sentence at beam 4
+    options = TranslationOptions(beam_size=4)
+    joins = [0]
+    original = express.join
+
+    def counted(member: Member, source: dict[str, np.ndarray]) -> None:
+        joins[0] += 1
+        original(member, source)
+
+    express.join = counted  # type: ignore[method-assign]
+    try:
+        expected = [translator.translate_batch([text], options).results[0].text for text in lights]
+        assert joins[0] == 0  # alone, no call is heavy
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (translator.translate_batch(heavy, options), done.set()))
+        worker.start()
+        beside: list[str] = []
+        while not done.is_set() or not beside:
+            beside += [translator.translate_batch([text], options).results[0].text for text in lights]
+            assert beside[-len(lights) :] == expected
+        worker.join(timeout=120)
+    finally:
+        translator.close()
+    assert joins[0] > 0, joins
