@@ -518,18 +518,24 @@ def test_the_least_served_call_joins_first(pooled: Runner) -> None:
     assert order(joined).index("light") < order(joined).index("heavy-2")
 
 
-@pytest.mark.parametrize(("heavy_call", "light_served"), [(True, 1.0), (True, 20.0), (False, 1.0)])
+@pytest.mark.parametrize(
+    ("heavy_call", "light_served", "device"),
+    [(True, 1.0, False), (True, 20.0, False), (False, 1.0, False), (True, 1.0, True)],
+)
 def test_a_small_search_beside_large_ones_joins_at_the_next_step(
-    pooled: Runner, heavy_call: bool, light_served: float
+    pooled: Runner, heavy_call: bool, light_served: float, device: bool
 ) -> None:
     """Large searches hold all of the pool's rows and more wait; a one-sentence search joins at the
     next step and gets what it gets alone. Beside a heavy call (its searches more rows than the
-    pool's) served more than it, it joins the express pool and takes every step until it is done,
+    pool's) served less than it, it joins the express pool and takes every step until it is done,
     as the rectangles' scheduler gives it turns. Served more than the heavy call, or beside calls
-    that are not heavy, it joins the pool's reserve and shares the large ones' steps."""
-    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
+    that are not heavy, it joins the pool's reserve and shares the large ones' steps. ``device``:
+    the pools' blocks in device memory (CUDA's path, run on the CPU)."""
+    storage = DeviceStorage("cpu") if device else None
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16), storage)
     scheduler = PoolScheduler(pool, pooled.encode, pad_id=0)
     assert scheduler.reserve_rows == 4 and scheduler.express is not None
+    assert scheduler.express.storage is pool.storage
     names, joined, main_steps = recorded_joins(scheduler)
     finished_at = []
     tasks = StepScheduler()
