@@ -143,7 +143,7 @@ class PoolScheduler:
         self._queue: list[_Queued] = []
         self._members: dict[Member, _Queued] = {}  # each member's call (not the shared searches')
         self._shared: dict[tuple[RowPool, SearchOptions], _Shared] = {}
-        self._heavy: set[Task] = set()  # _heavy_calls
+        self._heavy: set[Task] = set()  # calls whose searches take or took more rows than the pool's
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._closed = False

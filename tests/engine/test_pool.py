@@ -13,6 +13,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -762,14 +763,13 @@ def test_the_translator_s_light_calls_beside_a_heavy_one_take_the_express_pool(t
     try:
         expected = [translator.translate_batch([text], options).results[0].text for text in lights]
         assert joins[0] == 0  # alone, no call is heavy
-        done = threading.Event()
-        worker = threading.Thread(target=lambda: (translator.translate_batch(heavy, options), done.set()))
-        worker.start()
-        beside: list[str] = []
-        while not done.is_set() or not beside:
-            beside += [translator.translate_batch([text], options).results[0].text for text in lights]
-            assert beside[-len(lights) :] == expected
-        worker.join(timeout=120)
+        with ThreadPoolExecutor(1) as worker:
+            heavy_call = worker.submit(translator.translate_batch, heavy, options)
+            beside: list[str] = []
+            while not heavy_call.done() or not beside:  # a heavy call that fails ends the loop too
+                beside += [translator.translate_batch([text], options).results[0].text for text in lights]
+                assert beside[-len(lights) :] == expected
+            heavy_call.result()
     finally:
         translator.close()
     assert joins[0] > 0, joins
