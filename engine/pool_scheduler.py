@@ -18,22 +18,29 @@ wait for their results. Between two steps:
    (benchmarks/RESULTS.md, section 38). None is refused.
 
    While a heavy call (one whose searches, in the pool and queued, take or took more rows than
-   the pool's) has searches in the pool, a small search of a call served less than every such
-   call joins the **express pool** instead, while its ``reserve_rows`` rows have room: a second
-   ``RowPool`` over the same session, stepped apart (3.), so that a short request beside long
-   ones does not pay for their rows at each of its steps (in one pool, 0.22 s at the median
-   beside two heavy clients: section 38). Fixed shapes (CUDA graphs) have none: a session's
-   captured graphs belong to one pool's blocks.
+   the pool's) has searches in the pool, a small search of a call that is not heavy and has been
+   served no more than every heavy one joins the **express pool** instead, while its
+   ``reserve_rows`` rows have room: a second ``RowPool`` over the same session, stepped apart
+   (3.), so that a short request beside long ones does not pay for their rows at each of its
+   steps (in one pool, 0.22 s at the median beside two heavy clients: section 38). A small
+   search waiting for the main pool's rows keeps the ones behind it out of the main pool, not
+   out of the express pool. Fixed shapes (CUDA graphs) have none: a session's captured graphs
+   belong to one pool's blocks.
 
-   The sources of every search that joins at a boundary are encoded in runs of like widths,
-   each within ``encode_tokens`` padded source positions (a sub-batch's worth) or one search;
-   while rows are in flight a boundary encodes that many at most (the most deserving joiner and
-   any left over from the last boundary always, then the smallest), and the other joiners wait
-   for the next, so that the rows in flight are not held up by many joiners' encoding at once;
+   Only the searches joining the pool that steps next (3.) are encoded at a boundary, so that
+   one pool's joiners are not encoded between two steps of the other, and at most
+   ``encode_tokens`` padded source positions of them (a quarter of a sub-batch), sentence by
+   sentence and one at least, in runs of like widths: the most deserving joiner's first, then
+   those of joiners left over from the last boundary, then the smallest joiners'. A search joins
+   once all its sentences are encoded, over as many boundaries as that takes: no step waits for
+   more than one budget's encoding, where a long text's sub-batch encoded whole held every row for
+   0.15-0.23 s (benchmarks/RESULTS.md, section 40);
 3. one step decodes every live row of a pool, and each call is charged its rows' share of the
-   step's time. With both pools busy, the one whose least-served call has had the least model
-   time steps: a short request takes consecutive steps of its own few rows until it has had as
-   much as the long ones, as ``engine.scheduler`` gives it turns on the rectangles.
+   step's time. The pool that steps is the one whose least-served call (joiners counted) would be
+   least served after the step, counting the step's whole time: a step of the main pool puts its
+   least-served call a step ahead, as a heavy sub-batch's turn does on the rectangles
+   (``engine.scheduler``), and a short request in the express pool takes steps of its own until it
+   is as far ahead.
 
 A search that finishes leaves within the step that finished it, so its rows are free for the next
 joiner at once, and a caller's other searches go on.
@@ -66,6 +73,10 @@ from engine.runner import Encoded, pad_batch
 from engine.scheduler import Cancelled, Task
 
 Encoder = Callable[[np.ndarray], Encoded]
+# Padded source positions encoded between two steps: a quarter of a sub-batch, so that a sentence
+# decoding beside wide joiners waits 0.06-0.09 s for their encoding at most, not a whole
+# sub-batch's 0.15-0.23 s (benchmarks/RESULTS.md, section 40)
+ENCODE_TOKENS = 1024
 # A search for these options that tells each sentence's hypotheses, by index, as it finishes
 SearchFactory = Callable[[SearchOptions, Callable[[int, list[Hypothesis]], None]], JoinableSearch]
 
@@ -84,8 +95,15 @@ class _Queued:
     max_lengths: list[int] = field(default_factory=list)
     results: list[list[Hypothesis] | None] = field(default_factory=list)  # of a joining one, as they finish
     timing: Timing | None = None
-    deferred: bool = False  # admitted once, its encoding left for the next boundary: not again
+    deferred: bool = False  # admitted once, some of its sentences left for the next boundary
     pool: RowPool | None = None  # the pool it joins (module docstring)
+    parts: list[dict[str, np.ndarray]] = field(default_factory=list)  # its first sentences, encoded
+    encode_seconds: float = 0.0
+
+    @property
+    def encoded(self) -> int:
+        """Sentences encoded so far."""
+        return sum(len(part["src_mask"]) for part in self.parts)
 
 
 @dataclass(eq=False)
@@ -122,14 +140,14 @@ class PoolScheduler:
         name: str = "mt-pool",
         release_idle_s: float = 1.0,
         reserve_rows: int | None = None,
-        encode_tokens: int = 4096,
+        encode_tokens: int = ENCODE_TOKENS,
     ) -> None:
         """``release_idle_s``: how long the pool stays empty and unasked before its cache's pages
         go back (``RowPool.release``): not as it empties, which between one call's sub-batches
         cost the offline engine 12% of its speed faulting them in again. ``reserve_rows``: the
         rows beyond the pool's that small searches (at most that many rows each) may take
         (module docstring); None: a quarter of the pool's rows. ``encode_tokens``: the padded
-        source positions encoded between two steps while rows are in flight (module docstring)."""
+        source positions encoded between two steps (module docstring)."""
         self.pool, self.encode, self.pad_id, self.searches = pool, encode, pad_id, searches
         self.release_idle_s = release_idle_s
         self.reserve_rows = pool.config.rows // 4 if reserve_rows is None else reserve_rows
@@ -144,6 +162,7 @@ class PoolScheduler:
         self._members: dict[Member, _Queued] = {}  # each member's call (not the shared searches')
         self._shared: dict[tuple[RowPool, SearchOptions], _Shared] = {}
         self._heavy: set[Task] = set()  # calls whose searches take or took more rows than the pool's
+        self._step_seconds: dict[RowPool, float] = {}  # each pool's last step
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._closed = False
@@ -235,7 +254,7 @@ class PoolScheduler:
                 cancelled = [q for q in self._queue if q.task.cancellation.is_set()]
                 for q in cancelled:
                     self._queue.remove(q)
-                joining = self._admit()
+                plan, stepping = self._admit()
             for q in cancelled:
                 q.future.set_exception(Cancelled("the translation was cancelled"))
             for member, q in list(self._members.items()):
@@ -244,19 +263,23 @@ class PoolScheduler:
                     q.pool.remove(member, Cancelled("the translation was cancelled"))
             for shared in list(self._shared.values()):
                 self._drop_cancelled(shared)
-            if joining:
-                self._join(joining)
-            self._step()
+            if plan:
+                self._join(plan)
+            if stepping is not None:
+                self._step(stepping)
 
     def _busy(self) -> bool:
         return any(p.members for p in self._pools)
 
-    def _admit(self) -> list[_Queued]:
-        """The queued searches that join now (module docstring): of each kind by least attained
-        service, while they fit. None passes a search of its own kind that waits: the largest
-        would wait for ever."""
+    def _admit(self) -> tuple[list[tuple[_Queued, int]], RowPool | None]:
+        """The queued searches admitted now (module docstring): of each kind by least attained
+        service, while they fit; None passes a search of its own kind that waits: the largest
+        would wait for ever. Of those, the ones that join the pool that steps next, each with
+        how many of its sentences are encoded now (``_encoded_now``): the others wait for a
+        boundary before their pool's step, so that their encoding does not come between two
+        steps of the other pool. Those whose last sentences these are leave the queue."""
         if not self._queue:  # every step comes here: the rows held are counted only for a joiner
-            return []
+            return [], self._stepping_next([])
         rows, reserve = self.pool.config.rows, self.reserve_rows
         held = self._held(self.pool)
         small = sum(n for q, n in held if self._small(q))
@@ -272,36 +295,62 @@ class PoolScheduler:
             joining.append(q)
         in_pool = [q for q, _ in held] + joining
         lightest = min((q.task.attained_s for q in in_pool if q.task in self._heavy), default=-inf)
+        # A small search waiting for the main pool keeps later ones out of it, not out of the express pool
+        main_open = True
         for q in (q for q in queue if self._small(q)):
-            if self.express is not None and q.task.attained_s < lightest and express + q.rows <= reserve:
+            if self.express is not None and self._light(q, lightest) and express + q.rows <= reserve:
                 q.pool, express = self.express, express + q.rows
-            elif small + large + q.rows > max(rows, large + reserve):
-                break
-            else:
+            elif main_open and small + large + q.rows <= max(rows, large + reserve):
                 q.pool, small = self.pool, small + q.rows
-            joining.append(q)
-        joining = self._encoded_now(joining)
-        for q in joining:
-            self._queue.remove(q)
-        return joining
-
-    def _encoded_now(self, joining: list[_Queued]) -> list[_Queued]:
-        """Of ``joining``, those whose sources are encoded now (module docstring): the most
-        deserving and any left over at the last boundary, whatever their size, then the smallest
-        while the run stays within ``encode_tokens``. The others are left for the next boundary,
-        once: however many small searches keep joining, a large one waits one boundary at most."""
-        if not joining or not self._busy():
-            return joining
-        first = min(joining, key=_rank)
-        taken = [q for q in joining if q is first or q.deferred]
-        sentences, width = sum(len(q.ids) for q in taken), max(map(_width, taken))
-        for q in sorted((q for q in joining if q not in taken), key=lambda q: q.rows):
-            if (sentences + len(q.ids)) * max(width, _width(q)) <= self.encode_tokens:
-                taken.append(q)
-                sentences, width = sentences + len(q.ids), max(width, _width(q))
             else:
-                q.deferred = True
-        return taken
+                main_open = False
+                continue
+            joining.append(q)
+        stepping = self._stepping_next(joining)
+        plan = self._encoded_now([q for q in joining if q.pool is stepping])
+        for q, count in plan:
+            if q.encoded + count == len(q.ids):  # it joins at this boundary
+                self._queue.remove(q)
+        return plan, stepping
+
+    def _stepping_next(self, joining: list[_Queued]) -> RowPool | None:
+        """The pool that steps after this boundary, its members and ``joining``'s counted: the
+        one whose least-served call would be least served after the step. The step costs every
+        call waiting for it its whole time, not its share: a step of the main pool puts its
+        least-served call a step ahead, as a heavy sub-batch's turn on the rectangles, and a
+        light call in the express pool takes steps of its own until it is as far ahead."""
+        calls = {pool: [task for task, _ in self._charged(pool)] for pool in self._pools if pool.members}
+        for q in joining:
+            assert q.pool is not None
+            calls.setdefault(q.pool, []).append(q.task)
+        if not calls:
+            return None
+        return min(calls, key=lambda p: min(t.attained_s for t in calls[p]) + self._step_seconds.get(p, 0.0))
+
+    def _encoded_now(self, joining: list[_Queued]) -> list[tuple[_Queued, int]]:
+        """How many more sentences of each of ``joining`` are encoded now (module docstring):
+        the most deserving's first, then those left over at the last boundary, then the
+        smallest searches', while the boundary stays within ``encode_tokens`` padded positions
+        (one sentence at least). A search joins once all its sentences are encoded, so a wide
+        one is encoded over several boundaries, never holding up the rows in flight for more
+        than one budget; a search left over goes before those that were not. So too with no rows
+        in flight: a short request arriving meanwhile waits for one budget, not for every
+        joiner's encoding (a sub-batch of a long text's: 0.15-0.23 s)."""
+        if not joining:
+            return []
+        first = min(joining, key=_rank)
+        budget = self.encode_tokens
+        plan: list[tuple[_Queued, int]] = []
+        for q in sorted(joining, key=lambda q: (q is not first, not q.deferred, q.rows)):
+            left = len(q.ids) - q.encoded
+            count = min(left, budget // _width(q))
+            if not plan:
+                count = max(count, 1)
+            if count:
+                plan.append((q, count))
+                budget -= count * _width(q)
+            q.deferred = count < left
+        return plan
 
     def _held(self, pool: RowPool) -> list[tuple[_Queued, int]]:
         """The searches in ``pool``, each with the rows it holds from the next step on: a
@@ -321,44 +370,62 @@ class PoolScheduler:
             rows[q.task] += n
         return {task for task in rows if task in self._heavy or rows[task] > self.pool.config.rows}
 
+    def _light(self, q: _Queued, lightest: float) -> bool:
+        """Whether ``q``, a small search, takes the express pool beside heavy calls the least
+        served of which has had ``lightest`` seconds: its call is not heavy and has been served
+        no more. A new call starts level with the least-served call in flight, so a sentence
+        arriving while only heavy calls run ties with the least served of them."""
+        return q.task not in self._heavy and q.task.attained_s <= lightest
+
     def _small(self, q: _Queued) -> bool:
         """Whether ``q`` is a small search, which may take the reserve."""
         return q.rows <= self.reserve_rows
 
-    def _join(self, joining: list[_Queued]) -> None:
-        """Encode the joiners' sentences and give each its rows: in runs of joiners of like widths,
-        each run within ``encode_tokens`` padded positions (or one joiner), so that none is
-        padded to another's much wider sources."""
-        for run in self._runs(joining):
-            ids = [s for q in run for s in q.ids]
+    def _join(self, plan: list[tuple[_Queued, int]]) -> None:
+        """Encode the next ``count`` sentences of each joiner in ``plan``, and give each joiner
+        whose sentences are all encoded its rows: in runs of joiners of like widths, each run
+        within ``encode_tokens`` padded positions (or one joiner), so that none is padded to
+        another's much wider sources."""
+        for run in self._runs(plan):
+            ids = [s for q, count in run for s in q.ids[q.encoded : q.encoded + count]]
             start = time.perf_counter()
             try:
-                encoded = self.encode(pad_batch(ids, self.pad_id)).source
+                # at each joiner's own width: a search's parts are encoded as it would be alone
+                encoded = self.encode(pad_batch(ids, self.pad_id, max(_width(q) for q, _ in run))).source
             except Exception as e:
-                for q in run:
-                    q.future.set_exception(e)
+                self._fail([q for q, _ in run], e)
                 continue
             seconds = (time.perf_counter() - start) / len(ids)
             first = 0
-            for q in run:
-                sentences = slice(first, first + len(q.ids))
-                first += len(q.ids)
-                width = _width(q)  # its own batch's, as it would have been encoded alone
-                source = {n: v[sentences, ..., :width, :] for n, v in encoded.items() if n != "src_mask"}
-                source["src_mask"] = encoded["src_mask"][sentences, :width]
-                self._enter(q, source, Timing(encode_seconds=seconds * len(q.ids)))
+            for q, count in run:
+                sentences = slice(first, first + count)
+                first += count
+                width = _width(q)
+                part = {n: v[sentences, ..., :width, :] for n, v in encoded.items() if n != "src_mask"}
+                part["src_mask"] = encoded["src_mask"][sentences, :width]
+                q.parts.append(part)
+                q.encode_seconds += seconds * count
+                if q.encoded == len(q.ids):
+                    self._enter(q, _joined(q.parts), Timing(encode_seconds=q.encode_seconds))
 
-    def _runs(self, joining: list[_Queued]) -> list[list[_Queued]]:
-        """``joining`` by width, cut into encoder runs of ``encode_tokens`` padded positions at most."""
-        runs: list[list[_Queued]] = []
+    def _fail(self, joiners: list[_Queued], error: BaseException) -> None:
+        """``joiners``, whose encoding failed, fail their callers and leave the queue."""
+        with self._changed:  # those whose encoding began are still queued
+            self._queue = [q for q in self._queue if q not in joiners]
+        for q in joiners:
+            q.future.set_exception(error)
+
+    def _runs(self, plan: list[tuple[_Queued, int]]) -> list[list[tuple[_Queued, int]]]:
+        """``plan`` by width, cut into encoder runs of ``encode_tokens`` padded positions at most."""
+        runs: list[list[tuple[_Queued, int]]] = []
         sentences = 0
-        for q in sorted(joining, key=_width):
-            if runs and (sentences + len(q.ids)) * _width(q) <= self.encode_tokens:
-                runs[-1].append(q)
-                sentences += len(q.ids)
+        for q, count in sorted(plan, key=lambda entry: _width(entry[0])):
+            if runs and (sentences + count) * _width(q) <= self.encode_tokens:
+                runs[-1].append((q, count))
+                sentences += count
             else:
-                runs.append([q])
-                sentences = len(q.ids)
+                runs.append([(q, count)])
+                sentences = count
         return runs
 
     def _enter(self, q: _Queued, source: dict[str, np.ndarray], timing: Timing) -> None:
@@ -437,20 +504,18 @@ class PoolScheduler:
         else:
             q.future.set_result((result, timing))
 
-    def _step(self) -> None:
-        """One step of a pool (module docstring); each call is charged its rows' share of its time."""
-        charges = {pool: self._charged(pool) for pool in self._pools if pool.members}
-        if not charges:
+    def _step(self, pool: RowPool) -> None:
+        """One step of ``pool`` (module docstring); each call is charged its rows' share of its time."""
+        charged = self._charged(pool)
+        if not charged:
             return
-        pool = min(charges, key=lambda p: min((task.attained_s for task, _ in charges[p]), default=inf))
-        charged = charges[pool]
         start = time.perf_counter()
         try:
             pool.step()
         except Exception as e:  # onnxruntime failed: the searches in the step fail, not the pool
             for member in list(pool.members):
                 pool.remove(member, e)
-        seconds = time.perf_counter() - start
+        seconds = self._step_seconds[pool] = time.perf_counter() - start
         total = sum(n for _, n in charged) or 1
         with self._changed:
             for task, n in charged:
@@ -474,3 +539,10 @@ def _rank(q: _Queued) -> tuple[float, int, int]:
 def _width(q: _Queued) -> int:
     """The source positions its sentences are encoded at: the longest, and one more."""
     return max(map(len, q.ids)) + 1
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """A search's source from the parts it was encoded in."""
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}

@@ -109,15 +109,16 @@ class DecoderShape:
         return {name: np.zeros(shape, dtype=np.float32) for name in self.names}
 
 
-def pad_batch(ids: list[list[int]], pad_id: int) -> np.ndarray:
-    """(B, S) int64, right-padded to one position past the longest sequence.
+def pad_batch(ids: list[list[int]], pad_id: int, width: int = 0) -> np.ndarray:
+    """(B, S) int64, right-padded to one position past the longest sequence, or to ``width``
+    positions if that is more.
 
     Why one more: onnxruntime's CPU kernels round a source of length S = 3 (mod 4) with no padding
     at all differently (in the last bit) from the same source with padding, while any amount of
     padding gives bitwise the same result. Padding every sentence, the longest included, makes a
     sentence's translation independent of the batch it is in (tests/engine/test_translator.py).
     """
-    out = np.full((len(ids), max(map(len, ids)) + 1), pad_id, dtype=np.int64)
+    out = np.full((len(ids), max(max(map(len, ids)) + 1, width)), pad_id, dtype=np.int64)
     for i, seq in enumerate(ids):
         out[i, : len(seq)] = seq
     return out

@@ -304,7 +304,6 @@ class Translator:
                     ),
                     self.runner.encode,
                     pad_id=manifest.special_tokens.pad,
-                    encode_tokens=config.max_batch_tokens,
                     searches=functools.partial(
                         beam_search.JoinableSearch,
                         bos_id=manifest.special_tokens.bos,

@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,8 +30,8 @@ from engine.pool import Member, PoolConfig, RowPool
 from engine.pool_graph import PoolGraphError, present_output, with_pool_inputs
 from engine.pool_scheduler import PoolScheduler
 from engine.pool_storage import DeviceStorage
-from engine.runner import DecoderShape, Runner, RunnerConfig, pad_batch
-from engine.scheduler import Cancellation, Cancelled, StepScheduler
+from engine.runner import DecoderShape, Encoded, Runner, RunnerConfig, pad_batch
+from engine.scheduler import Cancellation, Cancelled, StepScheduler, Task
 
 BOS, EOS = 2, 3
 
@@ -425,6 +425,28 @@ def held_after_its_first_step(steps: Steps, started: threading.Event, release: t
         step = yield request
 
 
+def recorded_scheduler(pooled: Runner) -> tuple[PoolScheduler, dict[int, str], list[Joined]]:
+    """A scheduler of a pool of 16 rows (its reserve and express pool 4), and ``recorded_joins``'s
+    names and joins."""
+    scheduler = PoolScheduler(RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16)), pooled.encode, pad_id=0)
+    names, joined, _ = recorded_joins(scheduler)
+    return scheduler, names, joined
+
+
+def submit_held(
+    scheduler: PoolScheduler, names: dict[int, str], name: str, task: Task, release: threading.Event
+) -> Future:
+    """A large search of ``task`` (16 rows of long sources) submitted as ``name``, holding the pool's
+    thread after its first step until ``release`` is set; once it holds it, its future."""
+    started = threading.Event()
+    search = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
+    steps = held_after_its_first_step(search, started, release)
+    names[id(steps)] = name
+    future = scheduler.submit([[*range(4, 60), EOS]] * 4, steps, rows=16, task=task)
+    assert started.wait(timeout=60)
+    return future
+
+
 def test_a_cancelled_call_leaves_at_the_next_step_and_others_go_on(pooled: Runner) -> None:
     scheduler = PoolScheduler(RowPool(pooled.decoder, pooled.shape, PoolConfig()), pooled.encode, pad_id=0)
     tasks = StepScheduler()
@@ -521,16 +543,17 @@ def test_the_least_served_call_joins_first(pooled: Runner) -> None:
 
 @pytest.mark.parametrize(
     ("heavy_call", "light_served", "device"),
-    [(True, 1.0, False), (True, 20.0, False), (False, 1.0, False), (True, 1.0, True)],
+    [(True, 1.0, False), (True, 10.0, False), (True, 20.0, False), (False, 1.0, False), (True, 1.0, True)],
 )
 def test_a_small_search_beside_large_ones_joins_at_the_next_step(
     pooled: Runner, heavy_call: bool, light_served: float, device: bool
 ) -> None:
     """Large searches hold all of the pool's rows and more wait; a one-sentence search joins at the
     next step and gets what it gets alone. Beside a heavy call (its searches more rows than the
-    pool's) served less than it, it joins the express pool and takes every step until it is done,
-    as the rectangles' scheduler gives it turns. Served more than the heavy call, or beside calls
-    that are not heavy, it joins the pool's reserve and shares the large ones' steps. ``device``:
+    pool's) served no more than it, it joins the express pool; served less, it takes every step
+    until it is done, as the rectangles' scheduler gives it turns. Served more than the heavy call,
+    or beside calls that are not heavy, it joins the pool's reserve and shares the large ones'
+    steps. ``device``:
     the pools' blocks in device memory (CUDA's path, run on the CPU)."""
     storage = DeviceStorage("cpu") if device else None
     pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16), storage)
@@ -567,30 +590,25 @@ def test_a_small_search_beside_large_ones_joins_at_the_next_step(
         scheduler.close()
     assert order(joined) == ["heavy-0", "light", "heavy-1"]
     assert joined[1].held == 16  # heavy-0's 16 rows were in the pool as it joined
-    assert joined[1].express == (heavy_call and light_served < 10.0)
-    if joined[1].express:
+    assert joined[1].express == (heavy_call and light_served <= 10.0)
+    if joined[1].express and light_served < 10.0:
         assert finished_at == [joined[1].step]  # no step of the large ones' pool in between
-    else:
+    elif not joined[1].express:
         assert finished_at[0] > joined[1].step
     assert scheduler.express.rows_held == pool.rows_held == 0
 
 
 def test_a_small_search_joins_the_reserve_when_the_express_pool_is_full(pooled: Runner) -> None:
     """Two small searches beside a heavy call: the first fills the express pool, the second joins
-    the pool's reserve at the same step rather than wait for it."""
-    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=16))
-    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0)
-    names, joined, _ = recorded_joins(scheduler)
+    the pool's reserve at the main pool's next step rather than wait for the express pool. Their
+    calls are served just less than the heavy one, so the pools take turns within a few steps."""
+    scheduler, names, joined = recorded_scheduler(pooled)
     tasks = StepScheduler()
-    started, release = threading.Event(), threading.Event()
+    release = threading.Event()
     try:
         with tasks.task() as heavy, tasks.task() as first, tasks.task() as second:
-            heavy.attained_s, first.attained_s, second.attained_s = 5.0, 1.0, 2.0
-            search = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
-            steps = held_after_its_first_step(search, started, release)
-            names[id(steps)] = "large"
-            futures = [scheduler.submit([[*range(4, 60), EOS]] * 4, steps, rows=16, task=heavy)]
-            assert started.wait(timeout=60)
+            heavy.attained_s, first.attained_s, second.attained_s = 1.0, 0.999, 0.9995
+            futures = [submit_held(scheduler, names, "large", heavy, release)]
             ids = sentences(4, 72)
             steps = searched(ids, 4)
             names[id(steps)] = "large-1"  # waits: the heavy call's rows are more than the pool's
@@ -605,14 +623,43 @@ def test_a_small_search_joins_the_reserve_when_the_express_pool_is_full(pooled: 
             results = [future.result(timeout=60)[0] for future in futures]
     finally:
         scheduler.close()
-    assert {j.name: (j.express, j.step) for j in joined[:3]} == {
-        "large": (False, 0),
-        "first": (True, 1),
-        "second": (False, 1),
-    }
-    assert order(joined)[3:] == ["large-1"]
+    assert [(j.name, j.express) for j in joined] == [
+        ("large", False),
+        ("first", True),
+        ("second", False),
+        ("large-1", False),
+    ]
     for ids, result in zip(smalls.values(), results[2:], strict=True):
         assert same(result, alone(pooled, ids, 4))  # type: ignore[arg-type]
+
+
+def test_a_small_search_waiting_for_the_reserve_keeps_no_light_one_from_the_express_pool(pooled: Runner) -> None:
+    """Beside a heavy call's large searches, a second heavy call of five small searches, older
+    than a light call and served as much: its first search takes the main pool's reserve, the
+    others wait for it, and the light search behind them joins the express pool at the same
+    boundary, not once the first is charged a step and falls behind it in the queue."""
+    scheduler, names, joined = recorded_scheduler(pooled)
+    tasks = StepScheduler()
+    release = threading.Event()
+    try:
+        with tasks.task() as large, tasks.task() as heavy, tasks.task() as light:
+            futures = [submit_held(scheduler, names, "large-0", large, release)]
+            queued = [("large-1", large, 4, 79)] + [(f"small-{i}", heavy, 1, 80 + i) for i in range(5)]
+            for name, task, n, seed in [*queued, ("light", light, 1, 90)]:
+                ids = sentences(n, seed)
+                steps = searched(ids, 4)
+                names[id(steps)] = name
+                futures.append(scheduler.submit(ids, steps, rows=4 * n, task=task))
+            large.attained_s, heavy.attained_s, light.attained_s = 5.0, 1.0, 1.0
+            release.set()
+            for future in futures:
+                future.result(timeout=60)
+    finally:
+        scheduler.close()
+    where = {j.name: j.express for j in joined}
+    assert where["light"] and not any(where[f"small-{i}"] for i in range(5))
+    at = {j.name: j.step for j in joined}
+    assert at["light"] <= at["small-0"] < at["small-1"]
 
 
 def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) -> None:
@@ -657,17 +704,24 @@ def test_a_large_search_does_not_wait_for_small_ones_to_drain(pooled: Runner) ->
     assert not any(j.express for j in joined)  # one call: the small ones are served as much as the large one
 
 
-def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runner) -> None:
+def test_a_boundary_encodes_a_budget_s_worth_and_a_wide_search_joins_once_all_encoded(pooled: Runner) -> None:
     """While rows are in flight, one boundary encodes at most ``encode_tokens`` padded source
-    positions (the most deserving joiner at least): of three searches any two of which pass it,
-    the first joins at once and the other two a step later, together: a search left over once is
-    not left over again."""
+    positions, sentence by sentence (one at least): the most deserving search's first, then
+    those left over, then the smallest. A search joins once all its sentences are encoded, over
+    as many boundaries as that takes, and gets bitwise what it gets alone."""
     pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
-    scheduler = PoolScheduler(pool, pooled.encode, pad_id=0, encode_tokens=200)
+    runs: list[tuple[int, int]] = []  # each encoder run's (sentences, positions)
+
+    def encode(src: np.ndarray) -> Encoded:
+        runs.append(src.shape)
+        return pooled.encode(src)
+
+    scheduler = PoolScheduler(pool, encode, pad_id=0, encode_tokens=200)
     names, joined, _ = recorded_joins(scheduler)
     tasks = StepScheduler()
     started, release = threading.Event(), threading.Event()
-    wide = [[*range(4, 40), EOS]] * 4  # 38 positions each: one is 152, two 304
+    # 38 positions each (its longest and one more), 5 sentences a boundary; the last ones narrower alone
+    wide = [[*range(4, 4 + n), EOS] for n in (36, 30, 20, 20)]
     try:
         with tasks.task() as task:
             first = beam_search.search_steps([120] * 4, SearchOptions(beam_size=4), bos_id=BOS, eos_id=EOS)
@@ -680,13 +734,51 @@ def test_joiners_encoded_between_two_steps_are_a_sub_batch_s_worth(pooled: Runne
                 names[id(steps)] = name
                 futures.append(scheduler.submit(wide, steps, rows=16, task=task))
             release.set()
-            for future in futures:
-                future.result(timeout=60)
+            results = [future.result(timeout=60)[0] for future in futures]
     finally:
         scheduler.close()
-    assert order(joined)[:2] == ["running", "a"]
+    # a: all 4 (152 positions), b: 1; then b: 3, c: 2; then c: 2
+    assert runs[1:] == [(5, 38), (5, 38), (2, 38)]
+    assert order(joined) == ["running", "a", "b", "c"]
     at = {j.name: j.step for j in joined}
-    assert at["b"] == at["c"] == at["a"] + 1
+    assert at["b"] == at["a"] + 1 and at["c"] == at["b"] + 1
+    expected = alone(pooled, wide, 4)
+    assert all(same(result, expected) for result in results[1:])
+
+
+def test_a_search_whose_later_sentences_fail_to_encode_fails_alone(pooled: Runner) -> None:
+    """A search encoded over several boundaries whose second part the encoder refuses: its
+    caller gets the error, it leaves the queue with what was encoded of it, and a search
+    submitted beside it is decoded as alone."""
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
+    poisoned = 99
+
+    def encode(src: np.ndarray) -> Encoded:
+        if (src == poisoned).any():
+            raise RuntimeError("the encoder failed")
+        return pooled.encode(src)
+
+    scheduler = PoolScheduler(pool, encode, pad_id=0, encode_tokens=100)
+    tasks = StepScheduler()
+    started, release = threading.Event(), threading.Event()
+    wide = [[*range(4, 40), EOS]] * 2 + [[poisoned, *range(4, 39), EOS]]  # 38 positions: 2 a boundary
+    other = sentences(2, 7)
+    try:
+        with tasks.task() as task:
+            running = sentences(2, 8)
+            steps = held_after_its_first_step(searched(running, 4), started, release)
+            futures = [scheduler.submit(running, steps, rows=8, task=task)]
+            assert started.wait(timeout=60)
+            failing = scheduler.submit(wide, searched(wide, 4), rows=12, task=task)
+            futures.append(scheduler.submit(other, searched(other, 4), rows=8, task=task))
+            release.set()
+            with pytest.raises(RuntimeError, match="the encoder failed"):
+                failing.result(timeout=60)
+            results = [future.result(timeout=60)[0] for future in futures]
+    finally:
+        scheduler.close()
+    assert same(results[1], alone(pooled, other, 4))
+    assert scheduler.load == 0
 
 
 # -- the translator and the service on the pool -----------------------------------------------
