@@ -273,8 +273,8 @@ class PoolScheduler:
 
     def _admit(self) -> tuple[list[tuple[_Queued, int]], RowPool | None]:
         """The queued searches admitted now (module docstring): of each kind by least attained
-        service, while they fit; None passes a search of its own kind that waits: the largest
-        would wait for ever. Of those, the ones that join the pool that steps next, each with
+        service, while they fit; none passes a search of its own kind that waits for the same
+        pool: the largest would wait for ever. Of those, the ones that join the pool that steps next, each with
         how many of its sentences are encoded now (``_encoded_now``): the others wait for a
         boundary before their pool's step, so that their encoding does not come between two
         steps of the other pool. Those whose last sentences these are leave the queue."""
@@ -318,14 +318,16 @@ class PoolScheduler:
         one whose least-served call would be least served after the step. The step costs every
         call waiting for it its whole time, not its share: a step of the main pool puts its
         least-served call a step ahead, as a heavy sub-batch's turn on the rectangles, and a
-        light call in the express pool takes steps of its own until it is as far ahead."""
-        calls = {pool: [task for task, _ in self._charged(pool)] for pool in self._pools if pool.members}
+        light call in the express pool takes steps of its own until it is as far ahead. With one
+        pool busy (offline, and the service without heavy calls) no call is weighed."""
+        pools = [p for p in self._pools if p.members or any(q.pool is p for q in joining)]
+        if len(pools) < 2:
+            return pools[0] if pools else None
+        calls = {pool: [task for task, _ in self._charged(pool)] for pool in pools}
         for q in joining:
             assert q.pool is not None
-            calls.setdefault(q.pool, []).append(q.task)
-        if not calls:
-            return None
-        return min(calls, key=lambda p: min(t.attained_s for t in calls[p]) + self._step_seconds.get(p, 0.0))
+            calls[q.pool].append(q.task)
+        return min(pools, key=lambda p: min(t.attained_s for t in calls[p]) + self._step_seconds.get(p, 0.0))
 
     def _encoded_now(self, joining: list[_Queued]) -> list[tuple[_Queued, int]]:
         """How many more sentences of each of ``joining`` are encoded now (module docstring):
