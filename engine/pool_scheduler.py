@@ -97,7 +97,7 @@ class _Queued:
     timing: Timing | None = None
     deferred: bool = False  # admitted once, some of its sentences left for the next boundary
     pool: RowPool | None = None  # the pool it joins (module docstring)
-    parts: list[dict[str, np.ndarray]] = field(default_factory=list)  # its first sentences, encoded
+    parts: list[dict[str, np.ndarray]] = field(default_factory=list)  # its sentences encoded, until it joins
     encode_seconds: float = 0.0
 
     @property
@@ -408,7 +408,9 @@ class PoolScheduler:
                 q.parts.append(part)
                 q.encode_seconds += seconds * count
                 if q.encoded == len(q.ids):
-                    self._enter(q, _joined(q.parts), Timing(encode_seconds=q.encode_seconds))
+                    # the slots become the only copy: a part is a view of its whole encoder run
+                    source, q.parts = _joined(q.parts), []
+                    self._enter(q, source, Timing(encode_seconds=q.encode_seconds))
 
     def _fail(self, joiners: list[_Queued], error: BaseException) -> None:
         """``joiners``, whose encoding failed, fail their callers and leave the queue."""

@@ -781,6 +781,47 @@ def test_a_search_whose_later_sentences_fail_to_encode_fails_alone(pooled: Runne
     assert scheduler.load == 0
 
 
+@pytest.mark.parametrize("joinable", [False, True])
+def test_a_search_decoding_in_the_pool_leaves_no_encoder_output_alive(pooled: Runner, joinable: bool) -> None:
+    """Through the scheduler too, the slots are the only copy of a source: a search encoded over
+    two boundaries holds its parts, views of whole encoder runs, until it joins, and none of
+    them once it decodes (kept, they held 60 MB at the OPUS-MT size: benchmarks/RESULTS.md,
+    section 41)."""
+    outputs: list[weakref.ref] = []
+
+    def encode(src: np.ndarray) -> Encoded:
+        encoded = pooled.encode(src)
+        outputs.extend(weakref.ref(value) for value in encoded.source.values())
+        return encoded
+
+    factory = functools.partial(beam_search.JoinableSearch, bos_id=BOS, eos_id=EOS, forced_eos="model_score")
+    pool = RowPool(pooled.decoder, pooled.shape, PoolConfig(rows=64))
+    scheduler = PoolScheduler(pool, encode, pad_id=0, encode_tokens=100, searches=factory)
+    alive: list[int] = []  # encoder outputs alive as each step begins
+    step = pool.step
+
+    def counted() -> None:
+        alive.append(sum(ref() is not None for ref in outputs))
+        step()
+
+    pool.step = counted  # type: ignore[method-assign]
+    wide = [[*range(4, 40), EOS]] * 3  # 38 positions: 2 sentences a boundary
+    tasks = StepScheduler()
+    try:
+        with tasks.task() as task:
+            if joinable:
+                options = SearchOptions(beam_size=4, num_hypotheses=4)
+                future = scheduler.submit_joinable(wide, [len(s) + 8 for s in wide], options, task=task)
+            else:
+                future = scheduler.submit(wide, searched(wide, 4), rows=12, task=task)
+            result = future.result(timeout=60)[0]
+    finally:
+        scheduler.close()
+    assert len(outputs) == 2 * len(pooled.encode(pad_batch(wide, 0)).source)  # two encoder runs
+    assert alive and not any(alive)
+    assert same(result, alone(pooled, wide, 4))  # type: ignore[arg-type]
+
+
 # -- the translator and the service on the pool -----------------------------------------------
 
 
