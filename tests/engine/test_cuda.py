@@ -8,7 +8,6 @@ are held to the same translations for nearly all sentences and to scores within 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ import pytest
 from repo_root import REPO
 
 from engine.api import TranslationOptions
-from engine.pool import Member
 from engine.runner import DeviceDecoder
 from engine.translator import Translator, TranslatorConfig
 
@@ -166,33 +164,3 @@ def test_the_captured_pool_grows_past_its_rows_and_translates_as_without(tiny_bu
     assert graphs.pools is not None
     pool = graphs.pools[0].pool
     assert pool.captured is not None and len(pool.lengths) > 8
-
-
-def test_light_calls_beside_a_heavy_one_take_the_express_pool_on_the_gpu(tiny_bundle: Path) -> None:
-    """The express pool on CUDA (float16 caches, no graphs): one-sentence calls made while a heavy
-    call (sub-batches many times the pool's 16 rows) runs join it, and get what they get alone,
-    but for a close call that batchmates' rounding may turn (at most a tenth of them)."""
-    config = TranslatorConfig(model_dir=tiny_bundle, provider="cuda", pool=True, pool_rows=16, max_batch_sentences=4)
-    cuda = Translator(config)
-    assert cuda.pools is not None
-    express = cuda.pools[0].express
-    assert express is not None
-    joins = [0]
-    join = express.join
-
-    def counted(member: Member, source: dict[str, np.ndarray]) -> None:
-        joins[0] += 1
-        join(member, source)
-
-    express.join = counted  # type: ignore[method-assign]
-    options, lights = TranslationOptions(beam_size=4), SENTENCES[:4]
-    alone = [cuda.translate_batch([text], options).results[0].text for text in lights]
-    with ThreadPoolExecutor(1) as worker:
-        heavy_call = worker.submit(cuda.translate_batch, SENTENCES * 32, options)
-        beside: list[str] = []
-        while not heavy_call.done() or not beside:  # a heavy call that fails ends the loop too
-            beside += [cuda.translate_batch([text], options).results[0].text for text in lights]
-        heavy_call.result()
-    assert joins[0] > 0
-    same = sum(text == alone[i % len(lights)] for i, text in enumerate(beside))
-    assert same >= 0.9 * len(beside), (alone, beside)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from engine import beam_search, forced_decoding
@@ -866,9 +867,25 @@ def test_the_translator_on_the_pool_translates_as_on_rectangles(tiny_bundle: Pat
             translator.close()
 
 
-def test_the_translator_s_light_calls_beside_a_heavy_one_take_the_express_pool(tiny_bundle: Path) -> None:
+@pytest.mark.parametrize(
+    ("provider", "share"),
+    [
+        ("cpu", 1.0),
+        pytest.param(
+            "cuda",
+            0.9,
+            marks=pytest.mark.skipif(
+                "CUDAExecutionProvider" not in ort.get_available_providers(), reason="onnxruntime has no CUDA provider"
+            ),
+        ),
+    ],
+)
+def test_the_translator_s_light_calls_beside_a_heavy_one_take_the_express_pool(
+    tiny_bundle: Path, provider: str, share: float
+) -> None:
     """Through the translator: one-sentence calls made while a heavy call (its sub-batches many
-    times the pool's rows) runs join the express pool, and each gets what it gets alone."""
+    times the pool's rows) runs join the express pool, and each gets what it gets alone. On CUDA
+    (float16 caches, no graphs), batchmates' rounding may turn a close call: a tenth at most."""
     from engine.api import TranslationOptions
     from engine.translator import Translator, TranslatorConfig
 
@@ -877,7 +894,7 @@ def test_the_translator_s_light_calls_beside_a_heavy_one_take_the_express_pool(t
     heavy = [" ".join(rng.choice(words, int(rng.integers(10, 30)))).capitalize() + "." for _ in range(64)]
     lights = [" ".join(rng.choice(words, 5)).capitalize() + "." for _ in range(4)]
     config = TranslatorConfig(
-        model_dir=tiny_bundle, provider="cpu", threads=1, pool=True, pool_rows=16, max_batch_sentences=4
+        model_dir=tiny_bundle, provider=provider, threads=1, pool=True, pool_rows=16, max_batch_sentences=4
     )
     translator = Translator(config)
     assert translator.pools is not None
@@ -901,8 +918,9 @@ def test_the_translator_s_light_calls_beside_a_heavy_one_take_the_express_pool(t
             beside: list[str] = []
             while not heavy_call.done() or not beside:  # a heavy call that fails ends the loop too
                 beside += [translator.translate_batch([text], options).results[0].text for text in lights]
-                assert beside[-len(lights) :] == expected
             heavy_call.result()
     finally:
         translator.close()
     assert joins[0] > 0, joins
+    same = sum(text == expected[i % len(lights)] for i, text in enumerate(beside))
+    assert same >= share * len(beside), (expected, beside)
