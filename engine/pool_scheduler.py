@@ -274,10 +274,11 @@ class PoolScheduler:
     def _admit(self) -> tuple[list[tuple[_Queued, int]], RowPool | None]:
         """The queued searches admitted now (module docstring): of each kind by least attained
         service, while they fit; none passes a search of its own kind that waits for the same
-        pool: the largest would wait for ever. Of those, the ones that join the pool that steps next, each with
-        how many of its sentences are encoded now (``_encoded_now``): the others wait for a
-        boundary before their pool's step, so that their encoding does not come between two
-        steps of the other pool. Those whose last sentences these are leave the queue."""
+        pool: the largest would wait for ever. Of those, the ones that join the pool that steps
+        next, each with how many of its sentences are encoded now (``_encoded_now``): the others
+        wait for a boundary before their pool's step, so that their encoding does not come
+        between two steps of the other pool. Those whose last sentences these are leave the
+        queue."""
         if not self._queue:  # every step comes here: the rows held are counted only for a joiner
             return [], self._stepping_next([])
         rows, reserve = self.pool.config.rows, self.reserve_rows

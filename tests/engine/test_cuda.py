@@ -153,8 +153,7 @@ def test_the_row_pool_captured_as_cuda_graphs_translates_as_without(tiny_bundle:
 
 def test_the_captured_pool_grows_past_its_rows_and_translates_as_without(tiny_bundle: Path) -> None:
     """Searches larger than the captured pool's configured rows (8 sentences at beam 4, a pool of
-    8 rows): its blocks grow, the steps at the larger shapes are captured too, and the
-    translations are the CUDA pool's without graphs."""
+    8 rows): its blocks grow past them, and the translations are the CUDA pool's without graphs."""
     plain = Translator(TranslatorConfig(model_dir=tiny_bundle, provider="cuda", pool=True))
     config = TranslatorConfig(
         model_dir=tiny_bundle, provider="cuda", pool=True, cuda_graphs=True, pool_rows=8, max_batch_sentences=8

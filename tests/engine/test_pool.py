@@ -818,7 +818,7 @@ def test_a_search_decoding_in_the_pool_leaves_no_encoder_output_alive(pooled: Ru
             result = future.result(timeout=60)[0]
     finally:
         scheduler.close()
-    assert len(outputs) == 2 * len(pooled.encode(pad_batch(wide, 0)).source)  # two encoder runs
+    assert len(outputs) == 2 * len(pooled.source_names)  # two encoder runs
     assert alive and not any(alive)
     assert same(result, alone(pooled, wide, 4))  # type: ignore[arg-type]
 
@@ -922,5 +922,5 @@ def test_the_translator_s_light_calls_beside_a_heavy_one_take_the_express_pool(
     finally:
         translator.close()
     assert joins[0] > 0, joins
-    same = sum(text == expected[i % len(lights)] for i, text in enumerate(beside))
-    assert same >= share * len(beside), (expected, beside)
+    identical = sum(text == expected[i % len(lights)] for i, text in enumerate(beside))
+    assert identical >= share * len(beside), (expected, beside)
